@@ -1,0 +1,41 @@
+# One command runs the dashboard, one runs the tests; both build the virtual environment themselves.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+UV_VERSION := 0.13.8
+export UV_PROJECT_ENVIRONMENT := $(VENV)
+
+.PHONY: install run test lint chaos bench clean
+
+$(BIN)/uv:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check uv==$(UV_VERSION)
+
+$(VENV)/.synced: $(BIN)/uv pyproject.toml uv.lock
+	$(BIN)/uv sync --frozen --quiet
+	touch $@
+
+install: $(VENV)/.synced ## Create .venv and install the locked dependencies
+
+run: install ## Run simulator, worker (with beat) and web on the embedded default
+	mkdir -p .run
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py seed_demo
+	@echo ""
+	@echo "  Dashboard: http://127.0.0.1:$(PORT)/   (simulator on http://127.0.0.1:8100/api)"
+	@echo "  Logins (password: $${DEMO_PASSWORD:-demo}): alice (Acme Research), bob (Globex), sam (support), olga (operator), admin"
+	@echo "  Ctrl-C stops everything."
+	@echo ""
+	WEB_PORT=$(PORT) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho -f Procfile start
+
+test: install ## Run the whole test suite (again on PostgreSQL + Redis when they are reachable)
+	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/test.sh
+
+lint: install ## Ruff and mypy
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check . || true
+	$(BIN)/mypy .
+
+clean:
+	rm -rf .run

@@ -1,0 +1,68 @@
+"""Admin for customers, memberships and upstream credentials (the secret is write-only)."""
+
+from django import forms
+from django.contrib import admin
+
+from accounts.models import Customer, Membership, UpstreamCredential
+
+
+class UpstreamCredentialForm(forms.ModelForm):
+    secret = forms.CharField(
+        required=False,
+        strip=False,
+        widget=forms.PasswordInput(render_value=False),
+        help_text="Write-only: leave empty to keep the current secret. Only its last 4 characters are ever shown.",
+    )
+
+    class Meta:
+        model = UpstreamCredential
+        fields = ["name", "scheme", "base_url", "customer_ref", "active"]
+
+    def clean(self) -> dict:
+        data = super().clean() or {}
+        secret = data.get("secret")
+        if not self.instance.pk and not secret:
+            self.add_error("secret", "A new credential needs its secret.")
+        elif secret:
+            try:
+                self.instance.set_secret(secret)
+            except forms.ValidationError as exc:
+                self.add_error("secret", exc)
+        return data
+
+
+@admin.register(UpstreamCredential)
+class UpstreamCredentialAdmin(admin.ModelAdmin):
+    form = UpstreamCredentialForm
+    list_display = ["name", "scheme", "secret_hint", "effective_base_url", "customer_ref", "active"]
+    list_filter = ["scheme", "active"]
+    search_fields = ["name", "customer_ref"]
+
+    @admin.display(description="Secret")
+    def secret_hint(self, obj: UpstreamCredential) -> str:
+        return f"…{obj.secret_last4}"
+
+
+class MembershipInline(admin.TabularInline):
+    model = Membership
+    extra = 0
+    autocomplete_fields = ["user"]
+
+
+class CustomerForm(forms.ModelForm):
+    # strip=False: a trailing newline must be refused, not silently removed.
+    customer_ref = forms.CharField(required=False, strip=False, max_length=64)
+
+    class Meta:
+        model = Customer
+        fields = ["name", "customer_ref", "default_credential", "active"]
+
+
+@admin.register(Customer)
+class CustomerAdmin(admin.ModelAdmin):
+    form = CustomerForm
+    list_display = ["name", "customer_ref", "default_credential", "active"]
+    list_filter = ["active"]
+    search_fields = ["name", "customer_ref"]
+    list_select_related = ["default_credential"]
+    inlines = [MembershipInline]

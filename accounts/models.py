@@ -1,0 +1,99 @@
+"""Customers (tenants), who belongs to them, and the Lium credentials rentals go out with."""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.core.validators import RegexValidator
+from django.db import models
+
+from accounts.crypto import decrypt_secret, encrypt_secret
+
+# What we accept for X-Customer-Ref: a short label of safe characters (the simulator enforces the same
+# rule). No spaces or control characters, so a header can never be split or smuggled.
+CUSTOMER_REF_MAX_LENGTH = 64
+customer_ref_validator = RegexValidator(
+    regex=r"\A[A-Za-z0-9._:@-]{1,64}\Z",
+    message=(
+        "A customer ref is 1 to 64 characters: letters, digits and . _ : @ - only "
+        "(no spaces, newlines or other characters)."
+    ),
+)
+
+
+class UpstreamCredential(models.Model):
+    """A Lium API key or bearer token; the secret is encrypted and never rendered."""
+
+    class Scheme(models.TextChoices):
+        API_KEY = "api_key", "API key (X-API-Key)"
+        BEARER = "bearer", "Bearer token (Authorization: Bearer)"
+
+    name = models.CharField(max_length=100, unique=True)
+    scheme = models.CharField(max_length=16, choices=Scheme.choices, default=Scheme.API_KEY)
+    secret_encrypted = models.TextField(editable=False)
+    secret_last4 = models.CharField(max_length=4, editable=False)
+    base_url = models.URLField(default="", blank=True, help_text="Empty means LIUM_BASE_URL.")
+    customer_ref = models.CharField(
+        max_length=CUSTOMER_REF_MAX_LENGTH,
+        blank=True,
+        validators=[customer_ref_validator],
+        help_text="The key's own customer ref upstream, if known (applies when a rental sends none).",
+    )
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (…{self.secret_last4})"
+
+    def set_secret(self, secret: str) -> None:
+        """Encrypt and store a new secret, keeping only its last 4 characters in clear."""
+        if not secret or any(ch.isspace() for ch in secret):
+            raise ValidationError("The secret must be non-empty and contain no spaces or newlines.")
+        self.secret_encrypted = encrypt_secret(secret)
+        self.secret_last4 = secret[-4:]
+
+    def get_secret(self) -> str:
+        """Return the clear secret (only the upstream client should call this)."""
+        return decrypt_secret(self.secret_encrypted)
+
+    @property
+    def effective_base_url(self) -> str:
+        return (self.base_url or settings.LIUM_BASE_URL).rstrip("/")
+
+
+class Customer(models.Model):
+    """An end customer: its rentals are tagged upstream with its customer_ref."""
+
+    name = models.CharField(max_length=200, unique=True)
+    customer_ref = models.CharField(
+        max_length=CUSTOMER_REF_MAX_LENGTH,
+        blank=True,
+        validators=[customer_ref_validator],
+        help_text="Sent as X-Customer-Ref on this customer's rentals; empty sends none.",
+    )
+    default_credential = models.ForeignKey(
+        UpstreamCredential, null=True, blank=True, on_delete=models.PROTECT, related_name="customers"
+    )
+    active = models.BooleanField(default=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class Membership(models.Model):
+    """A user's membership of a customer: the user rents for it and sees its rentals."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships")
+    customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="memberships")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "customer"], name="unique_membership")]
+
+    def __str__(self) -> str:
+        return f"{self.user} @ {self.customer}"

@@ -1,0 +1,245 @@
+"""Settings for the cluster rentals dashboard.
+
+Everything comes from the environment. With nothing set, the dashboard runs on its embedded default:
+SQLite and a file-system Kombu broker under the run folder, and the local Lium simulator as the upstream.
+`DATABASE_URL`, `CELERY_BROKER_URL`, `LIUM_BASE_URL`, `FIELD_ENCRYPTION_KEYS` and `SECRET_KEY` switch it to
+the real stack; `DASHBOARD_ENV=production` makes the secrets mandatory.
+"""
+
+import base64
+import hashlib
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+RUN_DIR = Path(os.environ.get("RUN_DIR", BASE_DIR / ".run"))
+
+DASHBOARD_ENV = os.environ.get("DASHBOARD_ENV", "development")
+PRODUCTION = DASHBOARD_ENV == "production"
+
+
+def env_bool(name: str, default: bool) -> bool:
+    """Read a yes/no environment variable."""
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def env_list(name: str, default: str = "") -> list[str]:
+    """Read a comma-separated environment variable."""
+    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+
+
+def required_in_production(name: str, development_default: str) -> str:
+    """Return the variable; in production refuse to start without it, naming it."""
+    value = os.environ.get(name)
+    if value:
+        return value
+    if PRODUCTION:
+        raise ImproperlyConfigured(f"{name} must be set when DASHBOARD_ENV=production.")
+    return development_default
+
+
+SECRET_KEY = required_in_production("SECRET_KEY", "dev-only-insecure-secret-key-change-me-0123456789abcdef")
+DEBUG = env_bool("DEBUG", not PRODUCTION)
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "" if PRODUCTION else "127.0.0.1,localhost,testserver")
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
+
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "django_htmx",
+    "template_partials",
+    "accounts",
+    "rentals",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "dashboard.urls"
+WSGI_APPLICATION = "dashboard.wsgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "accounts.context_processors.roles",
+            ],
+        },
+    },
+]
+
+DATABASES = {
+    "default": dj_database_url.config(
+        default=f"sqlite:///{RUN_DIR / 'db.sqlite3'}",
+        conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "60")),
+    )
+}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The web server and the worker write to one file: wait for a lock instead of failing, keep readers
+    # off the writer's back (WAL), and take the write lock at BEGIN so two writers never deadlock.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    DATABASES["default"]["OPTIONS"] = {
+        "timeout": 30,
+        "transaction_mode": "IMMEDIATE",
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
+    }
+    # A file, not memory: end-to-end tests run a real worker process that must open the same database.
+    DATABASES["default"]["TEST"] = {"NAME": str(RUN_DIR / "test-db.sqlite3")}
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "home"
+LOGOUT_REDIRECT_URL = "login"
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": (
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if PRODUCTION
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
+        )
+    },
+}
+
+CACHES = {
+    "default": (
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
+        if os.environ.get("CACHE_URL")
+        else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
+    )
+}
+
+# --- Upstream secrets at rest -------------------------------------------------------------------------
+# Comma-separated Fernet keys, newest first: MultiFernet encrypts with the first and decrypts with any,
+# so a key is rotated by prepending a new one and running `manage.py rotate_credentials`.
+_dev_fernet_key = base64.urlsafe_b64encode(hashlib.sha256(f"fernet:{SECRET_KEY}".encode()).digest()).decode()
+FIELD_ENCRYPTION_KEYS = env_list("FIELD_ENCRYPTION_KEYS") or (
+    [required_in_production("FIELD_ENCRYPTION_KEYS", _dev_fernet_key)]
+)
+
+# --- Upstream (Lium) ----------------------------------------------------------------------------------
+LIUM_BASE_URL = os.environ.get("LIUM_BASE_URL", "http://127.0.0.1:8100/api")
+LIUM_TIMEOUT_SECONDS = float(os.environ.get("LIUM_TIMEOUT_SECONDS", "30"))
+LIUM_CONNECT_TIMEOUT_SECONDS = float(os.environ.get("LIUM_CONNECT_TIMEOUT_SECONDS", "5"))
+# How long the fabric listing is reused before the upstream is asked again.
+LIUM_OFFERS_CACHE_SECONDS = int(os.environ.get("LIUM_OFFERS_CACHE_SECONDS", "15"))
+
+# --- Rent engine --------------------------------------------------------------------------------------
+# Automatic retries stop inside the upstream's 24 h idempotency window; past this only a human decides.
+RENT_RETRY_WINDOW = timedelta(
+    seconds=min(int(os.environ.get("RENT_RETRY_WINDOW_SECONDS", str(2 * 3600))), 23 * 3600)
+)
+RENT_MAX_ATTEMPTS = int(os.environ.get("RENT_MAX_ATTEMPTS", "8"))
+RENT_BACKOFF_BASE_SECONDS = float(os.environ.get("RENT_BACKOFF_BASE_SECONDS", "2"))
+RENT_BACKOFF_CAP_SECONDS = float(os.environ.get("RENT_BACKOFF_CAP_SECONDS", "120"))
+# A worker holds a rental in `sending` for at most this long; past it the sweeper lets another worker retry.
+RENT_LEASE_SECONDS = int(os.environ.get("RENT_LEASE_SECONDS", str(int(LIUM_TIMEOUT_SECONDS) + 30)))
+# A `queued` rental whose message has not been picked up after this long is re-enqueued by the sweeper.
+RENT_QUEUED_STUCK_SECONDS = int(os.environ.get("RENT_QUEUED_STUCK_SECONDS", "30"))
+# The upstream caps pod listings at about 60 a minute per account; one poller per credential stays below.
+POD_POLL_MIN_INTERVAL_SECONDS = float(os.environ.get("POD_POLL_MIN_INTERVAL_SECONDS", "3"))
+SWEEP_INTERVAL_SECONDS = float(os.environ.get("SWEEP_INTERVAL_SECONDS", "5"))
+
+# --- Celery -------------------------------------------------------------------------------------------
+CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    _broker_dir = RUN_DIR / "broker"
+    # The file-system transport neither creates its folders nor works without them (web and worker both
+    # publish), so make them here, once, wherever these settings are loaded.
+    for _folder in ("queue", "processed"):
+        (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "data_folder_in": str(_broker_dir / "queue"),
+        "data_folder_out": str(_broker_dir / "queue"),
+        "processed_folder": str(_broker_dir / "processed"),
+        "store_processed": False,
+    }
+else:
+    # An unacknowledged message comes back after this long; it must exceed the longest countdown we use
+    # and any task's run time, or a slow task would be delivered twice (harmless, but wasteful).
+    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TASK_ACKS_LATE = True
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_RESULT_BACKEND = None
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "sweep-rentals": {"task": "rentals.tasks.rentals_sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+}
+
+# --- Demo data ----------------------------------------------------------------------------------------
+DEMO_PASSWORD = os.environ.get("DEMO_PASSWORD", "demo")
+SIMULATOR_API_KEY = os.environ.get("LIUM_SIM_API_KEY", "sim-demo-key")
+
+# --- Logging ------------------------------------------------------------------------------------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "loggers": {
+        # httpx and httpcore log request lines and, at DEBUG, headers: keep them quiet so an upstream
+        # key can never reach a log through them.
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
+}
+
+if PRODUCTION:
+    SESSION_COOKIE_SECURE = True
+    CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_INCLUDE_SUBDOMAINS = True
+    SECURE_HSTS_PRELOAD = True
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_CONTENT_TYPE_NOSNIFF = True
+    if env_bool("TRUST_X_FORWARDED_PROTO", False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -1,0 +1,16 @@
+"""Site-wide views: the home redirect and the liveness probe."""
+
+from django.contrib.auth.decorators import login_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect
+
+
+@login_required
+def home(request: HttpRequest) -> HttpResponse:
+    """Send people to where they work: the fabrics to rent from."""
+    return redirect("fabric_list")
+
+
+def healthz(request: HttpRequest) -> JsonResponse:
+    """Answer while the process is alive (no dependency is checked)."""
+    return JsonResponse({"status": "ok"})

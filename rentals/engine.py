@@ -1,0 +1,289 @@
+"""The rent engine: claim a rental, send its stored bytes with its key, record and settle the attempt.
+
+Never rent twice: every attempt sends the same `Idempotency-Key` and byte-identical body, both stored at
+submit. Never lose a rental: the row is the truth; a lost message or a killed worker only delays it
+(the sweeper re-enqueues what is due or stuck). Never claim what is not known: each attempt's
+classification (see `rentals.upstream.classify_rent`) decides the next state, and when retries end
+after a possibly-sent attempt the rental becomes `unknown`, never `failed`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import time
+import uuid
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from rentals import upstream
+from rentals.models import RentAttempt, Rental, RentalEvent
+from rentals.states import RentalStatus as S
+from rentals.transitions import rental_transition
+from rentals.upstream import Classification, RentResult
+
+logger = logging.getLogger(__name__)
+
+# A fresh (not replayed) refusal with one of these statuses comes from checks that run before the
+# upstream looks the key up, so it says nothing about an earlier attempt that may have rented.
+PRE_KEY_LOOKUP_STATUSES = frozenset({401, 402, 403})
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A rental this worker holds in `sending` until `lease_until`."""
+
+    rental: Rental
+    token: uuid.UUID
+    number: int
+
+
+def retry_delay(*, attempt_number: int, retry_after: float | None) -> float:
+    """Return seconds to wait: exponential backoff with jitter, never less than Retry-After."""
+    backoff = min(settings.RENT_BACKOFF_CAP_SECONDS, settings.RENT_BACKOFF_BASE_SECONDS * 2 ** (attempt_number - 1))
+    # Jitter spreads the retries of many rentals that failed together (S311: not for security).
+    delay = backoff * random.uniform(0.5, 1.0)  # noqa: S311
+    return max(delay, retry_after or 0.0)
+
+
+def retry_deadline(rental: Rental) -> datetime | None:
+    """Return when automatic retrying stops (inside the upstream's 24 h key window)."""
+    if rental.first_sent_at is None:
+        return None
+    return rental.first_sent_at + settings.RENT_RETRY_WINDOW
+
+
+def rental_claim(*, rental_id: int) -> Claim | None:
+    """Take a rental that is due (queued, retry due, or an expired `sending` lease) into `sending`."""
+    now = timezone.now()
+    token = uuid.uuid4()
+    lease_until = now + timedelta(seconds=settings.RENT_LEASE_SECONDS)
+    due = (
+        Q(status=S.QUEUED)
+        | Q(status=S.RETRYING, next_attempt_at__lte=now)
+        | Q(status=S.SENDING, lease_until__lt=now)
+    )
+    with transaction.atomic():
+        rental = Rental.objects.filter(due, pk=rental_id).first()
+        if rental is None:
+            return None
+        previous_status = rental.status
+        lease_expired = previous_status == S.SENDING
+        changed = (
+            Rental.objects.filter(pk=rental_id, status=previous_status, version=rental.version)
+            .update(
+                status=S.SENDING,
+                lease_token=token,
+                lease_until=lease_until,
+                attempt_count=F("attempt_count") + 1,
+                first_sent_at=rental.first_sent_at or now,
+                last_sent_at=now,
+                next_attempt_at=None,
+                version=F("version") + 1,
+                updated_at=now,
+            )
+        )
+        if not changed:
+            return None
+        number = rental.attempt_count + 1
+        if lease_expired:
+            _record_lost_attempt(rental, now)
+        RentalEvent.objects.create(
+            rental_id=rental_id,
+            kind=RentalEvent.Kind.STATE,
+            from_status=previous_status,
+            to_status=S.SENDING,
+            message=f"Attempt {number}: sending the stored order.",
+            data={"attempt": number},
+        )
+    rental.refresh_from_db()
+    return Claim(rental=rental, token=token, number=number)
+
+
+def _record_lost_attempt(rental: Rental, now: datetime) -> None:
+    """Record the attempt of a worker that died while sending: its answer, if any, was lost."""
+    started = rental.last_sent_at or now
+    RentAttempt.objects.get_or_create(
+        rental_id=rental.pk,
+        number=rental.attempt_count,
+        defaults={
+            "started_at": started,
+            "duration_ms": int((now - started).total_seconds() * 1000),
+            "classification": Classification.INCONCLUSIVE,
+            "message": "The worker stopped during this attempt; its answer (if any) was lost.",
+        },
+    )
+    Rental.objects.filter(pk=rental.pk).update(possibly_sent=True)
+
+
+def rental_attempt(*, rental_id: int) -> str | None:
+    """Claim the rental, send it once, and settle the attempt. Return the new status, or None if not due."""
+    claim = rental_claim(rental_id=rental_id)
+    if claim is None:
+        return None
+    rental = claim.rental
+    started_at = timezone.now()
+    started = time.monotonic()
+    try:
+        client = upstream.client_for(rental.credential)
+    except ValueError as exc:
+        # The secret cannot be decrypted here (rotated keys?): nothing left this process.
+        result = RentResult(Classification.NEVER_SENT, message=str(exc))
+    else:
+        # No transaction is open here: the HTTP call may take up to the client's timeout.
+        result = client.rent_cluster(
+            body=bytes(rental.request_body),
+            idempotency_key=str(rental.idempotency_key),
+            customer_ref=rental.customer_ref,
+        )
+    duration_ms = int((time.monotonic() - started) * 1000)
+    return rental_record_attempt(claim=claim, result=result, started_at=started_at, duration_ms=duration_ms)
+
+
+def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datetime, duration_ms: int) -> str | None:
+    """Store the attempt and move the rental to what the answer proves. Return the new status."""
+    rental = claim.rental
+    RentAttempt.objects.create(
+        rental_id=rental.pk,
+        number=claim.number,
+        started_at=started_at,
+        duration_ms=duration_ms,
+        http_status=result.http_status,
+        classification=result.classification,
+        error_code=result.error_code,
+        message=result.message[:2000],
+        replayed=result.replayed,
+        request_id=result.request_id,
+    )
+    possibly_sent = rental.possibly_sent or result.classification != Classification.NEVER_SENT
+    error_fields = {
+        "error_code": result.error_code,
+        "error_message": result.message[:2000],
+        "error_hint": result.hint[:2000],
+        "error_request_id": result.request_id,
+    }
+    common = {
+        "rental_id": rental.pk,
+        "from_status": S.SENDING,
+        "expect_lease": claim.token,
+        "data": {
+            "attempt": claim.number,
+            "http_status": result.http_status,
+            "classification": result.classification,
+            "replayed": result.replayed,
+            "request_id": result.request_id,
+            "error_code": result.error_code,
+        },
+    }
+    release = {"lease_token": None, "lease_until": None, "possibly_sent": possibly_sent}
+
+    if result.classification == Classification.CONFIRMED:
+        moved = rental_transition(
+            to_status=S.RENTED,
+            message="Lium confirmed the order" + (" (a replay of the first answer)." if result.replayed else "."),
+            pod_ids=result.pod_ids,
+            cluster_id=result.cluster_id,
+            replayed=result.replayed,
+            error_code="", error_message="", error_hint="", error_request_id=result.request_id,
+            **release, **common,
+        )
+        if moved:
+            from rentals.tasks import enqueue_pods_sync
+
+            transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
+        return S.RENTED if moved else None
+
+    if result.classification == Classification.REFUSED:
+        proves_nothing_rented = (
+            result.replayed or not rental.possibly_sent or result.http_status not in PRE_KEY_LOOKUP_STATUSES
+        )
+        if proves_nothing_rented:
+            moved = rental_transition(
+                to_status=S.REFUSED, message=f"Lium refused the order: {result.message}",
+                replayed=result.replayed, **error_fields, **release, **common,
+            )
+            return S.REFUSED if moved else None
+        moved = rental_transition(
+            to_status=S.UNKNOWN,
+            message=(
+                f"A repeat was refused ({result.http_status}: {result.message}) before the API looked up "
+                "the key, so it says nothing about the earlier attempt, which may have rented."
+            ),
+            **error_fields, **release, **common,
+        )
+        return S.UNKNOWN if moved else None
+
+    if result.classification == Classification.OUTCOME_UNKNOWN:
+        if result.key_reused:
+            logger.error(
+                "Defect: the upstream says idempotency key %s was reused with different bytes (rental %s).",
+                rental.idempotency_key, rental.pk,
+            )
+            RentalEvent.objects.create(
+                rental_id=rental.pk, kind=RentalEvent.Kind.DEFECT,
+                message="The API says this key was used with a different body: our stored bytes changed.",
+                data={"request_id": result.request_id},
+            )
+        moved = rental_transition(
+            to_status=S.UNKNOWN, message=f"The API cannot say whether the order rented: {result.message}",
+            **error_fields, **release, **common,
+        )
+        return S.UNKNOWN if moved else None
+
+    # Inconclusive or never sent: retry with the same key and bytes, while the window and budget allow.
+    now = timezone.now()
+    delay = retry_delay(attempt_number=claim.number, retry_after=result.retry_after)
+    next_at = now + timedelta(seconds=delay)
+    deadline = retry_deadline(rental)
+    out_of_attempts = claim.number >= settings.RENT_MAX_ATTEMPTS
+    out_of_window = deadline is not None and next_at > deadline
+    if out_of_attempts or out_of_window:
+        why = "no attempts left" if out_of_attempts else "the retry window is over"
+        if possibly_sent:
+            moved = rental_transition(
+                to_status=S.UNKNOWN,
+                message=f"Stopped retrying ({why}); an attempt may have reached Lium, so the cluster may exist.",
+                **error_fields, **release, **common,
+            )
+            return S.UNKNOWN if moved else None
+        moved = rental_transition(
+            to_status=S.FAILED,
+            message=f"Nothing was rented: the API could not be reached ({why}).",
+            **error_fields, **release, **common,
+        )
+        return S.FAILED if moved else None
+    moved = rental_transition(
+        to_status=S.RETRYING,
+        message=f"{result.message or 'No clear answer.'} Retrying in {delay:.0f} s with the same key.",
+        next_attempt_at=next_at,
+        **error_fields, **release, **common,
+    )
+    if moved:
+        from rentals.tasks import enqueue_rental_send
+
+        transaction.on_commit(lambda: enqueue_rental_send(rental.pk, countdown=delay))
+    return S.RETRYING if moved else None
+
+
+def rental_settle_expired(*, rental_id: int) -> str | None:
+    """Settle a `retrying` rental whose window closed while it waited (no worker took it in time)."""
+    rental = Rental.objects.filter(pk=rental_id, status=S.RETRYING).first()
+    if rental is None:
+        return None
+    deadline = retry_deadline(rental)
+    if deadline is None or timezone.now() <= deadline:
+        return None
+    to_status = S.UNKNOWN if rental.possibly_sent else S.FAILED
+    message = (
+        "The retry window closed; an attempt may have reached Lium, so the cluster may exist."
+        if rental.possibly_sent
+        else "Nothing was rented: the API could not be reached before the retry window closed."
+    )
+    moved = rental_transition(rental_id=rental_id, from_status=S.RETRYING, to_status=to_status, message=message,
+                              next_attempt_at=None)
+    return to_status if moved else None

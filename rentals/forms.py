@@ -1,0 +1,146 @@
+"""The rent form: validates a cluster order against the fabric's current free nodes."""
+
+from __future__ import annotations
+
+import uuid
+from decimal import Decimal
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+
+from accounts.models import Customer, customer_ref_validator
+from rentals.offers import Fabric, OfferListing, Template
+from rentals.services import RentOrder
+from rentals.validators import POD_NAME_HELP, parse_ssh_public_keys, validate_pod_name
+
+
+class NodeSelectionField(forms.MultipleChoiceField):
+    """Node ids; checked against the fabric in `RentForm.clean_executor_ids`, which explains what is wrong."""
+
+    def validate(self, value: Any) -> None:
+        if self.required and not value:
+            raise ValidationError(self.error_messages["required"], code="required")
+
+
+class RentForm(forms.Form):
+    """Choose nodes of one fabric and the order's options."""
+
+    customer = forms.ModelChoiceField(queryset=Customer.objects.none(), empty_label=None)
+    executor_ids = NodeSelectionField(
+        label="Nodes", widget=forms.CheckboxSelectMultiple, error_messages={"required": "Select at least 2 nodes."}
+    )
+    pod_name = forms.CharField(max_length=63, help_text=POD_NAME_HELP, validators=[validate_pod_name])
+    ssh_public_keys = forms.CharField(
+        label="SSH public keys",
+        widget=forms.Textarea(attrs={"rows": 3, "placeholder": "ssh-ed25519 AAAA… you@laptop"}),
+        help_text="One per line, as in your ~/.ssh/id_ed25519.pub.",
+    )
+    template_id = forms.ChoiceField(label="Template", help_text="Cluster templates only; the newest is preselected.")
+    initial_port_count = forms.IntegerField(
+        label="Ports per node", required=False, min_value=1, max_value=64, help_text="Leave empty for the default."
+    )
+    termination_hours = forms.IntegerField(
+        label="Remove automatically after (hours)", required=False, min_value=1, max_value=720,
+        help_text="1 to 720 hours; empty keeps the cluster until you terminate it.",
+    )
+    enable_jupyter = forms.BooleanField(label="Jupyter", required=False)
+    enable_volume_encryption = forms.BooleanField(label="Encrypt volumes", required=False, initial=True)
+    enable_backups = forms.BooleanField(label="Backups", required=False, initial=True)
+    # The seed's remaining fields, under "Advanced".
+    volume_id = forms.UUIDField(label="Volume id", required=False)
+    backup_log_id = forms.UUIDField(label="Restore from backup id", required=False)
+    restore_path = forms.CharField(label="Restore path", required=False, max_length=500)
+    skip_add_agent_ssh_key = forms.BooleanField(label="Skip the agent's SSH key", required=False)
+    ncu_profiling = forms.BooleanField(label="Allow Nsight Compute profiling", required=False)
+    customer_ref = forms.CharField(
+        label="Customer ref (X-Customer-Ref)", required=False, max_length=64, strip=False,
+        help_text="Operators only: overrides the customer's ref for this rental. Empty uses the customer's.",
+    )
+    submit_token = forms.UUIDField(widget=forms.HiddenInput)
+
+    def __init__(
+        self,
+        *args: Any,
+        fabric: Fabric,
+        listing: OfferListing,
+        templates: list[Template],
+        customers: Any,
+        may_set_customer_ref: bool,
+        **kwargs: Any,
+    ) -> None:
+        kwargs.setdefault("initial", {})
+        kwargs["initial"].setdefault("submit_token", uuid.uuid4())
+        super().__init__(*args, **kwargs)
+        self.fabric = fabric
+        self.listing = listing
+        self.templates = templates
+        self.fields["customer"].queryset = customers  # type: ignore[attr-defined]
+        self.fields["executor_ids"].choices = [(node.id, node.id) for node in fabric.nodes]  # type: ignore[attr-defined]
+        self.fields["template_id"].choices = [(t.id, t.label) for t in templates]  # type: ignore[attr-defined]
+        if templates:
+            self.fields["template_id"].initial = templates[0].id
+        if not may_set_customer_ref:
+            del self.fields["customer_ref"]
+
+    def clean_executor_ids(self) -> list[str]:
+        """Accept only this fabric's free nodes, each once, at least two; say exactly what is wrong."""
+        chosen: list[str] = list(self.cleaned_data["executor_ids"])
+        if len(chosen) != len(set(chosen)):
+            raise ValidationError("The same node is selected twice; select each node once.", code="duplicate_nodes")
+        free_here = {node.id for node in self.fabric.nodes}
+        elsewhere = {node.id: fabric.fabric_id for fabric in self.listing.fabrics for node in fabric.nodes
+                     if fabric.fabric_id != self.fabric.fabric_id}
+        foreign = [node_id for node_id in chosen if node_id in elsewhere]
+        if foreign:
+            raise ValidationError(
+                "All nodes of a cluster must be on one fabric; "
+                f"{len(foreign)} selected node(s) are on another fabric ({elsewhere[foreign[0]]}).",
+                code="mixed_fabrics",
+            )
+        gone = [node_id for node_id in chosen if node_id not in free_here]
+        if gone:
+            raise ValidationError(
+                f"{len(gone)} selected node(s) are no longer free on this fabric; refresh the list and pick again.",
+                code="node_not_free",
+            )
+        if len(chosen) < 2:
+            raise ValidationError("A cluster needs at least 2 nodes; select 2 or more.", code="too_few_nodes")
+        return chosen
+
+    def clean_ssh_public_keys(self) -> list[str]:
+        return parse_ssh_public_keys(self.cleaned_data["ssh_public_keys"])
+
+    def clean_customer_ref(self) -> str:
+        value = self.cleaned_data.get("customer_ref", "")
+        if value:
+            customer_ref_validator(value)
+        return value
+
+    def order(self) -> RentOrder:
+        """Return the validated order (call after is_valid())."""
+        data = self.cleaned_data
+        nodes = {node.id: node for node in self.fabric.nodes}
+        chosen = [nodes[node_id] for node_id in data["executor_ids"]]
+        return RentOrder(
+            fabric_id=self.fabric.fabric_id,
+            executor_ids=list(data["executor_ids"]),
+            pod_name=data["pod_name"],
+            public_keys=data["ssh_public_keys"],
+            template_id=data["template_id"] or None,
+            initial_port_count=data.get("initial_port_count"),
+            termination_hours=data.get("termination_hours"),
+            enable_jupyter=data["enable_jupyter"],
+            enable_volume_encryption=data["enable_volume_encryption"],
+            enable_backups=data["enable_backups"],
+            advanced={
+                "volume_id": str(data["volume_id"]) if data.get("volume_id") else None,
+                "backup_log_id": str(data["backup_log_id"]) if data.get("backup_log_id") else None,
+                "restore_path": data.get("restore_path") or None,
+                "skip_add_agent_ssh_key": data["skip_add_agent_ssh_key"] or None,
+                "ncu_profiling": data["ncu_profiling"] or None,
+            },
+            gpu_type=chosen[0].machine_name if chosen else "",
+            gpus_per_node=chosen[0].gpu_count if chosen else 0,
+            price_per_hour=sum((node.price_per_hour for node in chosen), Decimal(0)),
+        )

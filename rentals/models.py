@@ -1,0 +1,178 @@
+"""Rentals: the order row (the truth), its upstream attempts, its cluster members and its timeline."""
+
+import uuid
+
+from django.conf import settings
+from django.db import models
+
+from accounts.models import Customer, UpstreamCredential
+from rentals.states import FINAL_STATES, IN_FLIGHT_STATES, RentalStatus
+
+
+class Rental(models.Model):
+    """One all-or-nothing cluster order. Key and exact request bytes are fixed at submit."""
+
+    public_id = models.UUIDField(default=uuid.uuid4, unique=True, editable=False)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="rentals"
+    )
+    customer = models.ForeignKey(Customer, on_delete=models.PROTECT, related_name="rentals")
+    credential = models.ForeignKey(UpstreamCredential, on_delete=models.PROTECT, related_name="rentals")
+    fabric_id = models.CharField(max_length=300)
+    executor_ids = models.JSONField()
+    pod_name = models.CharField(max_length=64, db_index=True)
+    # Null: no X-Customer-Ref header is sent and the credential's own ref applies upstream.
+    customer_ref = models.CharField(max_length=64, null=True, blank=True, db_index=True)
+    gpu_type = models.CharField(max_length=100, blank=True)
+    gpus_per_node = models.PositiveIntegerField(default=0)
+    price_per_hour = models.DecimalField(max_digits=12, decimal_places=4, default=0)
+
+    # The rent form's one-time token: a double-click submits it twice, and the second finds this row.
+    submit_token = models.UUIDField(null=True, blank=True, unique=True, editable=False)
+    idempotency_key = models.UUIDField(unique=True, editable=False)
+    request_body = models.BinaryField(editable=False)
+    body_sha256 = models.CharField(max_length=64, editable=False)
+
+    status = models.CharField(max_length=16, choices=RentalStatus.choices, default=RentalStatus.QUEUED)
+    attempt_count = models.PositiveIntegerField(default=0)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)
+    lease_until = models.DateTimeField(null=True, blank=True)
+    lease_token = models.UUIDField(null=True, blank=True, editable=False)
+    first_sent_at = models.DateTimeField(null=True, blank=True)
+    last_sent_at = models.DateTimeField(null=True, blank=True)
+    # Whether any attempt may have reached the upstream: decides `unknown` vs `failed` when retries end.
+    possibly_sent = models.BooleanField(default=False)
+
+    pod_ids = models.JSONField(default=list, blank=True)
+    cluster_id = models.CharField(max_length=200, blank=True, db_index=True)
+    replayed = models.BooleanField(default=False)
+    removal_scheduled_at = models.DateTimeField(null=True, blank=True)
+
+    error_code = models.CharField(max_length=100, blank=True)
+    error_message = models.TextField(blank=True)
+    error_hint = models.TextField(blank=True)
+    error_request_id = models.CharField(max_length=100, blank=True, db_index=True)
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    # Bumped by every write that changes what the progress fragment shows; the poll compares it.
+    version = models.PositiveIntegerField(default=1)
+
+    class Meta:
+        ordering = ["-created_at", "-id"]
+        indexes = [
+            models.Index(fields=["status", "next_attempt_at"], name="rental_status_due"),
+            models.Index(fields=["customer", "-created_at"], name="rental_customer_recent"),
+            models.Index(fields=["credential", "status"], name="rental_credential_status"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pod_name} ({self.get_status_display()})"
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in FINAL_STATES
+
+    @property
+    def is_in_flight(self) -> bool:
+        return self.status in IN_FLIGHT_STATES
+
+    @property
+    def node_count(self) -> int:
+        return len(self.executor_ids or [])
+
+
+class RentAttempt(models.Model):
+    """One upstream rent call, as it happened. Append-only."""
+
+    class Classification(models.TextChoices):
+        CONFIRMED = "confirmed", "Confirmed"
+        REFUSED = "refused", "Refused (nothing rented)"
+        INCONCLUSIVE = "inconclusive", "Inconclusive (will retry with the same key)"
+        NEVER_SENT = "never_sent", "Never reached the server"
+        OUTCOME_UNKNOWN = "outcome_unknown", "Outcome unknown"
+
+    rental = models.ForeignKey(Rental, on_delete=models.CASCADE, related_name="attempts")
+    number = models.PositiveIntegerField()
+    started_at = models.DateTimeField()
+    duration_ms = models.PositiveIntegerField()
+    http_status = models.PositiveIntegerField(null=True, blank=True)
+    classification = models.CharField(max_length=20, choices=Classification.choices)
+    error_code = models.CharField(max_length=100, blank=True)
+    message = models.TextField(blank=True)
+    replayed = models.BooleanField(default=False)
+    request_id = models.CharField(max_length=100, blank=True, db_index=True)
+
+    class Meta:
+        ordering = ["rental", "number"]
+        constraints = [models.UniqueConstraint(fields=["rental", "number"], name="unique_attempt_number")]
+
+    def __str__(self) -> str:
+        return f"attempt {self.number} of {self.rental_id}: {self.classification}"
+
+
+class ClusterMember(models.Model):
+    """One pod of a rented cluster, as last seen in the upstream's pod list."""
+
+    rental = models.ForeignKey(Rental, on_delete=models.CASCADE, related_name="members")
+    pod_id = models.CharField(max_length=100, db_index=True)
+    rank = models.PositiveIntegerField(null=True, blank=True)
+    overlay_ip = models.CharField(max_length=45, blank=True, db_index=True)
+    status = models.CharField(max_length=32, blank=True)
+    phase = models.CharField(max_length=64, blank=True)
+    eta_seconds = models.PositiveIntegerField(null=True, blank=True)
+    ssh_command = models.CharField(max_length=300, blank=True)
+    executor_id = models.CharField(max_length=100, blank=True, db_index=True)
+    price_per_hour = models.DecimalField(max_digits=12, decimal_places=4, default=0)
+    gpu_count = models.PositiveIntegerField(default=0)
+    first_seen_at = models.DateTimeField(auto_now_add=True)
+    running_since = models.DateTimeField(null=True, blank=True)
+    gone_at = models.DateTimeField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["rental", "rank"]
+        constraints = [models.UniqueConstraint(fields=["rental", "pod_id"], name="unique_member_pod")]
+
+    def __str__(self) -> str:
+        return f"rank {self.rank} {self.pod_id}"
+
+
+class RentalEvent(models.Model):
+    """The rental's timeline: state changes, findings, staff actions and views. Append-only."""
+
+    class Kind(models.TextChoices):
+        CREATED = "created", "Created"
+        STATE = "state", "State change"
+        ATTEMPT = "attempt", "Attempt"
+        RECONCILE = "reconcile", "Reconciliation"
+        STAFF_ACTION = "staff_action", "Staff action"
+        SUPPORT_VIEW = "support_view", "Support view"
+        MEMBER = "member", "Member change"
+        DEFECT = "defect", "Defect"
+
+    rental = models.ForeignKey(Rental, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+    kind = models.CharField(max_length=20, choices=Kind.choices)
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    from_status = models.CharField(max_length=16, blank=True)
+    to_status = models.CharField(max_length=16, blank=True)
+    message = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"
+
+
+class Heartbeat(models.Model):
+    """The last time a periodic job ran (the sweeper, a credential's pod poller)."""
+
+    name = models.CharField(max_length=100, unique=True)
+    at = models.DateTimeField()
+    lease_until = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.name} at {self.at}"

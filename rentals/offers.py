@@ -1,0 +1,202 @@
+"""Fabric offers and cluster templates, read from the upstream and cached briefly.
+
+A busy fabric page must not hammer the upstream: the listing is cached for LIUM_OFFERS_CACHE_SECONDS
+per credential, and only one request per process refreshes it at a time (single flight).
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import time
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from django.conf import settings
+from django.core.cache import cache
+
+from accounts.models import UpstreamCredential
+from rentals import upstream
+
+CLUSTER_IMAGE_PREFIX = "daturaai/lium-cluster"
+_refresh_locks: dict[str, threading.Lock] = {}
+_refresh_locks_guard = threading.Lock()
+
+
+@dataclass(frozen=True)
+class Node:
+    """One free node (a whole executor) of a fabric."""
+
+    id: str
+    machine_name: str
+    gpu_count: int
+    price_per_gpu: Decimal
+    location: str
+    country_code: str
+    reliability_score: float | None
+    max_cuda_version: str
+    nvlink: bool
+    gpu_power_limited: bool
+    last_verified_at: str
+    ip: str
+
+    @property
+    def price_per_hour(self) -> Decimal:
+        return self.price_per_gpu * self.gpu_count
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A fabric offer: free nodes on one RDMA fabric."""
+
+    fabric_id: str
+    fabric_type: str
+    link_rate: str
+    measured: bool
+    node_count: int
+    nodes: list[Node] = field(default_factory=list)
+
+    @property
+    def free_count(self) -> int:
+        return len(self.nodes)
+
+    @property
+    def gpu_type(self) -> str:
+        return self.nodes[0].machine_name if self.nodes else ""
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.nodes[0].gpu_count if self.nodes else 0
+
+    @property
+    def cheapest_node_hour(self) -> Decimal | None:
+        return min((node.price_per_hour for node in self.nodes), default=None)
+
+    def cheapest(self, count: int) -> list[Node]:
+        """Return the `count` cheapest nodes, by price then id (as the official CLI picks them)."""
+        return sorted(self.nodes, key=lambda node: (node.price_per_hour, node.id))[:count]
+
+
+@dataclass(frozen=True)
+class OfferListing:
+    fabrics: list[Fabric]
+    fetched_at: float
+
+    @property
+    def age_seconds(self) -> int:
+        return int(time.time() - self.fetched_at)
+
+    def fabric(self, fabric_id: str) -> Fabric | None:
+        return next((fabric for fabric in self.fabrics if fabric.fabric_id == fabric_id), None)
+
+
+def _decimal(value: Any) -> Decimal:
+    try:
+        return Decimal(str(value))
+    except (InvalidOperation, ValueError):
+        return Decimal(0)
+
+
+def _int(value: Any) -> int:
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        return 0
+
+
+def parse_node(row: dict[str, Any]) -> Node:
+    location = row.get("location") if isinstance(row.get("location"), dict) else {}
+    score = row.get("reliability_score")
+    return Node(
+        id=str(row.get("id")),
+        machine_name=str(row.get("machine_name") or ""),
+        gpu_count=_int(row.get("gpu_count")),
+        price_per_gpu=_decimal(row.get("price_per_gpu") or 0),
+        location=", ".join(str(part) for part in (location.get("city"), location.get("country")) if part),
+        country_code=str(location.get("country_code") or ""),
+        reliability_score=float(score) if isinstance(score, int | float) else None,
+        max_cuda_version=str(row.get("max_cuda_version") or ""),
+        nvlink=bool(row.get("nvlink")),
+        gpu_power_limited=bool(row.get("gpu_power_limited")),
+        last_verified_at=str(row.get("last_verified_at") or ""),
+        ip=str(row.get("executor_ip_address") or ""),
+    )
+
+
+def parse_offer(row: dict[str, Any]) -> Fabric:
+    nodes = [parse_node(node) for node in row.get("nodes") or [] if isinstance(node, dict)]
+    return Fabric(
+        fabric_id=str(row.get("fabric_id")),
+        fabric_type=str(row.get("fabric_type") or "infiniband"),
+        link_rate=str(row.get("link_rate") or ""),
+        measured=bool(row.get("fabric_measured")),
+        node_count=_int(row.get("node_count")) or len(nodes),
+        nodes=nodes,
+    )
+
+
+def offers_get(*, credential: UpstreamCredential, refresh: bool = False) -> OfferListing:
+    """Return the fabric offers (cached); raise `upstream.UpstreamError` when they cannot be read."""
+    cache_key = f"offers:{credential.pk}"
+    if not refresh:
+        cached = cache.get(cache_key)
+        if cached is not None:
+            return cached
+    with _refresh_locks_guard:
+        lock = _refresh_locks.setdefault(cache_key, threading.Lock())
+    with lock:
+        # Another thread may have refreshed while this one waited for the lock.
+        cached = cache.get(cache_key)
+        if cached is not None and (not refresh or cached.age_seconds < 1):
+            return cached
+        rows = upstream.client_for(credential).list_offers()
+        listing = OfferListing(
+            fabrics=[parse_offer(row) for row in rows if isinstance(row, dict)], fetched_at=time.time()
+        )
+        cache.set(cache_key, listing, settings.LIUM_OFFERS_CACHE_SECONDS)
+        return listing
+
+
+def offers_forget(*, credential: UpstreamCredential) -> None:
+    """Drop the cached listing (after a rent, the rented nodes are no longer free)."""
+    cache.delete(f"offers:{credential.pk}")
+
+
+def _tag_key(tag: str) -> tuple[tuple[int, int | str], ...]:
+    # Numeric parts compare as numbers and beat any text part (so `latest` loses to a numbered tag).
+    return tuple((1, int(part)) if part.isdigit() else (0, part) for part in re.split(r"[.-]", tag))
+
+
+@dataclass(frozen=True)
+class Template:
+    id: str
+    name: str
+    image: str
+    tag: str
+
+    @property
+    def label(self) -> str:
+        return f"{self.name} ({self.image}:{self.tag})"
+
+
+def cluster_templates(*, credential: UpstreamCredential) -> list[Template]:
+    """Return the cluster templates, newest tag first (cached like the offers)."""
+    cache_key = f"templates:{credential.pk}"
+    cached = cache.get(cache_key)
+    if cached is not None:
+        return cached
+    rows = upstream.client_for(credential).list_templates()
+    templates = [
+        Template(
+            id=str(row.get("id")),
+            name=str(row.get("name") or ""),
+            image=str(row.get("docker_image") or ""),
+            tag=str(row.get("docker_image_tag") or "latest"),
+        )
+        for row in rows
+        if isinstance(row, dict) and str(row.get("docker_image") or "").startswith(CLUSTER_IMAGE_PREFIX)
+    ]
+    templates.sort(key=lambda template: _tag_key(template.tag), reverse=True)
+    cache.set(cache_key, templates, 300)
+    return templates

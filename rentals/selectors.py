@@ -1,0 +1,39 @@
+"""Reads on rentals, always scoped to the requesting user: customers see only their own.
+
+`X-Customer-Ref` is a label sent upstream, never an authorisation input: scope comes from memberships.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.db.models import QuerySet
+from django.http import Http404
+
+from accounts.models import Customer
+from accounts.roles import is_staff_reader
+from rentals.models import Rental
+
+
+def customer_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Customer]:
+    """Return the customers the user may rent for (staff: every active customer)."""
+    if is_staff_reader(user):
+        return Customer.objects.filter(active=True)
+    return Customer.objects.filter(active=True, memberships__user_id=user.pk)
+
+
+def rental_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Rental]:
+    """Return the rentals the user may see: staff see all, members their customers' rentals."""
+    rentals = Rental.objects.select_related("customer", "credential")
+    if is_staff_reader(user):
+        return rentals
+    if not user.is_authenticated:
+        return rentals.none()
+    return rentals.filter(customer__memberships__user_id=user.pk)
+
+
+def rental_get_for_user(*, user: AbstractBaseUser | AnonymousUser, public_id: object) -> Rental:
+    """Return one rental the user may see, or raise Http404 (never 403: its existence is not revealed)."""
+    try:
+        return rental_list_for_user(user=user).get(public_id=public_id)
+    except (Rental.DoesNotExist, ValueError, TypeError) as exc:
+        raise Http404("No such rental.") from exc

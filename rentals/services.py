@@ -1,0 +1,287 @@
+"""Writes on rentals: submit, cancel, terminate, reconcile. Each is one service with keyword-only arguments.
+
+The attempt loop itself lives in `rentals.engine`; member tracking in `rentals.members`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.contrib.auth.models import AbstractBaseUser
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from accounts.models import Customer, UpstreamCredential, customer_ref_validator
+from rentals import upstream
+from rentals.models import Rental, RentalEvent
+from rentals.states import HOLDS_CLUSTER_STATES
+from rentals.states import RentalStatus as S
+from rentals.transitions import rental_transition
+from rentals.validators import validate_pod_name, validate_ssh_public_key
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RentOrder:
+    """What the customer asked for; becomes the request body, serialised once."""
+
+    fabric_id: str
+    executor_ids: list[str]
+    pod_name: str
+    public_keys: list[str]
+    template_id: str | None = None
+    initial_port_count: int | None = None
+    termination_hours: int | None = None
+    enable_jupyter: bool = False
+    enable_volume_encryption: bool = True
+    enable_backups: bool = True
+    # The seed's remaining optional fields, sent only when set.
+    advanced: dict[str, Any] = field(default_factory=dict)
+    gpu_type: str = ""
+    gpus_per_node: int = 0
+    price_per_hour: Decimal = Decimal(0)
+
+
+ADVANCED_FIELDS = ("volume_id", "backup_log_id", "restore_path", "skip_add_agent_ssh_key", "ncu_profiling")
+
+
+def build_request_body(order: RentOrder) -> bytes:
+    """Serialise the order once, deterministically; these exact bytes are sent on every attempt."""
+    body: dict[str, Any] = {
+        "pod_name": order.pod_name,
+        "executor_uuids": list(order.executor_ids),
+        "user_public_key": list(order.public_keys),
+        "enable_volume_encryption": order.enable_volume_encryption,
+        "enable_backups": order.enable_backups,
+        "enable_jupyter": order.enable_jupyter,
+    }
+    if order.template_id:
+        body["template_id"] = order.template_id
+    if order.initial_port_count is not None:
+        body["initial_port_count"] = order.initial_port_count
+    if order.termination_hours is not None:
+        body["termination_hours"] = order.termination_hours
+    for name in ADVANCED_FIELDS:
+        value = order.advanced.get(name)
+        if value not in (None, ""):
+            body[name] = value
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def validate_order(order: RentOrder) -> None:
+    """Refuse an order the upstream would refuse for its shape, before any row exists."""
+    if len(order.executor_ids) < 2:
+        raise ValidationError("A cluster needs at least 2 nodes.", code="too_few_nodes")
+    if len(set(order.executor_ids)) != len(order.executor_ids):
+        raise ValidationError("The same node is selected twice; select each node once.", code="duplicate_nodes")
+    validate_pod_name(order.pod_name)
+    if not order.public_keys:
+        raise ValidationError("Add at least one SSH public key.", code="no_ssh_key")
+    for key in order.public_keys:
+        validate_ssh_public_key(key)
+
+
+def rental_submit(
+    *,
+    user: AbstractBaseUser | None,
+    customer: Customer,
+    order: RentOrder,
+    customer_ref: str | None,
+    credential: UpstreamCredential | None = None,
+    submit_token: uuid.UUID | None = None,
+) -> Rental:
+    """Create the rental row (key, bytes, hash) and enqueue its first attempt once the row is committed.
+
+    `customer_ref` is the X-Customer-Ref to send ("" or None sends none). A repeated `submit_token`
+    returns the rental it already created instead of a second one.
+    """
+    validate_order(order)
+    if customer_ref:
+        customer_ref_validator(customer_ref)
+    credential = credential or customer.default_credential
+    if credential is None or not credential.active:
+        raise ValidationError(
+            f"Customer {customer.name} has no active Lium credential; ask an operator to set one.",
+            code="no_credential",
+        )
+    if submit_token is not None:
+        existing = Rental.objects.filter(submit_token=submit_token).first()
+        if existing is not None:
+            return existing
+    body = build_request_body(order)
+    try:
+        with transaction.atomic():
+            rental = Rental.objects.create(
+                created_by=user if user is not None and user.is_authenticated else None,
+                customer=customer,
+                credential=credential,
+                fabric_id=order.fabric_id,
+                executor_ids=list(order.executor_ids),
+                pod_name=order.pod_name,
+                customer_ref=customer_ref or None,
+                gpu_type=order.gpu_type,
+                gpus_per_node=order.gpus_per_node,
+                price_per_hour=order.price_per_hour,
+                submit_token=submit_token,
+                idempotency_key=uuid.uuid4(),
+                request_body=body,
+                body_sha256=hashlib.sha256(body).hexdigest(),
+            )
+            RentalEvent.objects.create(
+                rental=rental, kind=RentalEvent.Kind.CREATED, actor=rental.created_by, to_status=S.QUEUED,
+                message=f"Order saved: {len(order.executor_ids)} nodes on {order.fabric_id}.",
+                data={"idempotency_key": str(rental.idempotency_key), "body_sha256": rental.body_sha256},
+            )
+            from rentals.tasks import enqueue_rental_send
+
+            transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
+    except IntegrityError:
+        # Two requests with one form token raced; the other one created the rental.
+        if submit_token is not None:
+            existing = Rental.objects.filter(submit_token=submit_token).first()
+            if existing is not None:
+                return existing
+        raise
+    return rental
+
+
+def rental_cancel(*, rental: Rental, actor: AbstractBaseUser | None, reason: str = "") -> bool:
+    """Cancel a rental that has not been sent yet; return whether it was cancelled."""
+    return rental_transition(
+        rental_id=rental.pk, from_status=S.QUEUED, to_status=S.CANCELLED, actor=actor,
+        kind=RentalEvent.Kind.STAFF_ACTION if actor and actor.pk != rental.created_by_id else RentalEvent.Kind.STATE,
+        message=f"Cancelled before it was sent. {reason}".strip(),
+    )
+
+
+def rental_terminate(*, rental: Rental, actor: AbstractBaseUser | None, reason: str = "") -> bool:
+    """Start removing the rental's cluster; the delete call runs in the worker."""
+    if rental.status not in HOLDS_CLUSTER_STATES:
+        return False
+    if not rental.cluster_id and not rental.pod_ids:
+        raise ValidationError("The cluster's id is not known yet; wait until its members appear.")
+    moved = rental_transition(
+        rental_id=rental.pk, from_status=rental.status, to_status=S.TERMINATING, actor=actor,
+        kind=RentalEvent.Kind.STAFF_ACTION if actor and actor.pk != rental.created_by_id else RentalEvent.Kind.STATE,
+        message=f"Terminate requested. {reason}".strip(),
+    )
+    if moved:
+        from rentals.tasks import enqueue_cluster_delete
+
+        transaction.on_commit(lambda: enqueue_cluster_delete(rental.pk))
+    return moved
+
+
+def rental_delete_cluster(*, rental_id: int) -> str:
+    """Call `DELETE /clusters/{id}` for a terminating rental and record each member's result."""
+    rental = Rental.objects.select_related("credential").filter(pk=rental_id, status=S.TERMINATING).first()
+    if rental is None:
+        return "not-terminating"
+    client = upstream.client_for(rental.credential)
+    try:
+        answer = client.delete_cluster(rental.cluster_id)
+    except upstream.NotFound:
+        rental_transition(
+            rental_id=rental.pk, from_status=S.TERMINATING, to_status=S.TERMINATED,
+            message="Lium has no pod with this cluster id: the cluster is gone.",
+        )
+        return "gone"
+    except upstream.Conflict as exc:
+        RentalEvent.objects.create(
+            rental=rental, kind=RentalEvent.Kind.STATE,
+            message=f"Lium cannot remove the cluster yet ({exc.message}); trying again shortly.",
+            data={"request_id": exc.request_id},
+        )
+        return "retry"
+    except upstream.UpstreamUnavailable as exc:
+        RentalEvent.objects.create(rental=rental, kind=RentalEvent.Kind.STATE,
+                                   message=f"Remove failed for now ({exc.message}); trying again shortly.")
+        return "retry"
+    except upstream.UpstreamRejected as exc:
+        back_to = S.READY if rental.members.exclude(status="RUNNING").count() == 0 else S.DEGRADED
+        rental_transition(
+            rental_id=rental.pk, from_status=S.TERMINATING, to_status=back_to,
+            message=f"Lium refused to remove the cluster: {exc.message}. Nothing was removed.",
+            error_code=exc.code, error_message=exc.message, error_request_id=exc.request_id,
+        )
+        return "refused"
+    rows = answer.get("pods") if isinstance(answer, dict) else None
+    RentalEvent.objects.create(
+        rental=rental, kind=RentalEvent.Kind.MEMBER,
+        message=str(answer.get("message") if isinstance(answer, dict) else "") or "Removal started.",
+        data={"pods": rows if isinstance(rows, list) else [], "success": bool(answer.get("success"))},
+    )
+    return "started"
+
+
+@dataclass(frozen=True)
+class ReconcileFinding:
+    """What a pod listing says about an `unknown` rental."""
+
+    result: str  # "match", "no_match" or "ambiguous"
+    cluster_ids: list[str]
+    message: str
+
+
+def rental_reconcile(*, rental: Rental, actor: AbstractBaseUser | None = None) -> ReconcileFinding:
+    """Look in `GET /pods` for the cluster this order may have created, and record what was found.
+
+    A candidate is a cluster created after the order was saved whose members all carry the rental's pod
+    name, number exactly the requested nodes and sit on exactly the requested executors.
+    """
+    pods = upstream.client_for(rental.credential).list_pods()
+    clusters: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for pod in pods:
+        if isinstance(pod, dict) and pod.get("cluster_id"):
+            clusters[str(pod["cluster_id"])].append(pod)
+    wanted_executors = set(rental.executor_ids)
+    candidates = []
+    for cluster_id, members in clusters.items():
+        names_match = all(member.get("pod_name") == rental.pod_name for member in members)
+        executors = {str((member.get("executor") or {}).get("id")) for member in members}
+        executors_match = executors == wanted_executors or not any(executors - {"None"})
+        if names_match and len(members) == rental.node_count and executors_match:
+            candidates.append(cluster_id)
+    if len(candidates) == 1:
+        finding = ReconcileFinding("match", candidates, f"Found cluster {candidates[0]} matching this order.")
+    elif not candidates:
+        finding = ReconcileFinding("no_match", [], "No cluster matching this order exists upstream.")
+    else:
+        finding = ReconcileFinding("ambiguous", candidates, f"{len(candidates)} clusters match this order.")
+    RentalEvent.objects.create(
+        rental=rental, kind=RentalEvent.Kind.RECONCILE, actor=actor, message=finding.message,
+        data={"result": finding.result, "cluster_ids": finding.cluster_ids, "checked_at": timezone.now().isoformat()},
+    )
+    return finding
+
+
+def rental_confirm_reconciliation(
+    *, rental: Rental, actor: AbstractBaseUser, cluster_id: str | None, reason: str
+) -> bool:
+    """Settle an `unknown` rental as staff decided: `rented` with a cluster, or `not_rented`."""
+    if not reason.strip():
+        raise ValidationError("Say why: the reason is recorded on the rental's timeline.")
+    if cluster_id:
+        moved = rental_transition(
+            rental_id=rental.pk, from_status=S.UNKNOWN, to_status=S.RENTED, actor=actor,
+            kind=RentalEvent.Kind.STAFF_ACTION, message=f"Confirmed rented as cluster {cluster_id}. {reason}",
+            cluster_id=cluster_id,
+        )
+        if moved:
+            from rentals.tasks import enqueue_pods_sync
+
+            transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
+        return moved
+    return rental_transition(
+        rental_id=rental.pk, from_status=S.UNKNOWN, to_status=S.NOT_RENTED, actor=actor,
+        kind=RentalEvent.Kind.STAFF_ACTION, message=f"Confirmed not rented. {reason}",
+    )

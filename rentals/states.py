@@ -1,0 +1,82 @@
+"""Rental states and the transitions between them: the one place that says what may follow what.
+
+    queued ──claim──▶ sending ──2xx success──────────────▶ rented ──all members RUNNING──▶ ready
+      │                 │  ├─ definite refusal ─────────▶ refused         │                  │
+    cancel              │  ├─ inconclusive ──▶ retrying ─┘(due: claim)    ├─ member failed ─▶ degraded
+      ▼                 │  └─ outcome unknown / key reused / window over ─▶ unknown ──reconcile──▶ rented | not_rented
+    cancelled           └─ never reached the server (all attempts) ─────▶ failed
+    ready/degraded/rented ─terminate▶ terminating ─▶ terminated
+"""
+
+from django.db import models
+
+
+class RentalStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    SENDING = "sending", "Sending"
+    RETRYING = "retrying", "Retrying"
+    RENTED = "rented", "Rented, nodes starting"
+    READY = "ready", "Ready"
+    DEGRADED = "degraded", "Degraded"
+    REFUSED = "refused", "Refused"
+    FAILED = "failed", "Failed"
+    UNKNOWN = "unknown", "Outcome unknown"
+    NOT_RENTED = "not_rented", "Not rented"
+    CANCELLED = "cancelled", "Cancelled"
+    TERMINATING = "terminating", "Terminating"
+    TERMINATED = "terminated", "Terminated"
+
+
+S = RentalStatus
+
+FINAL_STATES = frozenset({S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED, S.TERMINATED})
+NEEDS_ATTENTION_STATES = frozenset({S.UNKNOWN, S.DEGRADED})
+# States in which the upstream may hold a cluster of ours (members are tracked, it can be terminated).
+HOLDS_CLUSTER_STATES = frozenset({S.RENTED, S.READY, S.DEGRADED})
+# States whose page keeps changing by itself (the poller or the worker moves them on).
+IN_FLIGHT_STATES = frozenset({S.QUEUED, S.SENDING, S.RETRYING, S.RENTED, S.TERMINATING})
+
+TRANSITIONS: dict[str, frozenset[str]] = {
+    S.QUEUED: frozenset({S.SENDING, S.CANCELLED}),
+    S.SENDING: frozenset({S.RENTED, S.REFUSED, S.RETRYING, S.UNKNOWN, S.FAILED}),
+    # A retrying rental whose window ran out is settled by the sweeper without another send.
+    S.RETRYING: frozenset({S.SENDING, S.UNKNOWN, S.FAILED}),
+    S.RENTED: frozenset({S.READY, S.DEGRADED, S.TERMINATING}),
+    S.READY: frozenset({S.DEGRADED, S.TERMINATING}),
+    S.DEGRADED: frozenset({S.READY, S.TERMINATING}),
+    # Operators may replay the stored request inside the window (-> sending), or confirm what
+    # reconciliation found.
+    S.UNKNOWN: frozenset({S.SENDING, S.RENTED, S.NOT_RENTED}),
+    S.TERMINATING: frozenset({S.TERMINATED, S.READY, S.DEGRADED}),
+    S.REFUSED: frozenset(),
+    S.FAILED: frozenset(),
+    S.NOT_RENTED: frozenset(),
+    S.CANCELLED: frozenset(),
+    S.TERMINATED: frozenset(),
+}
+
+
+def can_transition(current: str, new: str) -> bool:
+    """Return whether a rental may move from `current` to `new`."""
+    return new in TRANSITIONS.get(current, frozenset())
+
+
+# What a customer reads for each state: plain words, no jargon.
+CUSTOMER_EXPLANATIONS: dict[str, str] = {
+    S.QUEUED: "Your order is saved and waiting for a worker to send it.",
+    S.SENDING: "Your order is being sent to Lium.",
+    S.RETRYING: "Lium did not answer clearly; we will send the same order again (it can never rent twice).",
+    S.RENTED: "Lium confirmed the cluster. The nodes are starting.",
+    S.READY: "Every node is running and reachable over SSH.",
+    S.DEGRADED: "At least one node failed. The other nodes keep running and billing.",
+    S.REFUSED: "Lium refused the order. Nothing was rented and nothing is billed.",
+    S.FAILED: "Nothing was rented: the Lium API could not be reached.",
+    S.UNKNOWN: (
+        "We cannot tell yet whether the cluster was rented. Do not rent again: support is checking "
+        "whether the cluster exists."
+    ),
+    S.NOT_RENTED: "Support confirmed that no cluster was rented for this order. Nothing is billed.",
+    S.CANCELLED: "The order was cancelled before it was sent. Nothing was rented.",
+    S.TERMINATING: "The cluster is being removed.",
+    S.TERMINATED: "The cluster was removed.",
+}

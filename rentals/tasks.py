@@ -1,0 +1,106 @@
+"""Celery tasks: thin. Each takes primary keys, returns early when there is nothing to do, calls one service.
+
+Enqueueing never raises into a caller: if the broker is down the row is still saved, and the sweeper
+(which runs on beat) picks it up once the broker is back.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+
+from celery import shared_task
+from django.conf import settings
+from django.db.models import Q
+from django.utils import timezone
+
+from rentals import engine, members, services
+from rentals.models import Heartbeat, Rental
+from rentals.states import RentalStatus as S
+
+logger = logging.getLogger(__name__)
+
+SWEEPER_HEARTBEAT = "sweeper"
+
+
+def _enqueue(task, *args: object, countdown: float | None = None) -> None:  # type: ignore[no-untyped-def]
+    try:
+        task.apply_async(args=args, countdown=countdown)
+    except Exception:  # the broker is down or unreachable: the sweeper will re-enqueue from the row
+        logger.warning("Could not enqueue %s%r; the sweeper will pick it up.", task.name, args, exc_info=True)
+
+
+def enqueue_rental_send(rental_id: int, countdown: float | None = None) -> None:
+    _enqueue(rental_send, rental_id, countdown=countdown)
+
+
+def enqueue_pods_sync(credential_id: int) -> None:
+    _enqueue(credential_pods_sync, credential_id)
+
+
+def enqueue_cluster_delete(rental_id: int) -> None:
+    _enqueue(rental_delete_cluster, rental_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def rental_send(rental_id: int) -> str | None:
+    """Make one attempt for the rental if it is due (a duplicate delivery finds nothing to claim)."""
+    return engine.rental_attempt(rental_id=rental_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def credential_pods_sync(credential_id: int) -> int:
+    """Refresh the members of every tracked rental of one credential from one pod listing.
+
+    While a cluster is starting or being removed, poll again soon; only the caller that won this
+    interval's listing re-enqueues, so duplicate chains die out instead of multiplying.
+    """
+    polled = members.credential_pods_sync(credential_id=credential_id)
+    if polled is not None and Rental.objects.filter(
+        credential_id=credential_id, status__in=(S.RENTED, S.TERMINATING)
+    ).exists():
+        _enqueue(credential_pods_sync, credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
+    return polled or 0
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def rental_delete_cluster(rental_id: int) -> str:
+    """Ask the upstream to remove a terminating rental's cluster."""
+    outcome = services.rental_delete_cluster(rental_id=rental_id)
+    if outcome == "retry":
+        enqueue_cluster_delete_later(rental_id)
+    return outcome
+
+
+def enqueue_cluster_delete_later(rental_id: int) -> None:
+    _enqueue(rental_delete_cluster, rental_id, countdown=15)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def rentals_sweep() -> dict[str, int]:
+    """Re-enqueue rentals that are due or stuck, settle expired ones, and start pod polling."""
+    now = timezone.now()
+    Heartbeat.objects.update_or_create(name=SWEEPER_HEARTBEAT, defaults={"at": now})
+    stuck_queued = now - timedelta(seconds=settings.RENT_QUEUED_STUCK_SECONDS)
+    due_ids = list(
+        Rental.objects.filter(
+            Q(status=S.RETRYING, next_attempt_at__lte=now)
+            | Q(status=S.QUEUED, updated_at__lte=stuck_queued)
+            | Q(status=S.SENDING, lease_until__lt=now)
+        ).values_list("pk", flat=True)[:500]
+    )
+    settled = 0
+    for rental_id in due_ids:
+        if engine.rental_settle_expired(rental_id=rental_id):
+            settled += 1
+            continue
+        enqueue_rental_send(rental_id)
+    credential_ids = set(
+        Rental.objects.filter(status__in=members.TRACKED_STATES).values_list("credential_id", flat=True).distinct()
+    )
+    for credential_id in credential_ids:
+        enqueue_pods_sync(credential_id)
+    terminating = Rental.objects.filter(status=S.TERMINATING, updated_at__lte=now - timedelta(seconds=60))
+    for rental_id in terminating.values_list("pk", flat=True)[:100]:
+        enqueue_cluster_delete(rental_id)
+    return {"enqueued": len(due_ids) - settled, "settled": settled, "pollers": len(credential_ids)}

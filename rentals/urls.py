@@ -1,0 +1,13 @@
+from django.urls import path
+
+from rentals import views
+
+urlpatterns = [
+    path("fabrics/", views.fabric_list, name="fabric_list"),
+    path("rent/", views.rent, name="rent"),
+    path("rentals/", views.rental_list, name="rental_list"),
+    path("rentals/<uuid:public_id>/", views.rental_detail, name="rental_detail"),
+    path("rentals/<uuid:public_id>/progress/", views.rental_progress, name="rental_progress"),
+    path("rentals/<uuid:public_id>/terminate/", views.rental_terminate, name="rental_terminate"),
+    path("rentals/<uuid:public_id>/cancel/", views.rental_cancel, name="rental_cancel"),
+]

@@ -1,0 +1,230 @@
+"""Customer pages: fabrics, the node picker and rent form, my rentals, a rental's live progress."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
+
+from accounts.roles import is_operator
+from rentals import offers, selectors, services
+from rentals.forms import RentForm
+from rentals.offers import OfferListing
+from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, IN_FLIGHT_STATES
+from rentals.states import RentalStatus as S
+from rentals.upstream import UpstreamError
+
+POLL_FAST_SECONDS = 2.0
+POLL_SLOW_SECONDS = 15.0
+POLL_MAX_SECONDS = 30.0
+
+
+def _credential_for(request: HttpRequest):  # type: ignore[no-untyped-def]
+    """Return the credential whose offers this user sees: their first customer's default credential."""
+    customer = selectors.customer_list_for_user(user=request.user).select_related("default_credential").first()
+    return customer.default_credential if customer else None
+
+
+def _listing_or_error(request: HttpRequest, *, refresh: bool = False) -> tuple[OfferListing | None, str]:
+    credential = _credential_for(request)
+    if credential is None:
+        return None, "You are not a member of any customer with a Lium credential; ask an operator to add you."
+    try:
+        return offers.offers_get(credential=credential, refresh=refresh), ""
+    except (UpstreamError, ValueError) as exc:
+        return None, f"The Lium API could not list the fabrics right now ({exc}). Try again in a moment."
+
+
+@login_required
+def fabric_list(request: HttpRequest) -> HttpResponse:
+    """List every fabric with its free nodes and cheapest node-hour."""
+    listing, error = _listing_or_error(request, refresh=request.GET.get("refresh") == "1")
+    fabrics = listing.fabrics if listing else []
+    gpu = request.GET.get("gpu", "")
+    kind = request.GET.get("type", "")
+    try:
+        min_free = max(0, int(request.GET.get("min_free", "0") or 0))
+    except ValueError:
+        min_free = 0
+    if gpu:
+        fabrics = [fabric for fabric in fabrics if fabric.gpu_type == gpu]
+    if kind in ("infiniband", "roce"):
+        fabrics = [fabric for fabric in fabrics if fabric.fabric_type == kind]
+    fabrics = [fabric for fabric in fabrics if fabric.free_count >= min_free]
+    sort = request.GET.get("sort", "price")
+    if sort == "free":
+        fabrics.sort(key=lambda fabric: -fabric.free_count)
+    else:
+        fabrics.sort(key=lambda fabric: (fabric.cheapest_node_hour is None, fabric.cheapest_node_hour or 0))
+    gpu_types = sorted({fabric.gpu_type for fabric in (listing.fabrics if listing else []) if fabric.gpu_type})
+    return render(
+        request,
+        "rentals/fabric_list.html",
+        {
+            "fabrics": fabrics, "listing": listing, "error": error, "gpu_types": gpu_types,
+            "filters": {"gpu": gpu, "type": kind, "min_free": min_free, "sort": sort},
+        },
+    )
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def rent(request: HttpRequest) -> HttpResponse:
+    """Pick nodes of one fabric and submit the order; on success go to the rental's page."""
+    fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
+    listing, error = _listing_or_error(request)
+    fabric = listing.fabric(fabric_id) if listing else None
+    if listing is None or fabric is None:
+        messages.error(request, error or "That fabric is not offered any more; pick another one.")
+        return redirect("fabric_list")
+    credential = _credential_for(request)
+    try:
+        templates = offers.cluster_templates(credential=credential)
+    except UpstreamError as exc:
+        messages.error(request, f"The Lium API could not list templates right now ({exc}).")
+        return redirect("fabric_list")
+    customers = selectors.customer_list_for_user(user=request.user)
+    form_kwargs = {
+        "fabric": fabric, "listing": listing, "templates": templates, "customers": customers,
+        "may_set_customer_ref": is_operator(request.user),
+    }
+    if request.method == "POST":
+        form = RentForm(request.POST, **form_kwargs)
+        if form.is_valid():
+            customer = form.cleaned_data["customer"]
+            override = form.cleaned_data.get("customer_ref") or ""
+            try:
+                rental = services.rental_submit(
+                    user=request.user,
+                    customer=customer,
+                    order=form.order(),
+                    customer_ref=override or customer.customer_ref or None,
+                    submit_token=form.cleaned_data["submit_token"],
+                )
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                offers.offers_forget(credential=rental.credential)
+                return redirect("rental_detail", public_id=rental.public_id)
+    else:
+        count = request.GET.get("cheapest", "")
+        initial: dict[str, object] = {}
+        if count.isdigit():
+            initial["executor_ids"] = [node.id for node in fabric.cheapest(int(count))]
+        form = RentForm(initial=initial, **form_kwargs)
+    return render(request, "rentals/rent.html", {"form": form, "fabric": fabric, "listing": listing})
+
+
+@login_required
+def rental_list(request: HttpRequest) -> HttpResponse:
+    """List the rentals this user may see, newest first, with filters."""
+    rentals = selectors.rental_list_for_user(user=request.user)
+    status = request.GET.get("status", "")
+    if status in S.values:
+        rentals = rentals.filter(status=status)
+    ref = request.GET.get("ref", "").strip()
+    if ref:
+        rentals = rentals.filter(customer_ref=ref)
+    page = Paginator(rentals, 25).get_page(request.GET.get("page"))
+    return render(
+        request, "rentals/rental_list.html",
+        {"page": page, "statuses": S.choices, "filters": {"status": status, "ref": ref}},
+    )
+
+
+def _progress_context(request: HttpRequest, rental) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """Build what the progress fragment shows, and how soon it polls again (backing off when unchanged)."""
+    try:
+        seen_version = int(request.GET.get("v", "0"))
+        interval = float(request.GET.get("i", "0"))
+    except ValueError:
+        seen_version, interval = 0, 0.0
+    base = POLL_FAST_SECONDS if rental.status in IN_FLIGHT_STATES else POLL_SLOW_SECONDS
+    if seen_version == rental.version and interval:
+        interval = min(max(interval * 1.5, base), POLL_MAX_SECONDS)
+    else:
+        interval = base
+    members = list(rental.members.all())
+    running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
+    return {
+        "rental": rental,
+        "attempts": list(rental.attempts.all()),
+        "members": members,
+        "running_count": running,
+        "explanation": CUSTOMER_EXPLANATIONS.get(rental.status, ""),
+        "poll": rental.status not in FINAL_STATES,
+        "poll_interval": interval,
+        "steps": _steps(rental, running),
+    }
+
+
+def _steps(rental, running: int) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+    """Return the stepper: queued → sent → rented → nodes starting k/N → ready."""
+    order = [S.QUEUED, S.SENDING, S.RENTED, "starting", S.READY]
+    reached = {
+        S.QUEUED: 0, S.SENDING: 1, S.RETRYING: 1, S.UNKNOWN: 1, S.REFUSED: 1, S.FAILED: 1, S.NOT_RENTED: 1,
+        S.CANCELLED: 0, S.RENTED: 3 if rental.members.exists() else 2, S.DEGRADED: 3, S.READY: 4,
+        S.TERMINATING: 4, S.TERMINATED: 4,
+    }.get(rental.status, 0)
+    labels = ["Queued", "Sent", "Rented", f"Nodes starting {running}/{rental.node_count}", "Ready"]
+    return [
+        {"label": label, "done": index < reached or (index == reached == 4), "current": index == reached}
+        for index, (_key, label) in enumerate(zip(order, labels, strict=True))
+    ]
+
+
+@login_required
+def rental_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Show one rental with its live progress, attempts and members."""
+    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    return render(request, "rentals/rental_detail.html", _progress_context(request, rental))
+
+
+@login_required
+def rental_progress(request: HttpRequest, public_id: str) -> HttpResponse:
+    """The polled fragment: state, attempts and members; it stops polling once the rental is final."""
+    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    return render(request, "rentals/rental_detail.html#progress", _progress_context(request, rental))
+
+
+@login_required
+@require_POST
+def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Remove the rental's cluster (the customer's own, or any for operators)."""
+    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    if not _may_act(request, rental):
+        return HttpResponse("Support can look but not change rentals.", status=403)
+    try:
+        if services.rental_terminate(rental=rental, actor=request.user, reason=request.POST.get("reason", "")):
+            messages.success(request, "Removing the cluster.")
+        else:
+            messages.error(request, "This rental has no cluster to remove.")
+    except ValidationError as exc:
+        messages.error(request, exc.messages[0])
+    return redirect(reverse("rental_detail", kwargs={"public_id": rental.public_id}))
+
+
+@login_required
+@require_POST
+def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Cancel a rental that has not been sent yet."""
+    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    if not _may_act(request, rental):
+        return HttpResponse("Support can look but not change rentals.", status=403)
+    if services.rental_cancel(rental=rental, actor=request.user, reason=request.POST.get("reason", "")):
+        messages.success(request, "Cancelled. Nothing was rented.")
+    else:
+        messages.error(request, "Too late to cancel: the order has already been sent.")
+    return redirect(reverse("rental_detail", kwargs={"public_id": rental.public_id}))
+
+
+def _may_act(request: HttpRequest, rental) -> bool:  # type: ignore[no-untyped-def]
+    """Members act on their customer's rentals; operators on any; support on none."""
+    if is_operator(request.user):
+        return True
+    return rental.customer.memberships.filter(user_id=request.user.pk).exists()
