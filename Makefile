@@ -32,6 +32,9 @@ run: install ## Run simulator, worker (with beat) and web on the embedded defaul
 test: install ## Run the whole test suite (again on PostgreSQL + Redis when they are reachable)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/test.sh
 
+chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the database with the simulator's ledger
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
+
 lint: install ## Ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check . || true

@@ -1,0 +1,251 @@
+"""Shared fixtures: personas, the simulator as a real HTTP server, and a real Celery worker process.
+
+Personas make permission tests read as sentences: alice and her teammate carol (Acme Research),
+bob of another customer (Globex), sam from support, olga the operator.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from django.conf import settings
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMo32AY0vFK7g5FBIBcyPdxaxSEM5rEc0kEzMVveA9b+ alice@laptop"
+SIM_KEY = "sim-demo-key"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_http(url: str, *, timeout: float = 20.0, process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode} before answering")
+        try:
+            httpx.get(url, timeout=1.0)
+            return
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer within {timeout} s")
+
+
+def stop_process(process: subprocess.Popen) -> None:
+    """Stop a process group politely, then firmly."""
+    if process.poll() is not None:
+        return
+    os.killpg(process.pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait(timeout=5)
+
+
+class Simulator:
+    """A running simulator process and its control endpoints."""
+
+    def __init__(self, base_url: str) -> None:
+        self.base_url = base_url
+        self.api_url = base_url + "/api"
+        self.http = httpx.Client(base_url=base_url, timeout=10.0)
+
+    def reset(self) -> None:
+        self.http.post("/_sim/reset").raise_for_status()
+
+    def faults(self, rules: list[dict], seed: int = 1) -> None:
+        self.http.post("/_sim/faults", json={"seed": seed, "rules": rules}).raise_for_status()
+
+    def ledger(self) -> list[dict]:
+        data = self.http.get("/_sim/ledger").raise_for_status().json()
+        return data["ledger"] if isinstance(data, dict) else data
+
+    def requests(self) -> list[dict]:
+        data = self.http.get("/_sim/requests").raise_for_status().json()
+        return data["requests"] if isinstance(data, dict) else data
+
+    def offers(self) -> list[dict]:
+        return self.http.get("/api/executors/infiniband-clusters", headers={"X-API-Key": SIM_KEY}).json()
+
+
+@pytest.fixture(scope="session")
+def simulator_process() -> Iterator[Simulator]:
+    """Start the simulator on a free port for the whole session (pods start in 1 s)."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "simulator", "--port", str(port), "--mode", "test", "--start-seconds", "1"],
+        cwd=REPO_ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    base_url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_http(base_url + "/api/version", process=process)
+        yield Simulator(base_url)
+    finally:
+        stop_process(process)
+
+
+@pytest.fixture
+def simulator(simulator_process: Simulator) -> Simulator:
+    """The session's simulator, reset to its seed state for this test."""
+    simulator_process.reset()
+    return simulator_process
+
+
+def _worker_database_url() -> str:
+    from django.db import connection
+
+    cfg = connection.settings_dict
+    if cfg["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{cfg['NAME']}"
+    user = cfg.get("USER") or ""
+    password = f":{cfg['PASSWORD']}" if cfg.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{cfg.get('HOST') or '127.0.0.1'}:{cfg.get('PORT') or 5432}/{cfg['NAME']}"
+
+
+def _purge_broker() -> None:
+    """Drop messages left by earlier tests, so a new worker does not chase rentals that no longer exist."""
+    if settings.CELERY_BROKER_URL.startswith("filesystem://"):
+        queue = Path(settings.CELERY_BROKER_TRANSPORT_OPTIONS["data_folder_in"])  # type: ignore[arg-type]
+        shutil.rmtree(queue, ignore_errors=True)
+        queue.mkdir(parents=True, exist_ok=True)
+    else:
+        from dashboard.celery import app
+
+        app.control.purge()
+
+
+WORKER_ENV = {
+    "SWEEP_INTERVAL_SECONDS": "1",
+    "RENT_QUEUED_STUCK_SECONDS": "3",
+    "RENT_BACKOFF_BASE_SECONDS": "0.3",
+    "RENT_BACKOFF_CAP_SECONDS": "2",
+    "RENT_LEASE_SECONDS": "15",
+    "POD_POLL_MIN_INTERVAL_SECONDS": "1.5",
+    "LIUM_TIMEOUT_SECONDS": "5",
+}
+
+
+def start_worker(*, concurrency: int = 2, beat: bool = True, extra_env: dict[str, str] | None = None,
+                 log_path: Path | None = None) -> subprocess.Popen:
+    """Start a real `celery worker` process on this test run's database and broker."""
+    env = {**os.environ, **WORKER_ENV, "DATABASE_URL": _worker_database_url(), **(extra_env or {})}
+    env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
+    args = [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel=INFO",
+            f"--concurrency={concurrency}", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+    if beat:
+        args += ["--beat", f"--schedule={settings.RUN_DIR / 'test-beat-schedule'}"]
+    log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
+    return subprocess.Popen(args, cwd=REPO_ROOT, env=env, start_new_session=True, stdout=log, stderr=log)
+
+
+@pytest.fixture
+def celery_worker_process(transactional_db: None, tmp_path: Path) -> Iterator[subprocess.Popen]:
+    """A real worker (with beat) for one test; its log is printed if the test fails."""
+    _purge_broker()
+    log_path = tmp_path / "worker.log"
+    process = start_worker(log_path=log_path)
+    try:
+        yield process
+    finally:
+        stop_process(process)
+        if log_path.exists():
+            sys.stderr.write(log_path.read_text(errors="replace")[-4000:])
+
+
+# --- Personas --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def credential(db: None, request: pytest.FixtureRequest):  # type: ignore[no-untyped-def]
+    """The operator's Lium credential (pointing at the simulator when a test uses one)."""
+    from accounts.models import UpstreamCredential
+
+    base_url = "http://lium.invalid/api"
+    if "simulator" in request.fixturenames:
+        base_url = request.getfixturevalue("simulator").api_url
+    credential = UpstreamCredential(name="main", base_url=base_url)
+    credential.set_secret(SIM_KEY)
+    credential.save()
+    return credential
+
+
+@pytest.fixture
+def acme(credential):  # type: ignore[no-untyped-def]
+    from accounts.models import Customer
+
+    return Customer.objects.create(name="Acme Research", customer_ref="acme", default_credential=credential)
+
+
+@pytest.fixture
+def globex(credential):  # type: ignore[no-untyped-def]
+    from accounts.models import Customer
+
+    return Customer.objects.create(name="Globex", customer_ref="globex", default_credential=credential)
+
+
+def _user(username: str, *, customer=None, group: str | None = None, superuser: bool = False):  # type: ignore[no-untyped-def]
+    from django.contrib.auth.models import Group, User
+
+    from accounts.models import Membership
+
+    user = User.objects.create_user(username, f"{username}@example.com", "pw", is_superuser=superuser,
+                                    is_staff=superuser)
+    if customer is not None:
+        Membership.objects.create(user=user, customer=customer)
+    if group is not None:
+        user.groups.add(Group.objects.get_or_create(name=group)[0])
+    return user
+
+
+@pytest.fixture
+def alice(acme):  # type: ignore[no-untyped-def]
+    return _user("alice", customer=acme)
+
+
+@pytest.fixture
+def carol(acme):  # type: ignore[no-untyped-def]
+    """Alice's teammate at Acme Research."""
+    return _user("carol", customer=acme)
+
+
+@pytest.fixture
+def bob(globex):  # type: ignore[no-untyped-def]
+    return _user("bob", customer=globex)
+
+
+@pytest.fixture
+def sam(db):  # type: ignore[no-untyped-def]
+    """Support: reads everything, changes nothing."""
+    return _user("sam", group="support")
+
+
+@pytest.fixture
+def olga(db):  # type: ignore[no-untyped-def]
+    """The operator: acts on any rental."""
+    return _user("olga", group="operator")
+
+
+@pytest.fixture
+def client_for(client):  # type: ignore[no-untyped-def]
+    """Return a logged-in test client for a persona."""
+
+    def login(user):  # type: ignore[no-untyped-def]
+        client.force_login(user)
+        return client
+
+    return login
