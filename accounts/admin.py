@@ -14,6 +14,8 @@ class UpstreamCredentialForm(forms.ModelForm):
         help_text="Write-only: leave empty to keep the current secret. Only its last 4 characters are ever shown.",
     )
 
+    base_url = forms.URLField(required=False, assume_scheme="https", help_text="Empty means LIUM_BASE_URL.")
+
     class Meta:
         model = UpstreamCredential
         fields = ["name", "scheme", "base_url", "customer_ref", "active"]

@@ -13,7 +13,8 @@ def _groups(user: AbstractBaseUser | AnonymousUser) -> set[str]:
     # Cached on the user object: a page asks several times and the answer cannot change mid-request.
     cached = getattr(user, "_role_groups", None)
     if cached is None:
-        cached = set(user.groups.values_list("name", flat=True)) if user.is_authenticated else set()
+        groups = getattr(user, "groups", None)
+        cached = set(groups.values_list("name", flat=True)) if user.is_authenticated and groups is not None else set()
         user._role_groups = cached  # type: ignore[union-attr]
     return cached
 

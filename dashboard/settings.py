@@ -170,9 +170,7 @@ LIUM_OFFERS_CACHE_SECONDS = int(os.environ.get("LIUM_OFFERS_CACHE_SECONDS", "15"
 
 # --- Rent engine --------------------------------------------------------------------------------------
 # Automatic retries stop inside the upstream's 24 h idempotency window; past this only a human decides.
-RENT_RETRY_WINDOW = timedelta(
-    seconds=min(int(os.environ.get("RENT_RETRY_WINDOW_SECONDS", str(2 * 3600))), 23 * 3600)
-)
+RENT_RETRY_WINDOW = timedelta(seconds=min(int(os.environ.get("RENT_RETRY_WINDOW_SECONDS", str(2 * 3600))), 23 * 3600))
 RENT_MAX_ATTEMPTS = int(os.environ.get("RENT_MAX_ATTEMPTS", "8"))
 RENT_BACKOFF_BASE_SECONDS = float(os.environ.get("RENT_BACKOFF_BASE_SECONDS", "2"))
 RENT_BACKOFF_CAP_SECONDS = float(os.environ.get("RENT_BACKOFF_CAP_SECONDS", "120"))

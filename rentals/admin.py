@@ -2,7 +2,7 @@
 
 from django.contrib import admin
 
-from rentals.models import ClusterMember, RentAttempt, Rental, RentalEvent
+from rentals.models import ClusterMember, Rental, RentalEvent, RentAttempt
 
 
 class RentAttemptInline(admin.TabularInline):

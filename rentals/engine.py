@@ -15,14 +15,15 @@ import time
 import uuid
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
 from rentals import upstream
-from rentals.models import RentAttempt, Rental, RentalEvent
+from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_transition
 from rentals.upstream import Classification, RentResult
@@ -32,6 +33,9 @@ logger = logging.getLogger(__name__)
 # A fresh (not replayed) refusal with one of these statuses comes from checks that run before the
 # upstream looks the key up, so it says nothing about an earlier attempt that may have rented.
 PRE_KEY_LOOKUP_STATUSES = frozenset({401, 402, 403})
+# The upstream keeps a key for 24 h; after that a re-send is a new rent. Never retry past 23 h, whatever
+# the setting says.
+MAX_RETRY_WINDOW = timedelta(hours=23)
 
 
 @dataclass(frozen=True)
@@ -51,11 +55,16 @@ def retry_delay(*, attempt_number: int, retry_after: float | None) -> float:
     return max(delay, retry_after or 0.0)
 
 
+def retry_window() -> timedelta:
+    """Return how long after the first send automatic retries may go on (RENT_RETRY_WINDOW, at most 23 h)."""
+    return min(settings.RENT_RETRY_WINDOW, MAX_RETRY_WINDOW)
+
+
 def retry_deadline(rental: Rental) -> datetime | None:
     """Return when automatic retrying stops (inside the upstream's 24 h key window)."""
     if rental.first_sent_at is None:
         return None
-    return rental.first_sent_at + settings.RENT_RETRY_WINDOW
+    return rental.first_sent_at + retry_window()
 
 
 def rental_claim(*, rental_id: int) -> Claim | None:
@@ -66,7 +75,11 @@ def rental_claim(*, rental_id: int) -> Claim | None:
     due = (
         Q(status=S.QUEUED)
         | Q(status=S.RETRYING, next_attempt_at__lte=now)
-        | Q(status=S.SENDING, lease_until__lt=now)
+        | Q(status=S.SENDING, lease_until__lt=now, attempt_count__lt=settings.RENT_MAX_ATTEMPTS)
+    ) & (
+        # A late message (workers down for hours) must not re-send once the key's window is over: past
+        # 24 h upstream the same key and bytes rent again. `rental_settle_expired` settles those instead.
+        Q(first_sent_at__isnull=True) | Q(first_sent_at__gte=now - retry_window())
     )
     with transaction.atomic():
         rental = Rental.objects.filter(due, pk=rental_id).first()
@@ -74,19 +87,16 @@ def rental_claim(*, rental_id: int) -> Claim | None:
             return None
         previous_status = rental.status
         lease_expired = previous_status == S.SENDING
-        changed = (
-            Rental.objects.filter(pk=rental_id, status=previous_status, version=rental.version)
-            .update(
-                status=S.SENDING,
-                lease_token=token,
-                lease_until=lease_until,
-                attempt_count=F("attempt_count") + 1,
-                first_sent_at=rental.first_sent_at or now,
-                last_sent_at=now,
-                next_attempt_at=None,
-                version=F("version") + 1,
-                updated_at=now,
-            )
+        changed = Rental.objects.filter(pk=rental_id, status=previous_status, version=rental.version).update(
+            status=S.SENDING,
+            lease_token=token,
+            lease_until=lease_until,
+            attempt_count=F("attempt_count") + 1,
+            first_sent_at=rental.first_sent_at or now,
+            last_sent_at=now,
+            next_attempt_at=None,
+            version=F("version") + 1,
+            updated_at=now,
         )
         if not changed:
             return None
@@ -125,7 +135,8 @@ def rental_attempt(*, rental_id: int) -> str | None:
     """Claim the rental, send it once, and settle the attempt. Return the new status, or None if not due."""
     claim = rental_claim(rental_id=rental_id)
     if claim is None:
-        return None
+        # Not due, held by another worker, or past its window (then settle it now rather than at the next sweep).
+        return rental_settle_expired(rental_id=rental_id)
     rental = claim.rental
     started_at = timezone.now()
     started = time.monotonic()
@@ -148,26 +159,32 @@ def rental_attempt(*, rental_id: int) -> str | None:
 def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datetime, duration_ms: int) -> str | None:
     """Store the attempt and move the rental to what the answer proves. Return the new status."""
     rental = claim.rental
-    RentAttempt.objects.create(
-        rental_id=rental.pk,
-        number=claim.number,
-        started_at=started_at,
-        duration_ms=duration_ms,
-        http_status=result.http_status,
-        classification=result.classification,
-        error_code=result.error_code,
-        message=result.message[:2000],
-        replayed=result.replayed,
-        request_id=result.request_id,
-    )
+    attempt = {
+        "started_at": started_at,
+        "duration_ms": duration_ms,
+        "http_status": result.http_status,
+        "classification": result.classification,
+        "error_code": result.error_code,
+        "message": result.message[:2000],
+        "replayed": result.replayed,
+        "request_id": result.request_id,
+    }
+    try:
+        with transaction.atomic():
+            RentAttempt.objects.create(rental_id=rental.pk, number=claim.number, **attempt)
+    except IntegrityError:
+        # Our lease expired and another worker recorded this attempt as lost: keep the answer that did come
+        # (the lease check below still stops this stale worker from settling the rental).
+        logger.warning("Attempt %s of rental %s answered after its lease was taken over.", claim.number, rental.pk)
+        RentAttempt.objects.filter(rental_id=rental.pk, number=claim.number).update(**attempt)
     possibly_sent = rental.possibly_sent or result.classification != Classification.NEVER_SENT
-    error_fields = {
+    error_fields: dict[str, Any] = {
         "error_code": result.error_code,
         "error_message": result.message[:2000],
         "error_hint": result.hint[:2000],
         "error_request_id": result.request_id,
     }
-    common = {
+    common: dict[str, Any] = {
         "rental_id": rental.pk,
         "from_status": S.SENDING,
         "expect_lease": claim.token,
@@ -180,7 +197,7 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
             "error_code": result.error_code,
         },
     }
-    release = {"lease_token": None, "lease_until": None, "possibly_sent": possibly_sent}
+    release: dict[str, Any] = {"lease_token": None, "lease_until": None, "possibly_sent": possibly_sent}
 
     if result.classification == Classification.CONFIRMED:
         moved = rental_transition(
@@ -189,8 +206,12 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
             pod_ids=result.pod_ids,
             cluster_id=result.cluster_id,
             replayed=result.replayed,
-            error_code="", error_message="", error_hint="", error_request_id=result.request_id,
-            **release, **common,
+            error_code="",
+            error_message="",
+            error_hint="",
+            error_request_id=result.request_id,
+            **release,
+            **common,
         )
         if moved:
             from rentals.tasks import enqueue_pods_sync
@@ -204,8 +225,12 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         )
         if proves_nothing_rented:
             moved = rental_transition(
-                to_status=S.REFUSED, message=f"Lium refused the order: {result.message}",
-                replayed=result.replayed, **error_fields, **release, **common,
+                to_status=S.REFUSED,
+                message=f"Lium refused the order: {result.message}",
+                replayed=result.replayed,
+                **error_fields,
+                **release,
+                **common,
             )
             return S.REFUSED if moved else None
         moved = rental_transition(
@@ -214,7 +239,9 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
                 f"A repeat was refused ({result.http_status}: {result.message}) before the API looked up "
                 "the key, so it says nothing about the earlier attempt, which may have rented."
             ),
-            **error_fields, **release, **common,
+            **error_fields,
+            **release,
+            **common,
         )
         return S.UNKNOWN if moved else None
 
@@ -222,16 +249,21 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         if result.key_reused:
             logger.error(
                 "Defect: the upstream says idempotency key %s was reused with different bytes (rental %s).",
-                rental.idempotency_key, rental.pk,
+                rental.idempotency_key,
+                rental.pk,
             )
             RentalEvent.objects.create(
-                rental_id=rental.pk, kind=RentalEvent.Kind.DEFECT,
+                rental_id=rental.pk,
+                kind=RentalEvent.Kind.DEFECT,
                 message="The API says this key was used with a different body: our stored bytes changed.",
                 data={"request_id": result.request_id},
             )
         moved = rental_transition(
-            to_status=S.UNKNOWN, message=f"The API cannot say whether the order rented: {result.message}",
-            **error_fields, **release, **common,
+            to_status=S.UNKNOWN,
+            message=f"The API cannot say whether the order rented: {result.message}",
+            **error_fields,
+            **release,
+            **common,
         )
         return S.UNKNOWN if moved else None
 
@@ -248,20 +280,26 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
             moved = rental_transition(
                 to_status=S.UNKNOWN,
                 message=f"Stopped retrying ({why}); an attempt may have reached Lium, so the cluster may exist.",
-                **error_fields, **release, **common,
+                **error_fields,
+                **release,
+                **common,
             )
             return S.UNKNOWN if moved else None
         moved = rental_transition(
             to_status=S.FAILED,
             message=f"Nothing was rented: the API could not be reached ({why}).",
-            **error_fields, **release, **common,
+            **error_fields,
+            **release,
+            **common,
         )
         return S.FAILED if moved else None
     moved = rental_transition(
         to_status=S.RETRYING,
         message=f"{result.message or 'No clear answer.'} Retrying in {delay:.0f} s with the same key.",
         next_attempt_at=next_at,
-        **error_fields, **release, **common,
+        **error_fields,
+        **release,
+        **common,
     )
     if moved:
         from rentals.tasks import enqueue_rental_send
@@ -271,12 +309,37 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
 
 
 def rental_settle_expired(*, rental_id: int) -> str | None:
-    """Settle a `retrying` rental whose window closed while it waited (no worker took it in time)."""
-    rental = Rental.objects.filter(pk=rental_id, status=S.RETRYING).first()
+    """Settle a rental that may not be sent again: its window closed while it waited, or a worker died
+    during its last allowed attempt (an expired `sending` lease past the window or out of attempts)."""
+    now = timezone.now()
+    rental = Rental.objects.filter(
+        Q(status=S.RETRYING) | Q(status=S.SENDING, lease_until__lt=now), pk=rental_id
+    ).first()
     if rental is None:
         return None
     deadline = retry_deadline(rental)
-    if deadline is None or timezone.now() <= deadline:
+    window_over = deadline is not None and now > deadline
+    if rental.status == S.SENDING:
+        if not window_over and rental.attempt_count < settings.RENT_MAX_ATTEMPTS:
+            return None  # still claimable: the next claim records the lost attempt and re-sends
+        why = "the retry window is over" if window_over else "no attempts left"
+        with transaction.atomic():
+            moved = rental_transition(
+                rental_id=rental_id,
+                from_status=S.SENDING,
+                to_status=S.UNKNOWN,
+                expect_lease=rental.lease_token,
+                message=f"The worker stopped during the last attempt ({why}); it may have reached Lium, "
+                "so the cluster may exist.",
+                lease_token=None,
+                lease_until=None,
+                possibly_sent=True,
+                next_attempt_at=None,
+            )
+            if moved:
+                _record_lost_attempt(rental, now)
+        return S.UNKNOWN if moved else None
+    if not window_over:
         return None
     to_status = S.UNKNOWN if rental.possibly_sent else S.FAILED
     message = (
@@ -284,6 +347,7 @@ def rental_settle_expired(*, rental_id: int) -> str | None:
         if rental.possibly_sent
         else "Nothing was rented: the API could not be reached before the retry window closed."
     )
-    moved = rental_transition(rental_id=rental_id, from_status=S.RETRYING, to_status=to_status, message=message,
-                              next_attempt_at=None)
+    moved = rental_transition(
+        rental_id=rental_id, from_status=S.RETRYING, to_status=to_status, message=message, next_attempt_at=None
+    )
     return to_status if moved else None

@@ -41,7 +41,10 @@ class RentForm(forms.Form):
         label="Ports per node", required=False, min_value=1, max_value=64, help_text="Leave empty for the default."
     )
     termination_hours = forms.IntegerField(
-        label="Remove automatically after (hours)", required=False, min_value=1, max_value=720,
+        label="Remove automatically after (hours)",
+        required=False,
+        min_value=1,
+        max_value=720,
         help_text="1 to 720 hours; empty keeps the cluster until you terminate it.",
     )
     enable_jupyter = forms.BooleanField(label="Jupyter", required=False)
@@ -54,7 +57,10 @@ class RentForm(forms.Form):
     skip_add_agent_ssh_key = forms.BooleanField(label="Skip the agent's SSH key", required=False)
     ncu_profiling = forms.BooleanField(label="Allow Nsight Compute profiling", required=False)
     customer_ref = forms.CharField(
-        label="Customer ref (X-Customer-Ref)", required=False, max_length=64, strip=False,
+        label="Customer ref (X-Customer-Ref)",
+        required=False,
+        max_length=64,
+        strip=False,
         help_text="Operators only: overrides the customer's ref for this rental. Empty uses the customer's.",
     )
     submit_token = forms.UUIDField(widget=forms.HiddenInput)
@@ -89,8 +95,12 @@ class RentForm(forms.Form):
         if len(chosen) != len(set(chosen)):
             raise ValidationError("The same node is selected twice; select each node once.", code="duplicate_nodes")
         free_here = {node.id for node in self.fabric.nodes}
-        elsewhere = {node.id: fabric.fabric_id for fabric in self.listing.fabrics for node in fabric.nodes
-                     if fabric.fabric_id != self.fabric.fabric_id}
+        elsewhere = {
+            node.id: fabric.fabric_id
+            for fabric in self.listing.fabrics
+            for node in fabric.nodes
+            if fabric.fabric_id != self.fabric.fabric_id
+        }
         foreign = [node_id for node_id in chosen if node_id in elsewhere]
         if foreign:
             raise ValidationError(

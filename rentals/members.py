@@ -26,10 +26,20 @@ logger = logging.getLogger(__name__)
 
 TRACKED_STATES = (S.RENTED, S.READY, S.DEGRADED, S.TERMINATING)
 # Upstream pod statuses that mean the member will not come up by itself.
-FAILED_POD_STATUSES = frozenset({
-    "CREATION_FAILED", "BROKEN", "REBOOT_FAILED", "FAILED", "ERROR", "STOPPED", "TERMINATED", "DELETED",
-    "REMOVED", "CANCELLED",
-})
+FAILED_POD_STATUSES = frozenset(
+    {
+        "CREATION_FAILED",
+        "BROKEN",
+        "REBOOT_FAILED",
+        "FAILED",
+        "ERROR",
+        "STOPPED",
+        "TERMINATED",
+        "DELETED",
+        "REMOVED",
+        "CANCELLED",
+    }
+)
 
 
 def poller_name(credential_id: int) -> str:
@@ -105,7 +115,9 @@ def _apply_rows(rental: Rental, rows: list[dict[str, Any]]) -> bool:
         for row in rows:
             pod_id = str(row.get("id"))
             seen.add(pod_id)
-            executor = row.get("executor") if isinstance(row.get("executor"), dict) else {}
+            executor = row.get("executor")
+            if not isinstance(executor, dict):
+                executor = {}
             status = str(row.get("status") or "")
             values = {
                 "rank": _int_or_none(row.get("cluster_node_index")),
@@ -155,7 +167,9 @@ def _advance_state(rental: Rental, rows: list[dict[str, Any]]) -> bool:
     if rental.status == S.TERMINATING:
         if not rows:
             return rental_transition(
-                rental_id=rental.pk, from_status=S.TERMINATING, to_status=S.TERMINATED,
+                rental_id=rental.pk,
+                from_status=S.TERMINATING,
+                to_status=S.TERMINATED,
                 message="Every member is gone: the cluster was removed.",
             )
         return False
@@ -169,10 +183,10 @@ def _advance_state(rental: Rental, rows: list[dict[str, Any]]) -> bool:
             return False
         names = ", ".join(f"rank {row.get('cluster_node_index')} {row.get('status')}" for row in failed)
         return rental_transition(
-            rental_id=rental.pk, from_status=rental.status, to_status=S.DEGRADED,
-            message=(
-                f"A member failed ({names or f'{missing} missing'}). The other members keep running and billing."
-            ),
+            rental_id=rental.pk,
+            from_status=rental.status,
+            to_status=S.DEGRADED,
+            message=(f"A member failed ({names or f'{missing} missing'}). The other members keep running and billing."),
             kind=RentalEvent.Kind.MEMBER,
         )
     all_ready = len(rows) >= rental.node_count and all(
@@ -180,7 +194,9 @@ def _advance_state(rental: Rental, rows: list[dict[str, Any]]) -> bool:
     )
     if all_ready and rental.status in (S.RENTED, S.DEGRADED):
         return rental_transition(
-            rental_id=rental.pk, from_status=rental.status, to_status=S.READY,
+            rental_id=rental.pk,
+            from_status=rental.status,
+            to_status=S.READY,
             message="Every member is running and reachable over SSH.",
         )
     return False

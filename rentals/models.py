@@ -22,7 +22,7 @@ class Rental(models.Model):
     executor_ids = models.JSONField()
     pod_name = models.CharField(max_length=64, db_index=True)
     # Null: no X-Customer-Ref header is sent and the credential's own ref applies upstream.
-    customer_ref = models.CharField(max_length=64, null=True, blank=True, db_index=True)
+    customer_ref = models.CharField(max_length=64, null=True, blank=True, db_index=True)  # noqa: DJ001 (None ≠ "")
     gpu_type = models.CharField(max_length=100, blank=True)
     gpus_per_node = models.PositiveIntegerField(default=0)
     price_per_hour = models.DecimalField(max_digits=12, decimal_places=4, default=0)

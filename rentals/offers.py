@@ -106,7 +106,9 @@ def _int(value: Any) -> int:
 
 
 def parse_node(row: dict[str, Any]) -> Node:
-    location = row.get("location") if isinstance(row.get("location"), dict) else {}
+    location = row.get("location")
+    if not isinstance(location, dict):
+        location = {}
     score = row.get("reliability_score")
     return Node(
         id=str(row.get("id")),

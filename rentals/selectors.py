@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import QuerySet
 from django.http import Http404
@@ -18,7 +20,9 @@ def customer_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySe
     """Return the customers the user may rent for (staff: every active customer)."""
     if is_staff_reader(user):
         return Customer.objects.filter(active=True)
-    return Customer.objects.filter(active=True, memberships__user_id=user.pk)
+    if not user.is_authenticated:
+        return Customer.objects.none()
+    return Customer.objects.filter(active=True, memberships__user_id=user.pk or 0)
 
 
 def rental_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Rental]:
@@ -31,7 +35,7 @@ def rental_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[
     return rentals.filter(customer__memberships__user_id=user.pk)
 
 
-def rental_get_for_user(*, user: AbstractBaseUser | AnonymousUser, public_id: object) -> Rental:
+def rental_get_for_user(*, user: AbstractBaseUser | AnonymousUser, public_id: uuid.UUID | str) -> Rental:
     """Return one rental the user may see, or raise Http404 (never 403: its existence is not revealed)."""
     try:
         return rental_list_for_user(user=user).get(public_id=public_id)

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils import timezone
@@ -92,7 +92,7 @@ def validate_order(order: RentOrder) -> None:
 
 def rental_submit(
     *,
-    user: AbstractBaseUser | None,
+    user: User | None,
     customer: Customer,
     order: RentOrder,
     customer_ref: str | None,
@@ -137,7 +137,10 @@ def rental_submit(
                 body_sha256=hashlib.sha256(body).hexdigest(),
             )
             RentalEvent.objects.create(
-                rental=rental, kind=RentalEvent.Kind.CREATED, actor=rental.created_by, to_status=S.QUEUED,
+                rental=rental,
+                kind=RentalEvent.Kind.CREATED,
+                actor=rental.created_by,
+                to_status=S.QUEUED,
                 message=f"Order saved: {len(order.executor_ids)} nodes on {order.fabric_id}.",
                 data={"idempotency_key": str(rental.idempotency_key), "body_sha256": rental.body_sha256},
             )
@@ -154,23 +157,29 @@ def rental_submit(
     return rental
 
 
-def rental_cancel(*, rental: Rental, actor: AbstractBaseUser | None, reason: str = "") -> bool:
+def rental_cancel(*, rental: Rental, actor: User | None, reason: str = "") -> bool:
     """Cancel a rental that has not been sent yet; return whether it was cancelled."""
     return rental_transition(
-        rental_id=rental.pk, from_status=S.QUEUED, to_status=S.CANCELLED, actor=actor,
+        rental_id=rental.pk,
+        from_status=S.QUEUED,
+        to_status=S.CANCELLED,
+        actor=actor,
         kind=RentalEvent.Kind.STAFF_ACTION if actor and actor.pk != rental.created_by_id else RentalEvent.Kind.STATE,
         message=f"Cancelled before it was sent. {reason}".strip(),
     )
 
 
-def rental_terminate(*, rental: Rental, actor: AbstractBaseUser | None, reason: str = "") -> bool:
+def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") -> bool:
     """Start removing the rental's cluster; the delete call runs in the worker."""
     if rental.status not in HOLDS_CLUSTER_STATES:
         return False
     if not rental.cluster_id and not rental.pod_ids:
         raise ValidationError("The cluster's id is not known yet; wait until its members appear.")
     moved = rental_transition(
-        rental_id=rental.pk, from_status=rental.status, to_status=S.TERMINATING, actor=actor,
+        rental_id=rental.pk,
+        from_status=rental.status,
+        to_status=S.TERMINATING,
+        actor=actor,
         kind=RentalEvent.Kind.STAFF_ACTION if actor and actor.pk != rental.created_by_id else RentalEvent.Kind.STATE,
         message=f"Terminate requested. {reason}".strip(),
     )
@@ -191,32 +200,43 @@ def rental_delete_cluster(*, rental_id: int) -> str:
         answer = client.delete_cluster(rental.cluster_id)
     except upstream.NotFound:
         rental_transition(
-            rental_id=rental.pk, from_status=S.TERMINATING, to_status=S.TERMINATED,
+            rental_id=rental.pk,
+            from_status=S.TERMINATING,
+            to_status=S.TERMINATED,
             message="Lium has no pod with this cluster id: the cluster is gone.",
         )
         return "gone"
     except upstream.Conflict as exc:
         RentalEvent.objects.create(
-            rental=rental, kind=RentalEvent.Kind.STATE,
+            rental=rental,
+            kind=RentalEvent.Kind.STATE,
             message=f"Lium cannot remove the cluster yet ({exc.message}); trying again shortly.",
             data={"request_id": exc.request_id},
         )
         return "retry"
     except upstream.UpstreamUnavailable as exc:
-        RentalEvent.objects.create(rental=rental, kind=RentalEvent.Kind.STATE,
-                                   message=f"Remove failed for now ({exc.message}); trying again shortly.")
+        RentalEvent.objects.create(
+            rental=rental,
+            kind=RentalEvent.Kind.STATE,
+            message=f"Remove failed for now ({exc.message}); trying again shortly.",
+        )
         return "retry"
     except upstream.UpstreamRejected as exc:
         back_to = S.READY if rental.members.exclude(status="RUNNING").count() == 0 else S.DEGRADED
         rental_transition(
-            rental_id=rental.pk, from_status=S.TERMINATING, to_status=back_to,
+            rental_id=rental.pk,
+            from_status=S.TERMINATING,
+            to_status=back_to,
             message=f"Lium refused to remove the cluster: {exc.message}. Nothing was removed.",
-            error_code=exc.code, error_message=exc.message, error_request_id=exc.request_id,
+            error_code=exc.code,
+            error_message=exc.message,
+            error_request_id=exc.request_id,
         )
         return "refused"
     rows = answer.get("pods") if isinstance(answer, dict) else None
     RentalEvent.objects.create(
-        rental=rental, kind=RentalEvent.Kind.MEMBER,
+        rental=rental,
+        kind=RentalEvent.Kind.MEMBER,
         message=str(answer.get("message") if isinstance(answer, dict) else "") or "Removal started.",
         data={"pods": rows if isinstance(rows, list) else [], "success": bool(answer.get("success"))},
     )
@@ -232,7 +252,7 @@ class ReconcileFinding:
     message: str
 
 
-def rental_reconcile(*, rental: Rental, actor: AbstractBaseUser | None = None) -> ReconcileFinding:
+def rental_reconcile(*, rental: Rental, actor: User | None = None) -> ReconcileFinding:
     """Look in `GET /pods` for the cluster this order may have created, and record what was found.
 
     A candidate is a cluster created after the order was saved whose members all carry the rental's pod
@@ -258,22 +278,27 @@ def rental_reconcile(*, rental: Rental, actor: AbstractBaseUser | None = None) -
     else:
         finding = ReconcileFinding("ambiguous", candidates, f"{len(candidates)} clusters match this order.")
     RentalEvent.objects.create(
-        rental=rental, kind=RentalEvent.Kind.RECONCILE, actor=actor, message=finding.message,
+        rental=rental,
+        kind=RentalEvent.Kind.RECONCILE,
+        actor=actor,
+        message=finding.message,
         data={"result": finding.result, "cluster_ids": finding.cluster_ids, "checked_at": timezone.now().isoformat()},
     )
     return finding
 
 
-def rental_confirm_reconciliation(
-    *, rental: Rental, actor: AbstractBaseUser, cluster_id: str | None, reason: str
-) -> bool:
+def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: str | None, reason: str) -> bool:
     """Settle an `unknown` rental as staff decided: `rented` with a cluster, or `not_rented`."""
     if not reason.strip():
         raise ValidationError("Say why: the reason is recorded on the rental's timeline.")
     if cluster_id:
         moved = rental_transition(
-            rental_id=rental.pk, from_status=S.UNKNOWN, to_status=S.RENTED, actor=actor,
-            kind=RentalEvent.Kind.STAFF_ACTION, message=f"Confirmed rented as cluster {cluster_id}. {reason}",
+            rental_id=rental.pk,
+            from_status=S.UNKNOWN,
+            to_status=S.RENTED,
+            actor=actor,
+            kind=RentalEvent.Kind.STAFF_ACTION,
+            message=f"Confirmed rented as cluster {cluster_id}. {reason}",
             cluster_id=cluster_id,
         )
         if moved:
@@ -282,6 +307,10 @@ def rental_confirm_reconciliation(
             transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
         return moved
     return rental_transition(
-        rental_id=rental.pk, from_status=S.UNKNOWN, to_status=S.NOT_RENTED, actor=actor,
-        kind=RentalEvent.Kind.STAFF_ACTION, message=f"Confirmed not rented. {reason}",
+        rental_id=rental.pk,
+        from_status=S.UNKNOWN,
+        to_status=S.NOT_RENTED,
+        actor=actor,
+        kind=RentalEvent.Kind.STAFF_ACTION,
+        message=f"Confirmed not rented. {reason}",
     )

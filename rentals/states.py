@@ -1,11 +1,11 @@
 """Rental states and the transitions between them: the one place that says what may follow what.
 
-    queued ──claim──▶ sending ──2xx success──────────────▶ rented ──all members RUNNING──▶ ready
-      │                 │  ├─ definite refusal ─────────▶ refused         │                  │
-    cancel              │  ├─ inconclusive ──▶ retrying ─┘(due: claim)    ├─ member failed ─▶ degraded
-      ▼                 │  └─ outcome unknown / key reused / window over ─▶ unknown ──reconcile──▶ rented | not_rented
-    cancelled           └─ never reached the server (all attempts) ─────▶ failed
-    ready/degraded/rented ─terminate▶ terminating ─▶ terminated
+queued ──claim──▶ sending ──2xx success──────────────▶ rented ──all members RUNNING──▶ ready
+  │                 │  ├─ definite refusal ─────────▶ refused         │                  │
+cancel              │  ├─ inconclusive ──▶ retrying ─┘(due: claim)    ├─ member failed ─▶ degraded
+  ▼                 │  └─ outcome unknown / key reused / window over ─▶ unknown ──reconcile──▶ rented | not_rented
+cancelled           └─ never reached the server (all attempts) ─────▶ failed
+ready/degraded/rented ─terminate▶ terminating ─▶ terminated
 """
 
 from django.db import models

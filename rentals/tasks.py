@@ -56,9 +56,10 @@ def credential_pods_sync(credential_id: int) -> int:
     interval's listing re-enqueues, so duplicate chains die out instead of multiplying.
     """
     polled = members.credential_pods_sync(credential_id=credential_id)
-    if polled is not None and Rental.objects.filter(
-        credential_id=credential_id, status__in=(S.RENTED, S.TERMINATING)
-    ).exists():
+    if (
+        polled is not None
+        and Rental.objects.filter(credential_id=credential_id, status__in=(S.RENTED, S.TERMINATING)).exists()
+    ):
         _enqueue(credential_pods_sync, credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
     return polled or 0
 

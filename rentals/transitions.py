@@ -9,7 +9,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
@@ -28,7 +28,7 @@ def rental_transition(
     from_status: str,
     to_status: str,
     expect_lease: uuid.UUID | None = None,
-    actor: AbstractBaseUser | None = None,
+    actor: User | None = None,
     message: str = "",
     data: dict[str, Any] | None = None,
     kind: str = RentalEvent.Kind.STATE,
@@ -42,9 +42,7 @@ def rental_transition(
         # Only the worker that still holds the lease may settle the attempt.
         rows = rows.filter(lease_token=expect_lease)
     with transaction.atomic():
-        changed = rows.update(
-            status=to_status, version=F("version") + 1, updated_at=timezone.now(), **fields
-        )
+        changed = rows.update(status=to_status, version=F("version") + 1, updated_at=timezone.now(), **fields)
         if changed:
             RentalEvent.objects.create(
                 rental_id=rental_id,

@@ -182,7 +182,7 @@ def parse_error(response: httpx.Response) -> ErrorDetail:
             message = str(detail.get("message") or message)
             data = data if data is not None else detail
         elif isinstance(detail, str) and detail:
-            message = detail if not message else message
+            message = message or detail
     if not message:
         message = response.reason_phrase or f"HTTP {response.status_code}"
     request_id = request_id or response.headers.get("X-Request-Id", "")
@@ -260,7 +260,7 @@ def classify_rent(response: httpx.Response | None, error: Exception | None = Non
         )
 
     detail = parse_error(response)
-    common = {
+    common: dict[str, Any] = {
         "http_status": status,
         "replayed": replayed,
         "request_id": detail.request_id,
@@ -332,7 +332,12 @@ class LiumClient:
     # Transport ---------------------------------------------------------------------------------------
 
     def _send(
-        self, method: str, path: str, *, content: bytes | None = None, headers: dict[str, str] | None = None,
+        self,
+        method: str,
+        path: str,
+        *,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
     ) -> httpx.Response:
         """Send one request, following redirects only within the same origin."""
@@ -357,8 +362,12 @@ class LiumClient:
                     f"The API redirected to another origin ({next_url.scheme}://{next_url.host}); "
                     "it was not followed so the credential stays with the API."
                 )
-            # Browsers' method rewriting: 303 (and 301/302 for POST) become a GET without a body.
-            if response.status_code == 303 and method != "HEAD" or response.status_code in (301, 302) and method == "POST":
+            # Browsers' method rewriting: 302 and 303 become a GET (except HEAD), 301 turns a POST into a GET;
+            # the rewritten request carries no body.
+            rewrite = (response.status_code in (302, 303) and method != "HEAD") or (
+                response.status_code == 301 and method == "POST"
+            )
+            if rewrite:
                 method, content = "GET", None
                 all_headers.pop("Content-Type", None)
             url = next_url
@@ -407,7 +416,9 @@ class LiumClient:
     def schedule_removal(self, pod_id: str, at_iso: str) -> dict[str, Any]:
         body = json.dumps({"removal_scheduled_at": at_iso}).encode()
         return self._json(
-            "POST", f"/pods/{quote(pod_id, safe='')}/schedule-removal", content=body,
+            "POST",
+            f"/pods/{quote(pod_id, safe='')}/schedule-removal",
+            content=body,
             headers={"Content-Type": "application/json"},
         )
 

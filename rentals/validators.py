@@ -7,12 +7,21 @@ import struct
 
 from django.core.exceptions import ValidationError
 
-SSH_KEY_TYPES = frozenset({
-    "ssh-ed25519", "ssh-rsa", "ecdsa-sha2-nistp256", "ecdsa-sha2-nistp384", "ecdsa-sha2-nistp521",
-    "sk-ssh-ed25519@openssh.com", "sk-ecdsa-sha2-nistp256@openssh.com",
-})
+SSH_KEY_TYPES = frozenset(
+    {
+        "ssh-ed25519",
+        "ssh-rsa",
+        "ecdsa-sha2-nistp256",
+        "ecdsa-sha2-nistp384",
+        "ecdsa-sha2-nistp521",
+        "sk-ssh-ed25519@openssh.com",
+        "sk-ecdsa-sha2-nistp256@openssh.com",
+    }
+)
 POD_NAME_RE = re.compile(r"\A[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?\Z")
-POD_NAME_HELP = "1 to 63 characters: lower-case letters, digits and hyphens, starting and ending with a letter or digit."
+POD_NAME_HELP = (
+    "1 to 63 characters: lower-case letters, digits and hyphens, starting and ending with a letter or digit."
+)
 
 
 def validate_pod_name(value: str) -> None:
@@ -40,7 +49,9 @@ def validate_ssh_public_key(line: str) -> str:
         (length,) = struct.unpack(">I", raw[:4])
         embedded_type = raw[4 : 4 + length].decode("ascii")
     except (binascii.Error, struct.error, UnicodeDecodeError, ValueError) as exc:
-        raise ValidationError("The key data is not valid base64 for an SSH public key.", code="invalid_ssh_key") from exc
+        raise ValidationError(
+            "The key data is not valid base64 for an SSH public key.", code="invalid_ssh_key"
+        ) from exc
     if embedded_type != key_type:
         raise ValidationError(
             f"The key data is for '{embedded_type[:40]}', not '{key_type}': the key is damaged.", code="invalid_ssh_key"

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -66,7 +69,10 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
         request,
         "rentals/fabric_list.html",
         {
-            "fabrics": fabrics, "listing": listing, "error": error, "gpu_types": gpu_types,
+            "fabrics": fabrics,
+            "listing": listing,
+            "error": error,
+            "gpu_types": gpu_types,
             "filters": {"gpu": gpu, "type": kind, "min_free": min_free, "sort": sort},
         },
     )
@@ -89,8 +95,11 @@ def rent(request: HttpRequest) -> HttpResponse:
         messages.error(request, f"The Lium API could not list templates right now ({exc}).")
         return redirect("fabric_list")
     customers = selectors.customer_list_for_user(user=request.user)
-    form_kwargs = {
-        "fabric": fabric, "listing": listing, "templates": templates, "customers": customers,
+    form_kwargs: dict[str, Any] = {
+        "fabric": fabric,
+        "listing": listing,
+        "templates": templates,
+        "customers": customers,
         "may_set_customer_ref": is_operator(request.user),
     }
     if request.method == "POST":
@@ -100,7 +109,7 @@ def rent(request: HttpRequest) -> HttpResponse:
             override = form.cleaned_data.get("customer_ref") or ""
             try:
                 rental = services.rental_submit(
-                    user=request.user,
+                    user=_user(request),
                     customer=customer,
                     order=form.order(),
                     customer_ref=override or customer.customer_ref or None,
@@ -132,7 +141,8 @@ def rental_list(request: HttpRequest) -> HttpResponse:
         rentals = rentals.filter(customer_ref=ref)
     page = Paginator(rentals, 25).get_page(request.GET.get("page"))
     return render(
-        request, "rentals/rental_list.html",
+        request,
+        "rentals/rental_list.html",
         {"page": page, "statuses": S.choices, "filters": {"status": status, "ref": ref}},
     )
 
@@ -167,9 +177,19 @@ def _steps(rental, running: int) -> list[dict[str, object]]:  # type: ignore[no-
     """Return the stepper: queued → sent → rented → nodes starting k/N → ready."""
     order = [S.QUEUED, S.SENDING, S.RENTED, "starting", S.READY]
     reached = {
-        S.QUEUED: 0, S.SENDING: 1, S.RETRYING: 1, S.UNKNOWN: 1, S.REFUSED: 1, S.FAILED: 1, S.NOT_RENTED: 1,
-        S.CANCELLED: 0, S.RENTED: 3 if rental.members.exists() else 2, S.DEGRADED: 3, S.READY: 4,
-        S.TERMINATING: 4, S.TERMINATED: 4,
+        S.QUEUED: 0,
+        S.SENDING: 1,
+        S.RETRYING: 1,
+        S.UNKNOWN: 1,
+        S.REFUSED: 1,
+        S.FAILED: 1,
+        S.NOT_RENTED: 1,
+        S.CANCELLED: 0,
+        S.RENTED: 3 if rental.members.exists() else 2,
+        S.DEGRADED: 3,
+        S.READY: 4,
+        S.TERMINATING: 4,
+        S.TERMINATED: 4,
     }.get(rental.status, 0)
     labels = ["Queued", "Sent", "Rented", f"Nodes starting {running}/{rental.node_count}", "Ready"]
     return [
@@ -200,7 +220,7 @@ def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
     if not _may_act(request, rental):
         return HttpResponse("Support can look but not change rentals.", status=403)
     try:
-        if services.rental_terminate(rental=rental, actor=request.user, reason=request.POST.get("reason", "")):
+        if services.rental_terminate(rental=rental, actor=_user(request), reason=request.POST.get("reason", "")):
             messages.success(request, "Removing the cluster.")
         else:
             messages.error(request, "This rental has no cluster to remove.")
@@ -216,7 +236,7 @@ def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request, rental):
         return HttpResponse("Support can look but not change rentals.", status=403)
-    if services.rental_cancel(rental=rental, actor=request.user, reason=request.POST.get("reason", "")):
+    if services.rental_cancel(rental=rental, actor=_user(request), reason=request.POST.get("reason", "")):
         messages.success(request, "Cancelled. Nothing was rented.")
     else:
         messages.error(request, "Too late to cancel: the order has already been sent.")
@@ -228,3 +248,9 @@ def _may_act(request: HttpRequest, rental) -> bool:  # type: ignore[no-untyped-d
     if is_operator(request.user):
         return True
     return rental.customer.memberships.filter(user_id=request.user.pk).exists()
+
+
+def _user(request: HttpRequest) -> User:
+    """Return the logged-in user (the views that call this are behind login_required)."""
+    assert isinstance(request.user, User)
+    return request.user

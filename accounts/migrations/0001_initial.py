@@ -7,7 +7,6 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     initial = True
 
     dependencies = [
@@ -16,46 +15,103 @@ class Migration(migrations.Migration):
 
     operations = [
         migrations.CreateModel(
-            name='UpstreamCredential',
+            name="UpstreamCredential",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=100, unique=True)),
-                ('scheme', models.CharField(choices=[('api_key', 'API key (X-API-Key)'), ('bearer', 'Bearer token (Authorization: Bearer)')], default='api_key', max_length=16)),
-                ('secret_encrypted', models.TextField(editable=False)),
-                ('secret_last4', models.CharField(editable=False, max_length=4)),
-                ('base_url', models.URLField(blank=True, default='', help_text='Empty means LIUM_BASE_URL.')),
-                ('customer_ref', models.CharField(blank=True, help_text="The key's own customer ref upstream, if known (applies when a rental sends none).", max_length=64, validators=[django.core.validators.RegexValidator(message='A customer ref is 1 to 64 characters: letters, digits and . _ : @ - only (no spaces, newlines or other characters).', regex='\\A[A-Za-z0-9._:@-]{1,64}\\Z')])),
-                ('active', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=100, unique=True)),
+                (
+                    "scheme",
+                    models.CharField(
+                        choices=[
+                            ("api_key", "API key (X-API-Key)"),
+                            ("bearer", "Bearer token (Authorization: Bearer)"),
+                        ],
+                        default="api_key",
+                        max_length=16,
+                    ),
+                ),
+                ("secret_encrypted", models.TextField(editable=False)),
+                ("secret_last4", models.CharField(editable=False, max_length=4)),
+                ("base_url", models.URLField(blank=True, default="", help_text="Empty means LIUM_BASE_URL.")),
+                (
+                    "customer_ref",
+                    models.CharField(
+                        blank=True,
+                        help_text="The key's own customer ref upstream, if known (applies when a rental sends none).",
+                        max_length=64,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                message="A customer ref is 1 to 64 characters: letters, digits and . _ : @ - only (no spaces, newlines or other characters).",
+                                regex="\\A[A-Za-z0-9._:@-]{1,64}\\Z",
+                            )
+                        ],
+                    ),
+                ),
+                ("active", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Customer',
+            name="Customer",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=200, unique=True)),
-                ('customer_ref', models.CharField(blank=True, help_text="Sent as X-Customer-Ref on this customer's rentals; empty sends none.", max_length=64, validators=[django.core.validators.RegexValidator(message='A customer ref is 1 to 64 characters: letters, digits and . _ : @ - only (no spaces, newlines or other characters).', regex='\\A[A-Za-z0-9._:@-]{1,64}\\Z')])),
-                ('active', models.BooleanField(default=True)),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('default_credential', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='customers', to='accounts.upstreamcredential')),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("name", models.CharField(max_length=200, unique=True)),
+                (
+                    "customer_ref",
+                    models.CharField(
+                        blank=True,
+                        help_text="Sent as X-Customer-Ref on this customer's rentals; empty sends none.",
+                        max_length=64,
+                        validators=[
+                            django.core.validators.RegexValidator(
+                                message="A customer ref is 1 to 64 characters: letters, digits and . _ : @ - only (no spaces, newlines or other characters).",
+                                regex="\\A[A-Za-z0-9._:@-]{1,64}\\Z",
+                            )
+                        ],
+                    ),
+                ),
+                ("active", models.BooleanField(default=True)),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "default_credential",
+                    models.ForeignKey(
+                        blank=True,
+                        null=True,
+                        on_delete=django.db.models.deletion.PROTECT,
+                        related_name="customers",
+                        to="accounts.upstreamcredential",
+                    ),
+                ),
             ],
             options={
-                'ordering': ['name'],
+                "ordering": ["name"],
             },
         ),
         migrations.CreateModel(
-            name='Membership',
+            name="Membership",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('created_at', models.DateTimeField(auto_now_add=True)),
-                ('customer', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to='accounts.customer')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='memberships', to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("created_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "customer",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="memberships", to="accounts.customer"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('user', 'customer'), name='unique_membership')],
+                "constraints": [models.UniqueConstraint(fields=("user", "customer"), name="unique_membership")],
             },
         ),
     ]

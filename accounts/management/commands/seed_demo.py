@@ -48,6 +48,8 @@ class Command(BaseCommand):
                 Membership.objects.get_or_create(user=user, customer=customer)
             if group is not None:
                 user.groups.add(group)
-        self.stdout.write(self.style.SUCCESS(
-            "Demo data ready: alice (Acme Research), bob (Globex), sam (support), olga (operator), admin."
-        ))
+        self.stdout.write(
+            self.style.SUCCESS(
+                "Demo data ready: alice (Acme Research), bob (Globex), sam (support), olga (operator), admin."
+            )
+        )

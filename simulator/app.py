@@ -1,0 +1,89 @@
+"""WSGI application: routing (at /<path> and /api/<path>), request ids and the error envelope."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
+from werkzeug.routing import Map, Rule
+from werkzeug.wrappers import Request, Response
+
+from . import routes_api as api
+from . import routes_sim as sim
+from .errors import ApiError, envelope, new_request_id
+from .httpkit import DropConnection, drop, json_response
+from .routes_rent import handle_rent
+from .state import State
+
+log = logging.getLogger("simulator")
+
+PUBLIC: list[tuple[str, list[str], Callable[..., Response]]] = [
+    ("/version", ["GET"], api.version),
+    ("/executors/infiniband-clusters", ["GET"], api.offers),
+    ("/templates", ["GET"], api.templates),
+    ("/ssh-keys", ["GET"], api.list_ssh_keys),
+    ("/ssh-keys", ["POST"], api.add_ssh_key),
+    ("/executors/cluster/rent", ["POST"], handle_rent),
+    ("/pods", ["GET"], api.list_pods),
+    ("/clusters/<path:cluster_id>", ["DELETE"], api.delete_cluster),
+    ("/pods/<pod_id>/schedule-removal", ["POST", "DELETE"], api.schedule_removal),
+    ("/pods/<pod_id>/events", ["GET"], api.pod_events),
+    ("/users/me", ["GET"], api.users_me),
+]
+
+CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
+    ("/_sim/faults", ["GET", "POST", "DELETE"], sim.faults),
+    ("/_sim/clock", ["GET", "POST"], sim.clock),
+    ("/_sim/config", ["GET", "POST"], sim.config),
+    ("/_sim/ledger", ["GET"], sim.ledger),
+    ("/_sim/requests", ["GET"], sim.requests_log),
+    ("/_sim/reset", ["POST"], sim.reset),
+]
+
+
+def create_app(state: State) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
+    """Build the WSGI app; control routes exist only outside prod mode."""
+    routes = PUBLIC + (CONTROL if state.options.mode != "prod" else [])
+    handlers: dict[str, Callable[..., Response]] = {}
+    rules = []
+    for i, (path, methods, handler) in enumerate(routes):
+        endpoint = f"r{i}"
+        handlers[endpoint] = handler
+        rules.append(Rule(path, methods=methods, endpoint=endpoint))
+    url_map = Map(rules, strict_slashes=False, merge_slashes=False)
+
+    def app(environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        request = Request(environ)
+        rid = new_request_id()
+        environ["lium_sim.request_id"] = rid  # the rent route stores it in its recorded answer
+        path = request.path
+        # Serve every route at /<path> and /api/<path>, so ".../api" works as a base URL.
+        if path == "/api" or path.startswith("/api/"):
+            path = path[4:] or "/"
+        try:
+            adapter = url_map.bind_to_environ(environ)
+            endpoint, args = adapter.match(path, method=request.method)
+            response = handlers[endpoint](state, request, **args)
+        except DropConnection:
+            drop(environ)
+            start_response("500 Dropped", [("Content-Length", "0")])
+            return [b""]
+        except ApiError as err:
+            response = json_response(envelope(err, rid), err.status, err.headers)
+        except MethodNotAllowed as exc:
+            err = ApiError(405, "method_not_allowed", f"Method {request.method} not allowed on {path}")
+            response = json_response(envelope(err, rid), 405, {"Allow": ", ".join(exc.valid_methods or [])})
+        except NotFound:
+            response = json_response(envelope(ApiError(404, "not_found", f"Not found: {path}"), rid), 404)
+        except HTTPException as exc:
+            code = exc.code or 500
+            response = json_response(envelope(ApiError(code, "http_error", exc.description or ""), rid), code)
+        except Exception:
+            log.exception("unhandled error on %s %s", request.method, path)
+            response = json_response(envelope(ApiError(500, "internal_error", "Internal server error"), rid), 500)
+        response.headers["X-Request-Id"] = rid
+        return response(environ, start_response)
+
+    return app

@@ -1,0 +1,166 @@
+"""POST /executors/cluster/rent: auth, idempotency, faults, validation and commit."""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from typing import Any
+
+from werkzeug.wrappers import Request, Response
+
+from . import idempotency, rent
+from .clock import iso
+from .errors import ApiError, envelope
+from .httpkit import DropConnection, before_commit_faults, dumps, json_response, pre_faults
+from .state import State
+from .validation import IDEMPOTENCY_KEY_RE, customer_ref_problem
+
+ROUTE = "rent"
+
+
+def handle_rent(state: State, request: Request) -> Response:
+    """Serve one rent call and log it in the request journal."""
+    rid = request.environ["lium_sim.request_id"]
+    raw = request.get_data(cache=True)
+    entry: dict[str, Any] = {
+        "at": iso(state.clock.now()),
+        "request_id": rid,
+        "idempotency_key": request.headers.get("Idempotency-Key"),
+        "body_sha256": hashlib.sha256(raw).hexdigest(),
+        "customer_ref": None,
+        "api_key_id": None,
+        "status": None,
+        "replayed": False,
+        "dropped": False,
+    }
+    with state.lock:
+        state.requests.append(entry)
+    try:
+        response = _rent(state, request, rid, raw, entry)
+    except ApiError as err:
+        entry["status"] = err.status
+        raise
+    except DropConnection:
+        entry["dropped"] = True
+        raise
+    entry["status"] = response.status_code
+    return response
+
+
+def _fresh_checks(state: State, request: Request, entry: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+    """Run the checks that come before the key lookup; their refusals are never stored."""
+    pre_faults(state, ROUTE)
+    cred = state.authenticate(request.headers)
+    entry["api_key_id"] = cred["id"]
+    state.require_scope(cred, "rent")
+    state.check_budget(cred)
+    header_ref = request.headers.get("X-Customer-Ref")
+    if header_ref is not None:
+        problem = customer_ref_problem(header_ref)
+        if problem:
+            raise ApiError(
+                422,
+                "invalid_customer_ref",
+                f"{problem}; got {header_ref[:80]!r}",
+                hint="Use a short tag such as 'acme:project-7'.",
+            )
+    customer_ref = header_ref if header_ref is not None else cred["customer_ref"]
+    entry["customer_ref"] = customer_ref
+    key = entry["idempotency_key"]
+    if key is not None and not IDEMPOTENCY_KEY_RE.match(key):
+        raise ApiError(
+            422,
+            "invalid_idempotency_key",
+            "Idempotency-Key must be 1-255 printable ASCII characters without spaces",
+        )
+    return cred, customer_ref
+
+
+def _rent(state: State, request: Request, rid: str, raw: bytes, entry: dict[str, Any]) -> Response:
+    cred, customer_ref = _fresh_checks(state, request, entry)
+    account = cred["account_id"]
+    key = entry["idempotency_key"]
+    if key is not None:
+        stored = idempotency.claim(state, account, key, entry["body_sha256"])
+        if stored is not None:
+            entry["replayed"] = True
+            return json_response(stored["body"], stored["status"], {"Idempotent-Replayed": "true"})
+    try:
+        try:
+            before_commit_faults(state, ROUTE)
+        except (ApiError, DropConnection):
+            if key is not None:
+                idempotency.release(state, account, key)  # nothing happened, so the key is free again
+            raise
+        slow = state.faults.take("slow_commit", ROUTE)
+        if slow:
+            time.sleep(float(slow.get("seconds", 2)))  # the claim stays in_progress meanwhile
+        unknown = state.faults.take("outcome_unknown", ROUTE)
+        do_process = True
+        if unknown:
+            commit = unknown.get("commit", True)
+            do_process = state.faults.chance(float(commit)) if not isinstance(commit, bool) else commit
+        status, body = _decide(state, cred, raw, rid, customer_ref, entry) if do_process else (0, b"")
+        if unknown:
+            if key is not None:
+                idempotency.mark_unknown(state, account, key)
+            if unknown.get("response") == "drop":
+                raise DropConnection()
+            raise ApiError(
+                int(unknown.get("status", 502)),
+                "bad_gateway",
+                "Upstream error (injected; outcome not recorded)",
+            )
+        if key is not None:
+            idempotency.store(state, account, key, status, body)
+        rule = state.faults.take("error_after_commit", ROUTE)
+        if rule:
+            raise ApiError(int(rule.get("status", 502)), "bad_gateway", "Upstream error (injected after commit)")
+        if state.faults.take("drop_after_commit", ROUTE):
+            raise DropConnection()
+        return json_response(body, status)
+    except (ApiError, DropConnection):
+        raise
+    except Exception:
+        if key is not None:
+            idempotency.mark_unknown(state, account, key)  # we cannot tell whether it rented
+        raise
+
+
+def _decide(
+    state: State, cred: dict[str, Any], raw: bytes, rid: str, customer_ref: str | None, entry: dict[str, Any]
+) -> tuple[int, bytes]:
+    """Validate and commit under the lock; return (status, body bytes), refusals included."""
+    try:
+        body = rent.parse_body(raw)
+        with state.lock:
+            state.refresh()
+            order = rent.validate(state, body)
+            rent.check_balance(state, cred, order["price"])
+            fail_ranks = {}
+            for rank in range(len(order["nodes"])):
+                rule = state.faults.has("member_start_failure", ROUTE)
+                if rule and rule.get("node_index", rank) == rank:
+                    rule = state.faults.take("member_start_failure", ROUTE)
+                    if rule:
+                        fail_ranks[rank] = rule.get("message", "Container failed to start: image pull timed out")
+            result = rent.commit(state, cred, order, customer_ref, fail_ranks)
+            state.ledger.append(
+                {
+                    "idempotency_key": entry["idempotency_key"],
+                    "account": cred["account_id"],
+                    "api_key_id": cred["id"],
+                    "body_sha256": entry["body_sha256"],
+                    "cluster_id": result["cluster_id"],
+                    "pod_ids": result["pod_ids"],
+                    "pod_name": order["name"],
+                    "executor_uuids": [n["id"] for _, n in order["nodes"]],
+                    "customer_ref": customer_ref,
+                    "price_per_hour": order["price"],
+                    "committed_at": iso(state.clock.now()),
+                    "request_id": rid,
+                }
+            )
+        return 200, dumps(result)
+    except ApiError as err:
+        return err.status, dumps(envelope(err, rid))

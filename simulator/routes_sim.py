@@ -1,0 +1,89 @@
+"""The /_sim/* control endpoints (dev and test modes only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from werkzeug.wrappers import Request, Response
+
+from .clock import iso
+from .errors import ApiError
+from .faults import FaultConfigError
+from .httpkit import json_body, json_response
+from .state import State
+
+CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "start_seconds": (int, float),
+    "delete_seconds": (int, float),
+    "pods_rate_limit_per_min": (int,),
+    "cancel_inflight_creates": (bool,),
+    "replenish": (bool,),
+    "features": (list,),
+    "idempotency_ttl_seconds": (int, float),
+}
+
+
+def _object(request: Request) -> dict[str, Any]:
+    body = json_body(request)
+    if not isinstance(body, dict):
+        raise ApiError(422, "invalid_json", "Body must be a JSON object")
+    return body
+
+
+def faults(state: State, request: Request) -> Response:
+    """Show (GET), replace (POST) or clear (DELETE) the fault rules."""
+    if request.method == "POST":
+        try:
+            state.faults.configure(_object(request))
+        except FaultConfigError as exc:
+            raise ApiError(422, "invalid_faults", str(exc)) from exc
+    elif request.method == "DELETE":
+        state.faults.clear()
+    return json_response(state.faults.describe())
+
+
+def clock(state: State, request: Request) -> Response:
+    """Show or advance the simulated clock."""
+    if request.method == "POST":
+        seconds = _object(request).get("advance_seconds", 0)
+        if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
+            raise ApiError(422, "validation_error", "advance_seconds must be a number >= 0")
+        state.clock.advance(float(seconds))
+        with state.lock:
+            state.refresh()
+    now = state.clock.now()
+    return json_response({"now": iso(now), "epoch": now, "offset_seconds": state.clock.offset})
+
+
+def config(state: State, request: Request) -> Response:
+    """Show or change runtime settings (start_seconds, pods_rate_limit_per_min, ...)."""
+    if request.method == "POST":
+        body = _object(request)
+        for name, value in body.items():
+            types = CONFIG_TYPES.get(name)
+            if types is None:
+                raise ApiError(422, "unknown_setting", f"unknown setting {name!r}; known: {sorted(CONFIG_TYPES)}")
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                raise ApiError(422, "validation_error", f"{name} has the wrong type")
+        with state.lock:
+            state.config.update(body)
+    with state.lock:
+        return json_response(dict(state.config))
+
+
+def ledger(state: State, request: Request) -> Response:
+    """List every committed rent."""
+    with state.lock:
+        return json_response(list(state.ledger))
+
+
+def requests_log(state: State, request: Request) -> Response:
+    """List every rent call received, in order (never a secret)."""
+    with state.lock:
+        return json_response([dict(e) for e in state.requests])
+
+
+def reset(state: State, request: Request) -> Response:
+    """Restore the seed state and clear faults, ledger, request log and clock offset."""
+    state.reset()
+    return json_response({"reset": True})
