@@ -189,12 +189,13 @@ if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = RUN_DIR / "broker"
     # The file-system transport neither creates its folders nor works without them (web and worker both
     # publish), so make them here, once, wherever these settings are loaded.
-    for _folder in ("queue", "processed"):
+    for _folder in ("queue", "processed", "control"):
         (_broker_dir / _folder).mkdir(parents=True, exist_ok=True)
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(_broker_dir / "queue"),
         "data_folder_out": str(_broker_dir / "queue"),
         "processed_folder": str(_broker_dir / "processed"),
+        "control_folder": str(_broker_dir / "control"),
         "store_processed": False,
     }
 else:

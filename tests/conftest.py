@@ -88,7 +88,10 @@ def simulator_process() -> Iterator[Simulator]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "simulator", "--port", str(port), "--mode", "test", "--start-seconds", "1"],
-        cwd=REPO_ROOT, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=REPO_ROOT,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     base_url = f"http://127.0.0.1:{port}"
     try:
@@ -140,13 +143,25 @@ WORKER_ENV = {
 }
 
 
-def start_worker(*, concurrency: int = 2, beat: bool = True, extra_env: dict[str, str] | None = None,
-                 log_path: Path | None = None) -> subprocess.Popen:
+def start_worker(
+    *, concurrency: int = 2, beat: bool = True, extra_env: dict[str, str] | None = None, log_path: Path | None = None
+) -> subprocess.Popen:
     """Start a real `celery worker` process on this test run's database and broker."""
     env = {**os.environ, **WORKER_ENV, "DATABASE_URL": _worker_database_url(), **(extra_env or {})}
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
-    args = [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel=INFO",
-            f"--concurrency={concurrency}", "--without-gossip", "--without-mingle", "--without-heartbeat"]
+    args = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "dashboard",
+        "worker",
+        "--loglevel=INFO",
+        f"--concurrency={concurrency}",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
     if beat:
         args += ["--beat", f"--schedule={settings.RUN_DIR / 'test-beat-schedule'}"]
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed with the process
@@ -203,8 +218,9 @@ def _user(username: str, *, customer=None, group: str | None = None, superuser: 
 
     from accounts.models import Membership
 
-    user = User.objects.create_user(username, f"{username}@example.com", "pw", is_superuser=superuser,
-                                    is_staff=superuser)
+    user = User.objects.create_user(
+        username, f"{username}@example.com", "pw", is_superuser=superuser, is_staff=superuser
+    )
     if customer is not None:
         Membership.objects.create(user=user, customer=customer)
     if group is not None:
