@@ -75,6 +75,13 @@ class Customer(models.Model):
     default_credential = models.ForeignKey(
         UpstreamCredential, null=True, blank=True, on_delete=models.PROTECT, related_name="customers"
     )
+    hourly_spend_cap_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="Optional: refuse a rental that would take this customer's running clusters above this USD/hour.",
+    )
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
@@ -97,3 +104,19 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} @ {self.customer}"
+
+
+class SshPublicKey(models.Model):
+    """An SSH public key saved in a user's profile, offered on the rent form."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="ssh_keys")
+    name = models.CharField(max_length=100)
+    public_key = models.TextField()
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+        constraints = [models.UniqueConstraint(fields=["user", "name"], name="unique_ssh_key_name")]
+
+    def __str__(self) -> str:
+        return self.name

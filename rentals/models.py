@@ -62,6 +62,7 @@ class Rental(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="rental_status_due"),
+            models.Index(fields=["status", "-created_at"], name="rental_status_recent"),
             models.Index(fields=["customer", "-created_at"], name="rental_customer_recent"),
             models.Index(fields=["credential", "status"], name="rental_credential_status"),
         ]
@@ -80,6 +81,19 @@ class Rental(models.Model):
     @property
     def node_count(self) -> int:
         return len(self.executor_ids or [])
+
+
+class RentalNode(models.Model):
+    """One executor a rental asked for: lets support find a rental by node id with an index."""
+
+    rental = models.ForeignKey(Rental, on_delete=models.CASCADE, related_name="nodes")
+    executor_id = models.CharField(max_length=100, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["rental", "executor_id"], name="unique_rental_node")]
+
+    def __str__(self) -> str:
+        return self.executor_id
 
 
 class RentAttempt(models.Model):

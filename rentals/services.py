@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
 from rentals import upstream
-from rentals.models import Rental, RentalEvent
+from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_transition
@@ -135,6 +135,9 @@ def rental_submit(
                 idempotency_key=uuid.uuid4(),
                 request_body=body,
                 body_sha256=hashlib.sha256(body).hexdigest(),
+            )
+            RentalNode.objects.bulk_create(
+                [RentalNode(rental=rental, executor_id=executor_id) for executor_id in order.executor_ids]
             )
             RentalEvent.objects.create(
                 rental=rental,
