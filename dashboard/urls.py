@@ -9,6 +9,7 @@ urlpatterns = [
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("django.contrib.auth.urls")),
+    path("profile/", include("accounts.urls")),
     path("admin/", admin.site.urls),
     path("", include("rentals.urls")),
 ]

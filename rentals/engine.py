@@ -177,7 +177,10 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         # (the lease check below still stops this stale worker from settling the rental).
         logger.warning("Attempt %s of rental %s answered after its lease was taken over.", claim.number, rental.pk)
         RentAttempt.objects.filter(rental_id=rental.pk, number=claim.number).update(**attempt)
-    possibly_sent = rental.possibly_sent or result.classification != Classification.NEVER_SENT
+    # A 429 means the server answered instead of running the request, so it did not rent either.
+    possibly_sent = rental.possibly_sent or (
+        result.classification != Classification.NEVER_SENT and result.http_status != 429
+    )
     error_fields: dict[str, Any] = {
         "error_code": result.error_code,
         "error_message": result.message[:2000],

@@ -9,7 +9,7 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from accounts.models import Customer, customer_ref_validator
+from accounts.models import Customer, SshPublicKey, customer_ref_validator
 from rentals.offers import Fabric, OfferListing, Template
 from rentals.services import RentOrder
 from rentals.validators import POD_NAME_HELP, parse_ssh_public_keys, validate_pod_name
@@ -31,10 +31,18 @@ class RentForm(forms.Form):
         label="Nodes", widget=forms.CheckboxSelectMultiple, error_messages={"required": "Select at least 2 nodes."}
     )
     pod_name = forms.CharField(max_length=63, help_text=POD_NAME_HELP, validators=[validate_pod_name])
+    saved_keys = forms.ModelMultipleChoiceField(
+        label="Saved SSH keys",
+        queryset=SshPublicKey.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        help_text="Keys saved in your profile.",
+    )
     ssh_public_keys = forms.CharField(
+        required=False,
         label="SSH public keys",
         widget=forms.Textarea(attrs={"rows": 3, "placeholder": "ssh-ed25519 AAAA… you@laptop"}),
-        help_text="One per line, as in your ~/.ssh/id_ed25519.pub.",
+        help_text="One per line, as in your ~/.ssh/id_ed25519.pub (in addition to any saved key chosen above).",
     )
     template_id = forms.ChoiceField(label="Template", help_text="Cluster templates only; the newest is preselected.")
     initial_port_count = forms.IntegerField(
@@ -73,6 +81,7 @@ class RentForm(forms.Form):
         templates: list[Template],
         customers: Any,
         may_set_customer_ref: bool,
+        saved_keys: Any = None,
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("initial", {})
@@ -88,6 +97,11 @@ class RentForm(forms.Form):
             self.fields["template_id"].initial = templates[0].id
         if not may_set_customer_ref:
             del self.fields["customer_ref"]
+        if saved_keys is not None and saved_keys.exists():
+            self.fields["saved_keys"].queryset = saved_keys  # type: ignore[attr-defined]
+            self.fields["saved_keys"].initial = list(saved_keys)
+        else:
+            del self.fields["saved_keys"]
 
     def clean_executor_ids(self) -> list[str]:
         """Accept only this fabric's free nodes, each once, at least two; say exactly what is wrong."""
@@ -119,7 +133,19 @@ class RentForm(forms.Form):
         return chosen
 
     def clean_ssh_public_keys(self) -> list[str]:
-        return parse_ssh_public_keys(self.cleaned_data["ssh_public_keys"])
+        text = self.cleaned_data["ssh_public_keys"]
+        return parse_ssh_public_keys(text) if text.strip() else []
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean() or {}
+        saved = [key.public_key for key in data.get("saved_keys") or []]
+        pasted = data.get("ssh_public_keys")
+        if pasted is not None and not saved and not pasted:
+            self.add_error(
+                "ssh_public_keys", "Add at least one SSH public key (paste it, or save one in your profile)."
+            )
+        data["all_public_keys"] = list(dict.fromkeys(saved + (pasted or [])))
+        return data
 
     def clean_customer_ref(self) -> str:
         value = self.cleaned_data.get("customer_ref", "")
@@ -136,7 +162,7 @@ class RentForm(forms.Form):
             fabric_id=self.fabric.fabric_id,
             executor_ids=list(data["executor_ids"]),
             pod_name=data["pod_name"],
-            public_keys=data["ssh_public_keys"],
+            public_keys=data["all_public_keys"],
             template_id=data["template_id"] or None,
             initial_port_count=data.get("initial_port_count"),
             termination_hours=data.get("termination_hours"),

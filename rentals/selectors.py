@@ -6,14 +6,16 @@
 from __future__ import annotations
 
 import uuid
+from decimal import Decimal
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import QuerySet, Sum
 from django.http import Http404
 
 from accounts.models import Customer
 from accounts.roles import is_staff_reader
 from rentals.models import Rental
+from rentals.states import FINAL_STATES
 
 
 def customer_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Customer]:
@@ -41,3 +43,13 @@ def rental_get_for_user(*, user: AbstractBaseUser | AnonymousUser, public_id: uu
         return rental_list_for_user(user=user).get(public_id=public_id)
     except (Rental.DoesNotExist, ValueError, TypeError) as exc:
         raise Http404("No such rental.") from exc
+
+
+def customer_hourly_spend(*, customer: Customer) -> Decimal:
+    """Return the USD/hour of the customer's rentals that bill or may bill (every state but the final ones)."""
+    total = (
+        Rental.objects.filter(customer=customer)
+        .exclude(status__in=FINAL_STATES)
+        .aggregate(total=Sum("price_per_hour"))["total"]
+    )
+    return total or Decimal(0)

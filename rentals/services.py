@@ -11,6 +11,7 @@ import logging
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -22,6 +23,7 @@ from django.utils import timezone
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
 from rentals import upstream
 from rentals.models import Rental, RentalEvent, RentalNode
+from rentals.selectors import customer_hourly_spend
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_transition
@@ -120,6 +122,9 @@ def rental_submit(
     body = build_request_body(order)
     try:
         with transaction.atomic():
+            # Lock the customer so two orders at once cannot both slip under its spend cap.
+            customer = Customer.objects.select_for_update().get(pk=customer.pk)
+            check_spend_cap(customer=customer, adding=order.price_per_hour)
             rental = Rental.objects.create(
                 created_by=user if user is not None and user.is_authenticated else None,
                 customer=customer,
@@ -158,6 +163,20 @@ def rental_submit(
                 return existing
         raise
     return rental
+
+
+def check_spend_cap(*, customer: Customer, adding: Decimal) -> None:
+    """Refuse an order that would take the customer's running clusters above its hourly cap."""
+    cap = customer.hourly_spend_cap_usd
+    if cap is None:
+        return
+    current = customer_hourly_spend(customer=customer)
+    if current + adding > cap:
+        raise ValidationError(
+            f"This order (${adding:.2f}/hour) would take {customer.name} above its spend cap of ${cap:.2f}/hour: "
+            f"its clusters already cost ${current:.2f}/hour. Terminate a cluster or ask an operator to raise the cap.",
+            code="spend_cap",
+        )
 
 
 def rental_cancel(*, rental: Rental, actor: User | None, reason: str = "") -> bool:
@@ -246,6 +265,22 @@ def rental_delete_cluster(*, rental_id: int) -> str:
     return "started"
 
 
+# Clocks differ between us and the upstream; a cluster created this long before our row is still a candidate.
+RECONCILE_CLOCK_SKEW = timedelta(minutes=5)
+
+
+def _created_after(members: list[dict[str, Any]], rental: Rental) -> bool:
+    """Return whether no member says it was created before the order was saved (unknown times pass)."""
+    for member in members:
+        try:
+            created = datetime.fromisoformat(str(member.get("created_at")).replace("Z", "+00:00"))
+        except ValueError:
+            continue
+        if created.tzinfo is not None and created < rental.created_at - RECONCILE_CLOCK_SKEW:
+            return False
+    return True
+
+
 @dataclass(frozen=True)
 class ReconcileFinding:
     """What a pod listing says about an `unknown` rental."""
@@ -272,7 +307,7 @@ def rental_reconcile(*, rental: Rental, actor: User | None = None) -> ReconcileF
         names_match = all(member.get("pod_name") == rental.pod_name for member in members)
         executors = {str((member.get("executor") or {}).get("id")) for member in members}
         executors_match = executors == wanted_executors or not any(executors - {"None"})
-        if names_match and len(members) == rental.node_count and executors_match:
+        if names_match and len(members) == rental.node_count and executors_match and _created_after(members, rental):
             candidates.append(cluster_id)
     if len(candidates) == 1:
         finding = ReconcileFinding("match", candidates, f"Found cluster {candidates[0]} matching this order.")

@@ -5,6 +5,7 @@ from rentals import views
 urlpatterns = [
     path("fabrics/", views.fabric_list, name="fabric_list"),
     path("rent/", views.rent, name="rent"),
+    path("rent/summary/", views.rent_summary, name="rent_summary"),
     path("rentals/", views.rental_list, name="rental_list"),
     path("rentals/<uuid:public_id>/", views.rental_detail, name="rental_detail"),
     path("rentals/<uuid:public_id>/progress/", views.rental_progress, name="rental_progress"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import Any
 
 from django.contrib import messages
@@ -14,10 +15,11 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.models import Customer, SshPublicKey
 from accounts.roles import is_operator
 from rentals import offers, selectors, services
 from rentals.forms import RentForm
-from rentals.offers import OfferListing
+from rentals.offers import Fabric, OfferListing
 from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, IN_FLIGHT_STATES
 from rentals.states import RentalStatus as S
 from rentals.upstream import UpstreamError
@@ -101,6 +103,7 @@ def rent(request: HttpRequest) -> HttpResponse:
         "templates": templates,
         "customers": customers,
         "may_set_customer_ref": is_operator(request.user),
+        "saved_keys": SshPublicKey.objects.filter(user_id=request.user.pk),
     }
     if request.method == "POST":
         form = RentForm(request.POST, **form_kwargs)
@@ -126,7 +129,50 @@ def rent(request: HttpRequest) -> HttpResponse:
         if count.isdigit():
             initial["executor_ids"] = [node.id for node in fabric.cheapest(int(count))]
         form = RentForm(initial=initial, **form_kwargs)
-    return render(request, "rentals/rent.html", {"form": form, "fabric": fabric, "listing": listing})
+    spend = [
+        {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
+        for customer in customers
+        if customer.hourly_spend_cap_usd is not None
+    ]
+    return render(
+        request,
+        "rentals/rent.html",
+        {"form": form, "fabric": fabric, "listing": listing, "spend": spend, **_summary(fabric, form)},
+    )
+
+
+def _summary(fabric: Fabric, form: RentForm) -> dict[str, object]:
+    """Sum up the selected nodes: count, GPUs, price per hour and per day."""
+    chosen_ids = set(form["executor_ids"].value() or [])
+    chosen = [node for node in fabric.nodes if node.id in chosen_ids]
+    per_hour = sum((node.price_per_hour for node in chosen), Decimal(0))
+    return {
+        "summary": {
+            "nodes": len(chosen),
+            "gpus": sum(node.gpu_count for node in chosen),
+            "per_hour": per_hour,
+            "per_day": per_hour * 24,
+            "enough": len(chosen) >= 2,
+        }
+    }
+
+
+@login_required
+def rent_summary(request: HttpRequest) -> HttpResponse:
+    """The live order summary (htmx): recomputed whenever the node selection changes."""
+    listing, _error = _listing_or_error(request)
+    fabric = listing.fabric(request.GET.get("fabric", "")) if listing else None
+    if fabric is None:
+        return HttpResponse("That fabric is not offered any more.", status=404)
+    form = RentForm(
+        request.GET,
+        fabric=fabric,
+        listing=listing,
+        templates=[],
+        customers=Customer.objects.none(),
+        may_set_customer_ref=False,
+    )
+    return render(request, "rentals/rent.html#summary", {"fabric": fabric, **_summary(fabric, form)})
 
 
 @login_required

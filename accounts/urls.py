@@ -1,0 +1,8 @@
+from django.urls import path
+
+from accounts import views
+
+urlpatterns = [
+    path("ssh-keys/", views.ssh_keys, name="ssh_keys"),
+    path("ssh-keys/<int:pk>/delete/", views.ssh_key_delete, name="ssh_key_delete"),
+]

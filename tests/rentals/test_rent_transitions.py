@@ -1,0 +1,95 @@
+"""Every (from, to) pair of rental states: the allowed ones move the row and leave an event, the others raise."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from rentals.models import Rental, RentalEvent
+from rentals.states import TRANSITIONS, can_transition
+from rentals.states import RentalStatus as S
+from rentals.transitions import IllegalTransition, rental_transition
+
+pytestmark = pytest.mark.django_db
+
+ALL_PAIRS = list(itertools.product(S.values, S.values))
+ALLOWED = {(a, b) for a, b in ALL_PAIRS if can_transition(a, b)}
+
+# The design's state diagram, written out independently of `TRANSITIONS`, so a change there is noticed.
+EXPECTED_ALLOWED = {
+    (S.QUEUED, S.SENDING),
+    (S.QUEUED, S.CANCELLED),
+    (S.SENDING, S.RENTED),
+    (S.SENDING, S.REFUSED),
+    (S.SENDING, S.RETRYING),
+    (S.SENDING, S.UNKNOWN),
+    (S.SENDING, S.FAILED),
+    (S.RETRYING, S.SENDING),
+    (S.RETRYING, S.UNKNOWN),
+    (S.RETRYING, S.FAILED),
+    (S.RENTED, S.READY),
+    (S.RENTED, S.DEGRADED),
+    (S.RENTED, S.TERMINATING),
+    (S.READY, S.DEGRADED),
+    (S.READY, S.TERMINATING),
+    (S.DEGRADED, S.READY),
+    (S.DEGRADED, S.TERMINATING),
+    (S.UNKNOWN, S.SENDING),
+    (S.UNKNOWN, S.RENTED),
+    (S.UNKNOWN, S.NOT_RENTED),
+    (S.TERMINATING, S.TERMINATED),
+    (S.TERMINATING, S.READY),
+    (S.TERMINATING, S.DEGRADED),
+}
+
+
+def test_the_transition_table_is_the_designed_state_machine() -> None:
+    assert ALLOWED == EXPECTED_ALLOWED
+    assert set(TRANSITIONS) == set(S.values), "every state has an entry"
+
+
+@pytest.mark.parametrize("final", [S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED, S.TERMINATED])
+def test_final_states_lead_nowhere(final: str) -> None:
+    assert not any(can_transition(final, to) for to in S.values)
+
+
+@pytest.mark.parametrize(("from_status", "to_status"), sorted(ALLOWED))
+def test_an_allowed_transition_moves_the_row_and_records_the_event(make_rental, from_status, to_status) -> None:
+    rental = make_rental(status=from_status)
+    version = rental.version
+    assert rental_transition(rental_id=rental.pk, from_status=from_status, to_status=to_status, message="why")
+    rental.refresh_from_db()
+    assert rental.status == to_status and rental.version == version + 1
+    event = rental.events.filter(kind=RentalEvent.Kind.STATE).last()
+    assert (event.from_status, event.to_status, event.message) == (from_status, to_status, "why")
+
+
+@pytest.mark.parametrize(("from_status", "to_status"), sorted(set(ALL_PAIRS) - ALLOWED))
+def test_an_illegal_transition_raises_and_changes_nothing(make_rental, from_status, to_status) -> None:
+    rental = make_rental(status=from_status)
+    events = rental.events.count()
+    with pytest.raises(IllegalTransition):
+        rental_transition(rental_id=rental.pk, from_status=from_status, to_status=to_status)
+    rental.refresh_from_db()
+    assert rental.status == from_status and rental.events.count() == events
+
+
+def test_a_transition_from_a_state_the_row_is_no_longer_in_does_nothing(make_rental) -> None:
+    rental = make_rental(status=S.RETRYING)
+    # Another worker already took it: this caller's idea of the state is stale.
+    assert rental_transition(rental_id=rental.pk, from_status=S.QUEUED, to_status=S.CANCELLED) is False
+    rental.refresh_from_db()
+    assert rental.status == S.RETRYING
+    assert not rental.events.filter(to_status=S.CANCELLED).exists()
+
+
+def test_only_the_lease_holder_settles_a_sending_rental(make_rental) -> None:
+    import uuid
+
+    holder, stranger = uuid.uuid4(), uuid.uuid4()
+    rental = make_rental(status=S.SENDING, lease_token=holder)
+    assert not rental_transition(rental_id=rental.pk, from_status=S.SENDING, to_status=S.RENTED, expect_lease=stranger)
+    assert Rental.objects.get(pk=rental.pk).status == S.SENDING
+    assert rental_transition(rental_id=rental.pk, from_status=S.SENDING, to_status=S.RENTED, expect_lease=holder)
+    assert Rental.objects.get(pk=rental.pk).status == S.RENTED
