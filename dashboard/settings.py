@@ -63,6 +63,7 @@ INSTALLED_APPS = [
     "axes",
     "accounts",
     "rentals",
+    "ops",
     "api",
 ]
 
@@ -255,6 +256,8 @@ if PRODUCTION:
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
     SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    # Probes from a load balancer often speak plain HTTP inside the network.
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
     SECURE_CONTENT_TYPE_NOSNIFF = True
     if env_bool("TRUST_X_FORWARDED_PROTO", False):
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -18,6 +18,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
@@ -279,6 +280,41 @@ def _created_after(members: list[dict[str, Any]], rental: Rental) -> bool:
         if created.tzinfo is not None and created < rental.created_at - RECONCILE_CLOCK_SKEW:
             return False
     return True
+
+
+def rental_schedule_removal(*, rental: Rental, actor: User | None, hours: int) -> datetime:
+    """Record when the cluster should go, and have the worker schedule each member's removal upstream."""
+    if rental.status not in HOLDS_CLUSTER_STATES:
+        raise ValidationError("Only a rented cluster can be scheduled for removal.")
+    if not rental.pod_ids and not rental.members.exists():
+        raise ValidationError("The cluster's members are not known yet; try again in a moment.")
+    at = (timezone.now() + timedelta(hours=hours)).replace(microsecond=0)
+    with transaction.atomic():
+        Rental.objects.filter(pk=rental.pk).update(removal_scheduled_at=at, version=F("version") + 1)
+        RentalEvent.objects.create(
+            rental=rental,
+            kind=RentalEvent.Kind.STATE,
+            actor=actor,
+            message=f"Removal scheduled for {at:%Y-%m-%d %H:%M} UTC.",
+            data={"removal_scheduled_at": at.isoformat()},
+        )
+        from rentals.tasks import enqueue_schedule_removal
+
+        transaction.on_commit(lambda: enqueue_schedule_removal(rental.pk))
+    return at
+
+
+def rental_push_removal_schedule(*, rental_id: int) -> int:
+    """Send the rental's removal time to every member (safe to repeat: the same time twice is one schedule)."""
+    rental = Rental.objects.select_related("credential").filter(pk=rental_id).first()
+    if rental is None or rental.removal_scheduled_at is None or rental.status not in HOLDS_CLUSTER_STATES:
+        return 0
+    pod_ids = list(rental.members.filter(gone_at__isnull=True).values_list("pod_id", flat=True)) or rental.pod_ids
+    client = upstream.client_for(rental.credential)
+    at_iso = rental.removal_scheduled_at.isoformat().replace("+00:00", "Z")
+    for pod_id in pod_ids:
+        client.schedule_removal(pod_id, at_iso)
+    return len(pod_ids)
 
 
 @dataclass(frozen=True)

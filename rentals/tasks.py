@@ -17,6 +17,7 @@ from django.utils import timezone
 from rentals import engine, members, services
 from rentals.models import Heartbeat, Rental
 from rentals.states import RentalStatus as S
+from rentals.upstream import UpstreamError
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +37,10 @@ def enqueue_rental_send(rental_id: int, countdown: float | None = None) -> None:
 
 def enqueue_pods_sync(credential_id: int) -> None:
     _enqueue(credential_pods_sync, credential_id)
+
+
+def enqueue_schedule_removal(rental_id: int) -> None:
+    _enqueue(rental_schedule_removal, rental_id)
 
 
 def enqueue_cluster_delete(rental_id: int) -> None:
@@ -75,6 +80,12 @@ def rental_delete_cluster(rental_id: int) -> str:
 
 def enqueue_cluster_delete_later(rental_id: int) -> None:
     _enqueue(rental_delete_cluster, rental_id, countdown=15)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(UpstreamError,), retry_backoff=5, max_retries=8)
+def rental_schedule_removal(rental_id: int) -> int:
+    """Push the removal time to every member; retried on upstream errors (the call is idempotent)."""
+    return services.rental_push_removal_schedule(rental_id=rental_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

@@ -11,4 +11,5 @@ urlpatterns = [
     path("rentals/<uuid:public_id>/progress/", views.rental_progress, name="rental_progress"),
     path("rentals/<uuid:public_id>/terminate/", views.rental_terminate, name="rental_terminate"),
     path("rentals/<uuid:public_id>/cancel/", views.rental_cancel, name="rental_cancel"),
+    path("rentals/<uuid:public_id>/schedule-removal/", views.rental_schedule_removal, name="rental_schedule_removal"),
 ]

@@ -16,11 +16,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import Customer, SshPublicKey
-from accounts.roles import is_operator
+from accounts.roles import is_operator, is_staff_reader
 from rentals import offers, selectors, services
 from rentals.forms import RentForm
+from rentals.launch import cluster_launch
 from rentals.offers import Fabric, OfferListing
-from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, IN_FLIGHT_STATES
+from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES
 from rentals.states import RentalStatus as S
 from rentals.upstream import UpstreamError
 
@@ -205,21 +206,24 @@ def _progress_context(request: HttpRequest, rental) -> dict[str, object]:  # typ
         interval = min(max(interval * 1.5, base), POLL_MAX_SECONDS)
     else:
         interval = base
-    members = list(rental.members.all())
+    members = [member for member in rental.members.all() if member.gone_at is None]
     running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
     return {
         "rental": rental,
         "attempts": list(rental.attempts.all()),
         "members": members,
+        "launch": cluster_launch(members, gpus_per_node=rental.gpus_per_node),
         "running_count": running,
         "explanation": CUSTOMER_EXPLANATIONS.get(rental.status, ""),
         "poll": rental.status not in FINAL_STATES,
         "poll_interval": interval,
-        "steps": _steps(rental, running),
+        "steps": _steps(rental, running, has_members=bool(members)),
+        "may_act": _may_act(request),
+        "holds_cluster": HOLDS_CLUSTER_STATES,
     }
 
 
-def _steps(rental, running: int) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
+def _steps(rental, running: int, *, has_members: bool) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
     """Return the stepper: queued → sent → rented → nodes starting k/N → ready."""
     order = [S.QUEUED, S.SENDING, S.RENTED, "starting", S.READY]
     reached = {
@@ -231,7 +235,7 @@ def _steps(rental, running: int) -> list[dict[str, object]]:  # type: ignore[no-
         S.FAILED: 1,
         S.NOT_RENTED: 1,
         S.CANCELLED: 0,
-        S.RENTED: 3 if rental.members.exists() else 2,
+        S.RENTED: 3 if has_members else 2,
         S.DEGRADED: 3,
         S.READY: 4,
         S.TERMINATING: 4,
@@ -259,12 +263,14 @@ def rental_progress(request: HttpRequest, public_id: str) -> HttpResponse:
 
 
 @login_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
-    """Remove the rental's cluster (the customer's own, or any for operators)."""
+    """Confirm (GET), then remove (POST) the rental's cluster: the customer's own, or any for operators."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request, rental):
+    if not _may_act(request):
         return HttpResponse("Support can look but not change rentals.", status=403)
+    if request.method == "GET":
+        return render(request, "rentals/terminate_confirm.html", {"rental": rental})
     try:
         if services.rental_terminate(rental=rental, actor=_user(request), reason=request.POST.get("reason", "")):
             messages.success(request, "Removing the cluster.")
@@ -280,7 +286,7 @@ def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
 def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
     """Cancel a rental that has not been sent yet."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request, rental):
+    if not _may_act(request):
         return HttpResponse("Support can look but not change rentals.", status=403)
     if services.rental_cancel(rental=rental, actor=_user(request), reason=request.POST.get("reason", "")):
         messages.success(request, "Cancelled. Nothing was rented.")
@@ -289,14 +295,39 @@ def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
     return redirect(reverse("rental_detail", kwargs={"public_id": rental.public_id}))
 
 
-def _may_act(request: HttpRequest, rental) -> bool:  # type: ignore[no-untyped-def]
-    """Members act on their customer's rentals; operators on any; support on none."""
-    if is_operator(request.user):
-        return True
-    return rental.customer.memberships.filter(user_id=request.user.pk).exists()
+def _may_act(request: HttpRequest) -> bool:
+    """Return whether the user may change a rental they can see: members and operators yes, support no.
+
+    Callers have already fetched the rental through the scoped selector, so a non-staff user who got
+    this far is a member of the rental's customer.
+    """
+    return is_operator(request.user) or not is_staff_reader(request.user)
 
 
 def _user(request: HttpRequest) -> User:
     """Return the logged-in user (the views that call this are behind login_required)."""
     assert isinstance(request.user, User)
     return request.user
+
+
+@login_required
+@require_POST
+def rental_schedule_removal(request: HttpRequest, public_id: str) -> HttpResponse:
+    """Ask the upstream to remove every member of the cluster automatically after some hours."""
+    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    if not _may_act(request):
+        return HttpResponse("Support can look but not change rentals.", status=403)
+    try:
+        hours = int(request.POST.get("hours", ""))
+        if not 1 <= hours <= 720:
+            raise ValueError
+    except ValueError:
+        messages.error(request, "Enter a whole number of hours from 1 to 720.")
+    else:
+        try:
+            at = services.rental_schedule_removal(rental=rental, actor=_user(request), hours=hours)
+        except ValidationError as exc:
+            messages.error(request, exc.messages[0])
+        else:
+            messages.success(request, f"Every member will be removed at {at:%Y-%m-%d %H:%M} UTC.")
+    return redirect(reverse("rental_detail", kwargs={"public_id": rental.public_id}))

@@ -63,8 +63,12 @@ def test_alice_rents_a_two_node_cluster_and_watches_it_become_ready(
     assert detail_url == f"/rentals/{rental.public_id}/"
 
     html = poll_until(client, f"{detail_url}progress/", {"ready"})
-    assert html.count("10.42.0.") == 2, "both members are listed with their overlay IPs"
-    assert "ssh root@" in html
+    assert html.count('<td class="mono">10.42.0.') == 2, "both members are listed with their overlay IPs"
+    assert html.count("ssh root@") == 2
+    gpus = rental.gpus_per_node
+    assert f"10.42.0.1 slots={gpus}\n10.42.0.2 slots={gpus}</pre>" in html, "a ready-to-paste hostfile"
+    assert "MASTER_ADDR=10.42.0.1" in html
+    assert "--nnodes 2" in html and "--master_addr 10.42.0.1" in html
     assert "hx-get" not in html or "delay:15" in html, "a ready rental polls slowly"
     page = client.get(detail_url).content.decode()
     assert "acme" in page, "the customer ref is shown"
