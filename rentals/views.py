@@ -194,18 +194,26 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _progress_context(request: HttpRequest, rental) -> dict[str, object]:  # type: ignore[no-untyped-def]
-    """Build what the progress fragment shows, and how soon it polls again (backing off when unchanged)."""
+def _poll_state(request: HttpRequest) -> tuple[int, float]:
+    """Return the version the page shows and its current poll interval (0, 0 when absent or garbled)."""
     try:
-        seen_version = int(request.GET.get("v", "0"))
-        interval = float(request.GET.get("i", "0"))
+        return int(request.GET.get("v", "0")), max(0.0, float(request.GET.get("i", "0")))
     except ValueError:
-        seen_version, interval = 0, 0.0
+        return 0, 0.0
+
+
+def _next_interval(rental, seen_version: int, interval: float) -> float:  # type: ignore[no-untyped-def]
+    """Poll fast while in flight, slowly otherwise, and back off by 1.5 times (up to 30 s) while nothing changes."""
     base = POLL_FAST_SECONDS if rental.status in IN_FLIGHT_STATES else POLL_SLOW_SECONDS
     if seen_version == rental.version and interval:
-        interval = min(max(interval * 1.5, base), POLL_MAX_SECONDS)
-    else:
-        interval = base
+        return min(max(interval * 1.5, base), POLL_MAX_SECONDS)
+    return base
+
+
+def _progress_context(request: HttpRequest, rental) -> dict[str, object]:  # type: ignore[no-untyped-def]
+    """Build what the progress fragment shows, and how soon it polls again (backing off when unchanged)."""
+    seen_version, interval = _poll_state(request)
+    interval = _next_interval(rental, seen_version, interval)
     members = [member for member in rental.members.all() if member.gone_at is None]
     running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
     return {
@@ -257,9 +265,21 @@ def rental_detail(request: HttpRequest, public_id: str) -> HttpResponse:
 
 @login_required
 def rental_progress(request: HttpRequest, public_id: str) -> HttpResponse:
-    """The polled fragment: state, attempts and members; it stops polling once the rental is final."""
+    """The polled fragment. Unchanged since the version the page has: only a new, slower poller.
+
+    Changed: the poller and the progress section (swapped out of band). It stops polling once final.
+    """
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    return render(request, "rentals/rental_detail.html#progress", _progress_context(request, rental))
+    seen_version, interval = _poll_state(request)
+    if seen_version == rental.version and interval:
+        # The not-modified shortcut: no attempts or members are read, a few bytes are sent.
+        context = {
+            "rental": rental,
+            "poll": rental.status not in FINAL_STATES,
+            "poll_interval": _next_interval(rental, seen_version, interval),
+        }
+        return render(request, "rentals/rental_detail.html#poller", context)
+    return render(request, "rentals/rental_detail.html#update", {**_progress_context(request, rental), "oob": True})
 
 
 @login_required

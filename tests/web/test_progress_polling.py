@@ -1,0 +1,65 @@
+"""The polled progress fragment backs off while nothing changes and stops once the rental is final."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from rentals.models import Rental
+from rentals.services import RentOrder, rental_submit
+from tests.conftest import SSH_KEY
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def rental(alice, acme, monkeypatch: pytest.MonkeyPatch) -> Rental:
+    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name="job", public_keys=[SSH_KEY])
+    return rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")
+
+
+def delay(html: str) -> float | None:
+    match = re.search(r'hx-trigger="load delay:([0-9.]+)s"', html)
+    return float(match.group(1)) if match else None
+
+
+def test_an_unchanged_rental_gets_only_a_slower_poller(rental, alice, client_for) -> None:
+    client = client_for(alice)
+    url = f"/rentals/{rental.public_id}/progress/"
+    html = client.get(url, {"v": rental.version, "i": "2.0"}).content.decode()
+    assert 'id="poller"' in html and "Attempts" not in html, "nothing is re-rendered"
+    assert delay(html) == 3.0
+    html = client.get(url, {"v": rental.version, "i": "20"}).content.decode()
+    assert delay(html) == 30.0, "the back-off is capped"
+
+
+def test_a_changed_rental_sends_the_new_progress_and_polls_fast_again(rental, alice, client_for) -> None:
+    client = client_for(alice)
+    html = client.get(f"/rentals/{rental.public_id}/progress/", {"v": rental.version - 1, "i": "30"}).content.decode()
+    assert 'hx-swap-oob="true"' in html and "Attempts" in html
+    assert delay(html) == 2.0
+
+
+def test_a_final_rental_stops_polling(rental, alice, client_for) -> None:
+    Rental.objects.filter(pk=rental.pk).update(status="refused", version=rental.version + 1)
+    html = client_for(alice).get(f"/rentals/{rental.public_id}/").content.decode()
+    assert 'id="poller"' in html and delay(html) is None
+    assert "Lium refused the order" in html
+
+
+def test_support_sees_the_rental_without_action_buttons(rental, sam, client_for) -> None:
+    html = client_for(sam).get(f"/rentals/{rental.public_id}/").content.decode()
+    assert "Cancel order" not in html
+    assert client_for(sam).post(f"/rentals/{rental.public_id}/cancel/").status_code == 403
+    rental.refresh_from_db()
+    assert rental.status == "queued"
+
+
+def test_alice_can_cancel_a_queued_order(rental, alice, client_for) -> None:
+    client = client_for(alice)
+    assert "Cancel order" in client.get(f"/rentals/{rental.public_id}/").content.decode()
+    client.post(f"/rentals/{rental.public_id}/cancel/")
+    rental.refresh_from_db()
+    assert rental.status == "cancelled"
