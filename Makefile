@@ -35,6 +35,9 @@ test: install ## Run the whole test suite (again on PostgreSQL + Redis when they
 chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the database with the simulator's ledger
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
+bench: install ## Benchmarks: latency, poll cost, page cost, search, engine throughput, memory
+	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py $(BENCH_ARGS)
+
 lint: install ## Ruff and mypy
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check . || true
