@@ -64,7 +64,7 @@ class CustomerForm(forms.ModelForm):
 class CustomerAdmin(admin.ModelAdmin):
     form = CustomerForm
     list_display = ["name", "customer_ref", "default_credential", "active"]
-    list_filter = ["active"]
+    list_filter = ["active", "default_credential"]
     search_fields = ["name", "customer_ref"]
     list_select_related = ["default_credential"]
     inlines = [MembershipInline]

@@ -69,6 +69,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -219,6 +220,8 @@ else:
     # An unacknowledged message comes back after this long; it must exceed the longest countdown we use
     # and any task's run time, or a slow task would be delivered twice (harmless, but wasteful).
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+# Let Django's LOGGING (JSON in production, with the bound context) format the worker's lines too.
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
@@ -230,16 +233,55 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-rentals": {"task": "rentals.tasks.rentals_sweep", "schedule": SWEEP_INTERVAL_SECONDS},
 }
 
+# --- Content-Security-Policy (django-csp) ---------------------------------------------------------------
+# Scripts and styles come only from our own static files (htmx from django-htmx's); no inline code.
+# htmx's own indicator <style> is switched off in base.html (htmx-config) so style-src needs no exception.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+        "base-uri": ["'self'"],
+        "object-src": ["'none'"],
+    }
+}
+
+# --- Operations ---------------------------------------------------------------------------------------
+# With a token set, /metrics answers only `Authorization: Bearer <token>`.
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+# Per-user limits (fixed one-minute windows in the cache; use a shared CACHE_URL with several web processes).
+RENT_SUBMIT_RATE_PER_MINUTE = int(os.environ.get("RENT_SUBMIT_RATE_PER_MINUTE", "20"))
+API_RATE_PER_MINUTE = int(os.environ.get("API_RATE_PER_MINUTE", "120"))
+# Request bodies: a rent form is a few kilobytes; refuse anything absurd before parsing it.
+DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(256 * 1024)))
+DATA_UPLOAD_MAX_NUMBER_FIELDS = 2000
+
 # --- Demo data ----------------------------------------------------------------------------------------
 DEMO_PASSWORD = os.environ.get("DEMO_PASSWORD", "demo")
 SIMULATOR_API_KEY = os.environ.get("LIUM_SIM_API_KEY", "sim-demo-key")
 
 # --- Logging ------------------------------------------------------------------------------------------
+# JSON lines in production (one object per line, with the bound rental/user context), plain text locally.
+LOG_FORMAT = os.environ.get("LOG_FORMAT", "json" if PRODUCTION else "plain")
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {"context": {"()": "dashboard.logcontext.ContextFilter"}},
+    "formatters": {
+        "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
+        "json": {
+            "()": "pythonjsonlogger.json.JsonFormatter",
+            "format": "%(asctime)s %(levelname)s %(name)s %(message)s",
+            "rename_fields": {"asctime": "time", "levelname": "level", "name": "logger"},
+        },
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]},
+    },
     "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
     "loggers": {
         # httpx and httpcore log request lines and, at DEBUG, headers: keep them quiet so an upstream

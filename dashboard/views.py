@@ -4,6 +4,8 @@ from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 
+from dashboard import health
+
 
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
@@ -13,4 +15,12 @@ def home(request: HttpRequest) -> HttpResponse:
 
 def healthz(request: HttpRequest) -> JsonResponse:
     """Answer while the process is alive (no dependency is checked)."""
+    return JsonResponse({"status": "ok"})
+
+
+def readyz(request: HttpRequest) -> JsonResponse:
+    """Answer 200 when the database, the broker and the sweeper are fine, else 503 naming what is not."""
+    failures = health.readiness()
+    if failures:
+        return JsonResponse({"status": "unavailable", "failing": failures}, status=503)
     return JsonResponse({"status": "ok"})

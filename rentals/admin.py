@@ -1,8 +1,50 @@
 """The admin as a second console on rentals; upstream fields are read-only."""
 
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.exceptions import ValidationError
 
+from accounts.roles import is_operator
+from rentals import services
 from rentals.models import ClusterMember, Rental, RentalEvent, RentAttempt
+from rentals.states import RentalStatus
+
+ADMIN_REASON = "Via the Django admin."
+
+
+def _operator_only(modeladmin, request) -> bool:  # type: ignore[no-untyped-def]
+    if not is_operator(request.user):
+        modeladmin.message_user(request, "Only operators may act on rentals.", messages.ERROR)
+        return False
+    return True
+
+
+@admin.action(description="Cancel selected queued rentals")
+def cancel_rentals(modeladmin, request, queryset) -> None:  # type: ignore[no-untyped-def]
+    if _operator_only(modeladmin, request):
+        done = sum(services.rental_cancel(rental=r, actor=request.user, reason=ADMIN_REASON) for r in queryset)
+        modeladmin.message_user(request, f"Cancelled {done} of {queryset.count()} rentals (only queued ones can be).")
+
+
+@admin.action(description="Terminate selected clusters")
+def terminate_rentals(modeladmin, request, queryset) -> None:  # type: ignore[no-untyped-def]
+    if not _operator_only(modeladmin, request):
+        return
+    done = 0
+    for rental in queryset.select_related("credential"):
+        try:
+            done += services.rental_terminate(rental=rental, actor=request.user, reason=ADMIN_REASON)
+        except ValidationError as exc:
+            modeladmin.message_user(request, f"{rental}: {exc.messages[0]}", messages.WARNING)
+    modeladmin.message_user(request, f"Terminating {done} clusters.")
+
+
+@admin.action(description="Reconcile selected outcome-unknown rentals")
+def reconcile_rentals(modeladmin, request, queryset) -> None:  # type: ignore[no-untyped-def]
+    if not _operator_only(modeladmin, request):
+        return
+    for rental in queryset.filter(status=RentalStatus.UNKNOWN).select_related("credential"):
+        finding = services.rental_reconcile(rental=rental, actor=request.user)
+        modeladmin.message_user(request, f"{rental}: {finding.message} Confirm it on /ops/rentals/{rental.public_id}/.")
 
 
 class RentAttemptInline(admin.TabularInline):
@@ -28,9 +70,10 @@ class ClusterMemberInline(admin.TabularInline):
 @admin.register(Rental)
 class RentalAdmin(admin.ModelAdmin):
     list_display = ["pod_name", "status", "customer", "customer_ref", "node_count", "replayed", "created_at"]
-    list_filter = ["status", "customer", "replayed"]
+    list_filter = ["status", "customer", "credential", "replayed", "possibly_sent", "created_at"]
     search_fields = ["=public_id", "=idempotency_key", "pod_name", "customer_ref", "cluster_id", "error_request_id"]
     list_select_related = ["customer", "credential"]
+    actions = [cancel_rentals, terminate_rentals, reconcile_rentals]
     readonly_fields = [f.name for f in Rental._meta.fields if f.name != "request_body"]
     exclude = ["request_body"]
     inlines = [RentAttemptInline, ClusterMemberInline]
@@ -42,8 +85,9 @@ class RentalAdmin(admin.ModelAdmin):
 @admin.register(RentalEvent)
 class RentalEventAdmin(admin.ModelAdmin):
     list_display = ["at", "rental", "kind", "actor", "from_status", "to_status", "message"]
-    list_filter = ["kind"]
+    list_filter = ["kind", "at"]
     list_select_related = ["rental", "actor"]
+    search_fields = ["=rental__public_id", "actor__username"]
 
     def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
         return False

@@ -22,6 +22,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from dashboard.logcontext import bind
 from rentals import upstream
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.states import RentalStatus as S
@@ -64,6 +65,9 @@ def retry_deadline(rental: Rental) -> datetime | None:
     """Return when automatic retrying stops (inside the upstream's 24 h key window)."""
     if rental.first_sent_at is None:
         return None
+    hard_limit = rental.first_sent_at + MAX_RETRY_WINDOW
+    if rental.retry_until is not None:
+        return min(rental.retry_until, hard_limit)
     return rental.first_sent_at + retry_window()
 
 
@@ -79,7 +83,9 @@ def rental_claim(*, rental_id: int) -> Claim | None:
     ) & (
         # A late message (workers down for hours) must not re-send once the key's window is over: past
         # 24 h upstream the same key and bytes rent again. `rental_settle_expired` settles those instead.
-        Q(first_sent_at__isnull=True) | Q(first_sent_at__gte=now - retry_window())
+        Q(first_sent_at__isnull=True)
+        | Q(first_sent_at__gte=now - retry_window())
+        | Q(retry_until__gt=now, first_sent_at__gt=now - MAX_RETRY_WINDOW)
     )
     with transaction.atomic():
         rental = Rental.objects.filter(due, pk=rental_id).first()
@@ -138,22 +144,35 @@ def rental_attempt(*, rental_id: int) -> str | None:
         # Not due, held by another worker, or past its window (then settle it now rather than at the next sweep).
         return rental_settle_expired(rental_id=rental_id)
     rental = claim.rental
-    started_at = timezone.now()
-    started = time.monotonic()
-    try:
-        client = upstream.client_for(rental.credential)
-    except ValueError as exc:
-        # The secret cannot be decrypted here (rotated keys?): nothing left this process.
-        result = RentResult(Classification.NEVER_SENT, message=str(exc))
-    else:
-        # No transaction is open here: the HTTP call may take up to the client's timeout.
-        result = client.rent_cluster(
-            body=bytes(rental.request_body),
-            idempotency_key=str(rental.idempotency_key),
-            customer_ref=rental.customer_ref,
-        )
-    duration_ms = int((time.monotonic() - started) * 1000)
-    return rental_record_attempt(claim=claim, result=result, started_at=started_at, duration_ms=duration_ms)
+    with bind(rental_id=rental.public_id, idempotency_key=rental.idempotency_key, customer=rental.customer_ref or "-"):
+        logger.info("Rent attempt %s: sending %s bytes.", claim.number, len(rental.request_body))
+        started_at = timezone.now()
+        started = time.monotonic()
+        try:
+            client = upstream.client_for(rental.credential)
+        except ValueError as exc:
+            # The secret cannot be decrypted here (rotated keys?): nothing left this process.
+            result = RentResult(Classification.NEVER_SENT, message=str(exc))
+        else:
+            # No transaction is open here: the HTTP call may take up to the client's timeout.
+            result = client.rent_cluster(
+                body=bytes(rental.request_body),
+                idempotency_key=str(rental.idempotency_key),
+                customer_ref=rental.customer_ref,
+            )
+        duration_ms = int((time.monotonic() - started) * 1000)
+        with bind(request_id=result.request_id or None):
+            status = rental_record_attempt(claim=claim, result=result, started_at=started_at, duration_ms=duration_ms)
+            logger.info(
+                "Rent attempt %s: HTTP %s, %s%s, %s ms; rental is now %s.",
+                claim.number,
+                result.http_status or "-",
+                result.classification,
+                " (replayed)" if result.replayed else "",
+                duration_ms,
+                status or "unchanged (lease lost)",
+            )
+        return status
 
 
 def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datetime, duration_ms: int) -> str | None:

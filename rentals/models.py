@@ -40,6 +40,9 @@ class Rental(models.Model):
     lease_token = models.UUIDField(null=True, blank=True, editable=False)
     first_sent_at = models.DateTimeField(null=True, blank=True)
     last_sent_at = models.DateTimeField(null=True, blank=True)
+    # Set when staff replay an `unknown` rental: automatic retrying may go on until then (at most first send
+    # + 23 h, inside the upstream's 24 h key window), past the usual RENT_RETRY_WINDOW.
+    retry_until = models.DateTimeField(null=True, blank=True)
     # Whether any attempt may have reached the upstream: decides `unknown` vs `failed` when retries end.
     possibly_sent = models.BooleanField(default=False)
 
@@ -119,6 +122,7 @@ class RentAttempt(models.Model):
 
     class Meta:
         ordering = ["rental", "number"]
+        indexes = [models.Index(fields=["started_at"], name="attempt_started")]
         constraints = [models.UniqueConstraint(fields=["rental", "number"], name="unique_attempt_number")]
 
     def __str__(self) -> str:

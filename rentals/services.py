@@ -22,6 +22,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
+from dashboard.logcontext import bind
 from rentals import upstream
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.selectors import customer_hourly_spend
@@ -156,6 +157,13 @@ def rental_submit(
             from rentals.tasks import enqueue_rental_send
 
             transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
+        with bind(rental_id=rental.public_id, idempotency_key=rental.idempotency_key, customer=customer_ref or "-"):
+            logger.info(
+                "Rental saved: %s nodes on %s, body sha256 %s.",
+                len(order.executor_ids),
+                order.fabric_id,
+                rental.body_sha256,
+            )
     except IntegrityError:
         # Two requests with one form token raced; the other one created the rental.
         if submit_token is not None:

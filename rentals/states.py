@@ -44,9 +44,9 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     S.RENTED: frozenset({S.READY, S.DEGRADED, S.TERMINATING}),
     S.READY: frozenset({S.DEGRADED, S.TERMINATING}),
     S.DEGRADED: frozenset({S.READY, S.TERMINATING}),
-    # Operators may replay the stored request inside the window (-> sending), or confirm what
-    # reconciliation found.
-    S.UNKNOWN: frozenset({S.SENDING, S.RENTED, S.NOT_RENTED}),
+    # Operators may replay the stored request inside the window (-> retrying, then a worker claims it),
+    # or confirm what reconciliation found.
+    S.UNKNOWN: frozenset({S.SENDING, S.RETRYING, S.RENTED, S.NOT_RENTED}),
     S.TERMINATING: frozenset({S.TERMINATED, S.READY, S.DEGRADED}),
     S.REFUSED: frozenset(),
     S.FAILED: frozenset(),

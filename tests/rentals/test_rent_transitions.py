@@ -36,6 +36,7 @@ EXPECTED_ALLOWED = {
     (S.DEGRADED, S.READY),
     (S.DEGRADED, S.TERMINATING),
     (S.UNKNOWN, S.SENDING),
+    (S.UNKNOWN, S.RETRYING),  # an operator replays the stored order (same key) inside the window
     (S.UNKNOWN, S.RENTED),
     (S.UNKNOWN, S.NOT_RENTED),
     (S.TERMINATING, S.TERMINATED),

@@ -1,0 +1,459 @@
+"""Reads for staff pages: the overview, the support search, a rental's timeline, usage and the audit log.
+
+Every function runs a fixed number of queries, whatever the number of rows: aggregates, `select_related`
+and bounded lookups on indexed columns only (the search must stay fast at a million rentals).
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import uuid
+from dataclasses import dataclass, field
+from datetime import date, datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum, Value
+from django.db.models.functions import Coalesce, Greatest, Least
+from django.utils import timezone
+
+from accounts.models import Customer, UpstreamCredential
+from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
+from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentalNode, RentAttempt
+from rentals.states import RentalStatus as S
+
+# How long a rental may sit retrying, queued, or terminating before it shows in the attention queue.
+RETRYING_ATTENTION_MINUTES = getattr(settings, "OPS_RETRYING_ATTENTION_MINUTES", 15)
+QUEUED_ATTENTION_MINUTES = getattr(settings, "OPS_QUEUED_ATTENTION_MINUTES", 5)
+TERMINATING_ATTENTION_MINUTES = getattr(settings, "OPS_TERMINATING_ATTENTION_MINUTES", 15)
+ATTENTION_LIMIT = 50
+SWEEPER_HEARTBEAT = "sweeper"
+UPSTREAM_KEY_WINDOW = timedelta(hours=24)
+
+
+# --- overview ---------------------------------------------------------------------------------------------
+
+
+def rental_counts(*, now: datetime) -> dict[str, Any]:
+    """Return rentals created in the last 24 h and 7 d, by state and by customer (two aggregate queries)."""
+    day, week = now - timedelta(days=1), now - timedelta(days=7)
+    recent = Rental.objects.filter(created_at__gte=week).order_by()
+    day_count = Count("id", filter=Q(created_at__gte=day))
+    labels = dict(S.choices)
+    by_state = [
+        {
+            "status": row["status"],
+            "label": labels.get(row["status"], row["status"]),
+            "day": row["day"],
+            "week": row["week"],
+        }
+        for row in recent.values("status").annotate(day=day_count, week=Count("id")).order_by("status")
+    ]
+    by_customer = list(
+        recent.values("customer_id", "customer__name")
+        .annotate(day=day_count, week=Count("id"))
+        .order_by("-week", "customer__name")[:50]
+    )
+    return {
+        "by_state": by_state,
+        "by_customer": by_customer,
+        "total_day": sum(row["day"] for row in by_state),
+        "total_week": sum(row["week"] for row in by_state),
+    }
+
+
+@dataclass(frozen=True)
+class AttentionItem:
+    rental: Rental
+    reason: str
+    since: datetime | None
+
+
+def attention_queue(*, now: datetime) -> list[AttentionItem]:
+    """Return rentals a human should look at, oldest problem first, with the reason and since when (one query)."""
+    retrying_since = now - timedelta(minutes=RETRYING_ATTENTION_MINUTES)
+    queued_before = now - timedelta(minutes=QUEUED_ATTENTION_MINUTES)
+    terminating_before = now - timedelta(minutes=TERMINATING_ATTENTION_MINUTES)
+    # Each branch is served by the (status, ...) indexes; the queue is short by nature.
+    wanted = (
+        Q(status__in=(S.UNKNOWN, S.DEGRADED))
+        | Q(status=S.RETRYING, first_sent_at__lt=retrying_since)
+        | Q(status=S.SENDING, lease_until__lt=now)
+        | Q(status=S.QUEUED, updated_at__lt=queued_before)
+        | Q(status=S.TERMINATING, updated_at__lt=terminating_before)
+    )
+    items: list[AttentionItem] = []
+    for rental in Rental.objects.select_related("customer").filter(wanted).order_by("updated_at")[:ATTENTION_LIMIT]:
+        if rental.status == S.UNKNOWN:
+            item = AttentionItem(rental, "Outcome unknown: reconcile", rental.updated_at)
+        elif rental.status == S.DEGRADED:
+            item = AttentionItem(rental, "Degraded: a member failed", rental.updated_at)
+        elif rental.status == S.RETRYING:
+            item = AttentionItem(
+                rental,
+                f"Retrying for more than {RETRYING_ATTENTION_MINUTES} min ({rental.attempt_count} attempts)",
+                rental.first_sent_at,
+            )
+        elif rental.status == S.SENDING:
+            item = AttentionItem(rental, "Stuck lease: the worker's lease expired mid-attempt", rental.lease_until)
+        elif rental.status == S.QUEUED:
+            item = AttentionItem(
+                rental, f"Queued for more than {QUEUED_ATTENTION_MINUTES} min: is a worker running?", rental.created_at
+            )
+        else:
+            item = AttentionItem(
+                rental, f"Terminating for more than {TERMINATING_ATTENTION_MINUTES} min", rental.updated_at
+            )
+        if rental.error_code and rental.status in (S.UNKNOWN, S.RETRYING):
+            item = AttentionItem(rental, f"{item.reason} · {rental.error_code}", item.since)
+        items.append(item)
+    return sorted(items, key=lambda item: item.since or now)
+
+
+UNHEALTHY = (RentAttempt.Classification.INCONCLUSIVE, RentAttempt.Classification.NEVER_SENT)
+
+
+def upstream_health(*, now: datetime) -> list[dict[str, Any]]:
+    """Return per credential: last 2xx and last confirmed attempt (7 d), last hour's error share, 429 counts.
+
+    One aggregate query over the last 7 days of attempts (needs an index on RentAttempt.started_at).
+    """
+    hour, day = now - timedelta(hours=1), now - timedelta(days=1)
+    in_hour = Q(started_at__gte=hour)
+    rows = (
+        RentAttempt.objects.filter(started_at__gte=now - timedelta(days=7))
+        .order_by()
+        .values("rental__credential_id")
+        .annotate(
+            last_2xx=Max("started_at", filter=Q(http_status__gte=200, http_status__lt=300)),
+            last_confirmed=Max("started_at", filter=Q(classification=RentAttempt.Classification.CONFIRMED)),
+            last_any=Max("started_at"),
+            hour_total=Count("id", filter=in_hour),
+            hour_bad=Count(
+                "id",
+                filter=in_hour & Q(classification__in=UNHEALTHY),
+            ),
+            hour_429=Count("id", filter=in_hour & Q(http_status=429)),
+            day_429=Count("id", filter=Q(started_at__gte=day, http_status=429)),
+        )
+    )
+    by_credential = {row["rental__credential_id"]: row for row in rows}
+    result = []
+    for credential in UpstreamCredential.objects.order_by("name"):
+        row = by_credential.get(credential.pk, {})
+        total = row.get("hour_total", 0)
+        bad = row.get("hour_bad", 0)
+        result.append(
+            {
+                "credential": credential,
+                "last_2xx": row.get("last_2xx"),
+                "last_confirmed": row.get("last_confirmed"),
+                "last_any": row.get("last_any"),
+                "hour_total": total,
+                "hour_bad": bad,
+                "error_rate": round(100 * bad / total) if total else None,
+                "hour_429": row.get("hour_429", 0),
+                "day_429": row.get("day_429", 0),
+            }
+        )
+    return result
+
+
+def broker_queue_depth() -> int | None:
+    """Return the number of messages waiting in the `celery` queue when the broker is Redis, else None."""
+    if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        return None
+    from dashboard.celery import app
+
+    with app.connection_for_read() as connection:
+        client = connection.default_channel.client
+        return int(client.llen("celery"))
+
+
+def worker_health(*, now: datetime) -> dict[str, Any]:
+    """Return broker queue depth (Redis only) and when the sweeper last ran."""
+    depth: int | None = None
+    depth_error = ""
+    try:
+        depth = broker_queue_depth()
+    except Exception as exc:  # the broker is down: say so instead of failing the page
+        depth_error = f"broker unreachable ({type(exc).__name__})"
+    heartbeat = Heartbeat.objects.filter(name=SWEEPER_HEARTBEAT).first()
+    interval = float(getattr(settings, "SWEEP_INTERVAL_SECONDS", 5))
+    sweeper_age = (now - heartbeat.at).total_seconds() if heartbeat else None
+    return {
+        "broker_redis": settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")),
+        "queue_depth": depth,
+        "queue_error": depth_error,
+        "sweeper_at": heartbeat.at if heartbeat else None,
+        "sweeper_age": sweeper_age,
+        # Three missed sweeps (and at least a minute) means beat or the worker is not running.
+        "sweeper_stale": sweeper_age is None or sweeper_age > max(3 * interval, 60),
+    }
+
+
+def overview(*, now: datetime | None = None) -> dict[str, Any]:
+    """Return everything the operations overview shows."""
+    now = now or timezone.now()
+    return {
+        "now": now,
+        "counts": rental_counts(now=now),
+        "attention": attention_queue(now=now),
+        "upstream": upstream_health(now=now),
+        "worker": worker_health(now=now),
+    }
+
+
+# --- support search ---------------------------------------------------------------------------------------
+
+SEARCH_PER_KIND = 200
+SEARCH_RESULTS = 50
+PREFIX_MIN_LENGTH = 3
+
+
+@dataclass
+class SearchResult:
+    query: str
+    rentals: list[Rental] = field(default_factory=list)
+    # How each rental was found: rental pk -> the identifier kinds that matched.
+    matched: dict[int, list[str]] = field(default_factory=dict)
+    # The single rental an exact identifier points at: the view jumps straight to it.
+    exact: Rental | None = None
+    truncated: bool = False
+
+
+# Kinds that name exactly one thing: when they are the only match, the search jumps to the rental.
+EXACT_KINDS = frozenset(
+    {"rental id", "idempotency key", "pod id", "cluster id", "request id", "overlay IP", "executor id"}
+)
+
+
+def _as_uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _lookups(text: str) -> list[tuple[str, QuerySet[Any]]]:
+    """Return one (kind, rental-pk queryset) per identifier kind that could match `text`; each hits an index."""
+    rentals = Rental.objects.order_by()
+    lookups: list[tuple[str, QuerySet[Any]]] = []
+    as_uuid = _as_uuid(text)
+    if as_uuid is not None:
+        lookups.append(("rental id", rentals.filter(public_id=as_uuid).values_list("pk", flat=True)))
+        lookups.append(("idempotency key", rentals.filter(idempotency_key=as_uuid).values_list("pk", flat=True)))
+    members = ClusterMember.objects.order_by()
+    if _is_ip(text):
+        lookups.append(("overlay IP", members.filter(overlay_ip=text).values_list("rental_id", flat=True)))
+    lookups += [
+        ("pod id", members.filter(pod_id=text).values_list("rental_id", flat=True)),
+        ("cluster id", rentals.filter(cluster_id=text).values_list("pk", flat=True)),
+        ("executor id", RentalNode.objects.filter(executor_id=text).values_list("rental_id", flat=True)),
+        ("executor id", members.filter(executor_id=text).values_list("rental_id", flat=True)),
+        ("request id", rentals.filter(error_request_id=text).values_list("pk", flat=True)),
+        ("request id", RentAttempt.objects.filter(request_id=text).values_list("rental_id", flat=True)),
+    ]
+    # Prefix lookups use the `varchar_pattern_ops` indexes Django adds for indexed CharFields on PostgreSQL.
+    if len(text) >= PREFIX_MIN_LENGTH:
+        lookups.append(("pod name", rentals.filter(pod_name__startswith=text).values_list("pk", flat=True)))
+        lookups.append(("customer ref", rentals.filter(customer_ref__startswith=text).values_list("pk", flat=True)))
+    else:
+        lookups.append(("pod name", rentals.filter(pod_name=text).values_list("pk", flat=True)))
+        lookups.append(("customer ref", rentals.filter(customer_ref=text).values_list("pk", flat=True)))
+    # Customers and users are small tables; their rentals are found through indexed foreign keys.
+    customers = Customer.objects.filter(Q(name__istartswith=text) | Q(customer_ref=text)).values("pk")[:20]
+    lookups.append(("customer", rentals.filter(customer_id__in=customers).values_list("pk", flat=True)))
+    users = User.objects.filter(Q(username=text) | Q(email__iexact=text)).values("pk")[:20]
+    lookups.append(("user", rentals.filter(created_by_id__in=users).values_list("pk", flat=True)))
+    return lookups
+
+
+def rental_search(*, text: str) -> SearchResult:
+    """Find rentals by any identifier support is given: a union of indexed exact (or prefix) lookups."""
+    text = text.strip()
+    result = SearchResult(query=text)
+    if not text or len(text) > 200:
+        return result
+    for kind, pks in _lookups(text):
+        found = list(pks[:SEARCH_PER_KIND])
+        result.truncated |= len(found) == SEARCH_PER_KIND
+        for pk in found:
+            kinds = result.matched.setdefault(pk, [])
+            if kind not in kinds:
+                kinds.append(kind)
+    if not result.matched:
+        return result
+    result.rentals = list(
+        Rental.objects.select_related("customer", "created_by")
+        .filter(pk__in=list(result.matched))
+        .order_by("-created_at", "-id")[:SEARCH_RESULTS]
+    )
+    result.truncated |= len(result.matched) > SEARCH_RESULTS
+    if len(result.rentals) == 1 and set(result.matched[result.rentals[0].pk]) & EXACT_KINDS:
+        result.exact = result.rentals[0]
+    for rental in result.rentals:
+        rental.matched_by = result.matched[rental.pk]  # type: ignore[attr-defined]
+    return result
+
+
+# --- timeline ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    at: datetime
+    kind: str  # an event kind, or "attempt"
+    label: str
+    event: RentalEvent | None = None
+    attempt: RentAttempt | None = None
+
+
+def rental_timeline(*, rental: Rental) -> list[TimelineEntry]:
+    """Return the rental's events and attempts in one chronological list (two queries)."""
+    entries = [
+        TimelineEntry(event.at, event.kind, event.get_kind_display(), event=event)
+        for event in rental.events.select_related("actor").order_by("at", "id")
+    ]
+    entries += [
+        TimelineEntry(attempt.started_at, "attempt", f"Attempt {attempt.number}", attempt=attempt)
+        for attempt in rental.attempts.order_by("number")
+    ]
+    # An attempt starts before the event that records its outcome: sort attempts first on a tie.
+    return sorted(entries, key=lambda entry: (entry.at, entry.kind != "attempt"))
+
+
+def latest_finding(*, rental: Rental) -> RentalEvent | None:
+    """Return the rental's most recent reconciliation finding, if any."""
+    return rental.events.filter(kind=RentalEvent.Kind.RECONCILE).order_by("-at", "-id").first()
+
+
+def request_body_pretty(rental: Rental) -> str:
+    """Return the stored request body as indented JSON (or as text if it is not JSON)."""
+    raw = bytes(rental.request_body or b"")
+    try:
+        return json.dumps(json.loads(raw), indent=2, sort_keys=True)
+    except ValueError:
+        return raw.decode("utf-8", errors="replace")
+
+
+def _left(delta: timedelta) -> str:
+    """Return a duration as "5 h 03 min" (or "over")."""
+    minutes = int(delta.total_seconds() // 60)
+    if minutes <= 0:
+        return "over"
+    return f"{minutes // 60} h {minutes % 60:02d} min" if minutes >= 60 else f"{minutes} min"
+
+
+def idempotency_windows(*, rental: Rental, now: datetime) -> dict[str, Any]:
+    """Return when the upstream forgets the key, when automatic retries stop, and when a manual replay must end."""
+    if rental.first_sent_at is None:
+        return {"sent": False}
+    key_expires = rental.first_sent_at + UPSTREAM_KEY_WINDOW
+    replay_until = rental.first_sent_at + MAX_RETRY_WINDOW
+    return {
+        "sent": True,
+        "key_expires": key_expires,
+        "key_left": _left(key_expires - now),
+        "retry_deadline": retry_deadline(rental),
+        "retry_left": _left((retry_deadline(rental) or now) - now),
+        "replay_until": replay_until,
+        "replay_left": _left(replay_until - now),
+        "replay_open": now < replay_until,
+    }
+
+
+# --- usage ------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class UsageRow:
+    customer_ref: str
+    rentals: int = 0
+    node_hours: Decimal = Decimal(0)
+    cost: Decimal = Decimal(0)
+    bar: int = 0  # bar length in the chart, 0..100
+
+
+def usage_by_customer_ref(*, start: date, end: date, now: datetime | None = None) -> list[UsageRow]:
+    """Return rentals, node-hours and estimated cost per customer ref for [start, end] (whole days).
+
+    A member counts from `running_since` until `gone_at` (or now), clipped to the period, at its own
+    price per hour. Two aggregate queries.
+    """
+    now = now or timezone.now()
+    tz = timezone.get_current_timezone()
+    period_start = datetime.combine(start, datetime.min.time(), tzinfo=tz)
+    day_after_end = datetime.combine(end + timedelta(days=1), datetime.min.time(), tzinfo=tz)
+    period_end = min(day_after_end, now)
+    rows: dict[str, UsageRow] = {}
+
+    def row_for(ref: str | None) -> UsageRow:
+        key = ref or ""
+        return rows.setdefault(key, UsageRow(customer_ref=key))
+
+    counted = (
+        Rental.objects.filter(created_at__gte=period_start, created_at__lt=day_after_end)
+        .order_by()
+        .values("customer_ref")
+        .annotate(n=Count("id"))
+    )
+    for item in counted:
+        row_for(item["customer_ref"]).rentals = item["n"]
+    ran = Greatest(F("running_since"), Value(period_start))
+    stopped = Least(Coalesce(F("gone_at"), Value(period_end)), Value(period_end))
+    durations = (
+        ClusterMember.objects.filter(running_since__isnull=False, running_since__lt=period_end)
+        .filter(Q(gone_at__isnull=True) | Q(gone_at__gt=period_start))
+        .order_by()
+        .values("rental__customer_ref", "price_per_hour")
+        .annotate(total=Sum(ExpressionWrapper(stopped - ran, output_field=DurationField())))
+    )
+    for item in durations:
+        total: timedelta | None = item["total"]
+        if not total or total <= timedelta(0):
+            continue
+        hours = Decimal(total.total_seconds()) / Decimal(3600)
+        row = row_for(item["rental__customer_ref"])
+        row.node_hours += hours
+        row.cost += hours * (item["price_per_hour"] or Decimal(0))
+    result = sorted(rows.values(), key=lambda row: (-row.cost, -row.node_hours, row.customer_ref))
+    top = max((row.cost for row in result), default=Decimal(0))
+    for row in result:
+        row.node_hours = row.node_hours.quantize(Decimal("0.01"))
+        row.cost = row.cost.quantize(Decimal("0.01"))
+        row.bar = int(100 * row.cost / top) if top else 0
+    return result
+
+
+# --- audit ------------------------------------------------------------------------------------------------
+
+AUDIT_KINDS = (RentalEvent.Kind.STAFF_ACTION, RentalEvent.Kind.SUPPORT_VIEW)
+
+
+def audit_events(
+    *, actor: User | None = None, kind: str = "", since: date | None = None, until: date | None = None
+) -> QuerySet[RentalEvent]:
+    """Return staff actions and support views, newest first, filtered by who, what kind and when."""
+    events = RentalEvent.objects.filter(kind__in=AUDIT_KINDS).select_related("actor", "rental", "rental__customer")
+    if actor is not None:
+        events = events.filter(actor=actor)
+    if kind in AUDIT_KINDS:
+        events = events.filter(kind=kind)
+    tz = timezone.get_current_timezone()
+    if since is not None:
+        events = events.filter(at__gte=datetime.combine(since, datetime.min.time(), tzinfo=tz))
+    if until is not None:
+        events = events.filter(at__lt=datetime.combine(until + timedelta(days=1), datetime.min.time(), tzinfo=tz))
+    return events.order_by("-at", "-id")

@@ -1,0 +1,203 @@
+"""Staff writes on rentals: retry now, reconcile, confirm, terminate, cancel, and the support-view record.
+
+Every action needs a reason and ends up on the rental's timeline as a `staff_action` event (who, what,
+why). State changes go through `rentals.transitions` and the rentals services, never around them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from rentals import services as rental_services
+from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
+from rentals.models import Rental, RentalEvent
+from rentals.services import ReconcileFinding
+from rentals.states import RentalStatus as S
+from rentals.states import can_transition
+from rentals.transitions import IllegalTransition, rental_transition
+
+SUPPORT_VIEW_EVERY = timedelta(minutes=10)
+# A replay of these answers can only repeat them: the upstream keeps 409 outcome-unknown forever, and a
+# 422 key-reused means our stored bytes no longer match what was first sent (a defect to investigate).
+NO_REPLAY_ERRORS = frozenset({"idempotency_outcome_unknown", "idempotency_key_reused"})
+
+
+def _require_reason(reason: str) -> str:
+    reason = (reason or "").strip()
+    if not reason:
+        raise ValidationError("Say why: the reason is recorded on the rental's timeline.")
+    return reason
+
+
+def _record_action(*, rental: Rental, actor: User, action: str, reason: str, message: str, since: datetime) -> None:
+    """Record a staff action, unless the rentals service already recorded this actor's action since `since`."""
+    already = RentalEvent.objects.filter(
+        rental_id=rental.pk, kind=RentalEvent.Kind.STAFF_ACTION, actor=actor, at__gte=since
+    ).exists()
+    if not already:
+        RentalEvent.objects.create(
+            rental_id=rental.pk,
+            kind=RentalEvent.Kind.STAFF_ACTION,
+            actor=actor,
+            message=message,
+            data={"action": action, "reason": reason},
+        )
+
+
+def replay_deadline(rental: Rental) -> datetime | None:
+    """Return until when a manual replay may be asked for: inside the upstream's 24 h key window minus 1 h,
+    and not after the engine's own retry deadline (its claim refuses to send a rental past it)."""
+    if rental.first_sent_at is None:
+        return None
+    if rental.status == S.UNKNOWN:
+        # A replay sets retry_until, so the engine accepts it up to the hard limit.
+        return rental.first_sent_at + MAX_RETRY_WINDOW
+    engine_deadline = retry_deadline(rental) or rental.first_sent_at + MAX_RETRY_WINDOW
+    return min(rental.first_sent_at + MAX_RETRY_WINDOW, engine_deadline)
+
+
+def retry_refusal(rental: Rental, now: datetime | None = None) -> str:
+    """Return why `retry now` is not possible for this rental, or "" if it is."""
+    now = now or timezone.now()
+    if rental.status not in (S.RETRYING, S.UNKNOWN):
+        return "Only a retrying or outcome-unknown rental can be retried."
+    deadline = replay_deadline(rental)
+    if deadline is not None and now >= deadline:
+        return (
+            f"Too late to send again: the window closed at {deadline:%Y-%m-%d %H:%M} UTC. Past the upstream's 24 h "
+            "key window the same key would rent a second cluster; reconcile instead."
+        )
+    if rental.status == S.UNKNOWN and not can_transition(S.UNKNOWN, S.RETRYING):
+        return "Replaying an outcome-unknown rental is not enabled yet (unknown → retrying); reconcile instead."
+    if rental.status == S.UNKNOWN and rental.error_code in NO_REPLAY_ERRORS:
+        return f"A replay would only repeat Lium's answer ({rental.error_code}); reconcile instead."
+    return ""
+
+
+def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
+    """Send the stored request again now, with the same key and bytes. Return what was done."""
+    reason = _require_reason(reason)
+    now = timezone.now()
+    refusal = retry_refusal(rental, now)
+    if refusal:
+        raise ValidationError(refusal)
+    from rentals.tasks import enqueue_rental_send
+
+    if rental.status == S.RETRYING:
+        with transaction.atomic():
+            moved = Rental.objects.filter(pk=rental.pk, status=S.RETRYING).update(
+                next_attempt_at=now, version=F("version") + 1, updated_at=now
+            )
+            if moved:
+                RentalEvent.objects.create(
+                    rental_id=rental.pk,
+                    kind=RentalEvent.Kind.STAFF_ACTION,
+                    actor=actor,
+                    message=f"Retry now (same key, same bytes). {reason}",
+                    data={"action": "retry_now", "reason": reason},
+                )
+    else:
+        try:
+            moved = rental_transition(
+                rental_id=rental.pk,
+                from_status=S.UNKNOWN,
+                to_status=S.RETRYING,
+                actor=actor,
+                kind=RentalEvent.Kind.STAFF_ACTION,
+                message=f"Replay the stored order now (same key, same bytes). {reason}",
+                data={"action": "retry_now", "reason": reason},
+                next_attempt_at=now,
+                # Let the engine keep retrying up to the hard limit (first send + 23 h) for this replay.
+                retry_until=rental.first_sent_at + MAX_RETRY_WINDOW if rental.first_sent_at else None,
+            )
+        except IllegalTransition as exc:
+            raise ValidationError(
+                "Replaying an outcome-unknown rental is not enabled yet: the state machine does not allow "
+                "unknown → retrying. Reconcile instead."
+            ) from exc
+    if not moved:
+        raise ValidationError("The rental changed meanwhile; look at its state again.")
+    transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
+    return "Sending the stored order again with the same key."
+
+
+def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> ReconcileFinding:
+    """Look upstream for the cluster an outcome-unknown rental may have created; record the finding."""
+    reason = _require_reason(reason)
+    if rental.status != S.UNKNOWN:
+        raise ValidationError("Only an outcome-unknown rental needs reconciling.")
+    since = timezone.now()
+    finding = rental_services.rental_reconcile(rental=rental, actor=actor)
+    _record_action(
+        rental=rental,
+        actor=actor,
+        action="reconcile",
+        reason=reason,
+        message=f"Reconcile: {finding.message} {reason}",
+        since=since,
+    )
+    return finding
+
+
+def ops_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: str | None, reason: str) -> bool:
+    """Settle an outcome-unknown rental: rented as `cluster_id`, or not rented when it is None."""
+    reason = _require_reason(reason)
+    since = timezone.now()
+    moved = rental_services.rental_confirm_reconciliation(
+        rental=rental, actor=actor, cluster_id=cluster_id or None, reason=reason
+    )
+    if moved:
+        what = f"rented as cluster {cluster_id}" if cluster_id else "not rented"
+        _record_action(
+            rental=rental,
+            actor=actor,
+            action="confirm",
+            reason=reason,
+            message=f"Confirmed {what}. {reason}",
+            since=since,
+        )
+    return moved
+
+
+def ops_terminate(*, rental: Rental, actor: User, reason: str) -> bool:
+    """Remove the rental's cluster."""
+    reason = _require_reason(reason)
+    since = timezone.now()
+    moved = rental_services.rental_terminate(rental=rental, actor=actor, reason=reason)
+    if moved:
+        _record_action(
+            rental=rental, actor=actor, action="terminate", reason=reason, message=f"Terminate. {reason}", since=since
+        )
+    return moved
+
+
+def ops_cancel(*, rental: Rental, actor: User, reason: str) -> bool:
+    """Cancel a rental that has not been sent yet."""
+    reason = _require_reason(reason)
+    since = timezone.now()
+    moved = rental_services.rental_cancel(rental=rental, actor=actor, reason=reason)
+    if moved:
+        _record_action(
+            rental=rental, actor=actor, action="cancel", reason=reason, message=f"Cancel. {reason}", since=since
+        )
+    return moved
+
+
+def support_view_record(*, rental: Rental, user: User) -> bool:
+    """Record that support opened the rental's timeline, at most once per user and rental per 10 minutes."""
+    now = timezone.now()
+    recent = RentalEvent.objects.filter(
+        rental_id=rental.pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor=user, at__gte=now - SUPPORT_VIEW_EVERY
+    ).exists()
+    if recent:
+        return False
+    RentalEvent.objects.create(
+        rental_id=rental.pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor=user, message=f"Viewed by {user.get_username()}."
+    )
+    return True

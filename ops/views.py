@@ -1,0 +1,270 @@
+"""Staff pages: the operations overview, support search, a rental's timeline and actions, usage, audit.
+
+Every page is for staff only: customer members get 403 (these pages are not "someone else's rental", so
+the 404 rule for rentals does not apply). Support reads everything; every write is for operators only.
+"""
+
+from __future__ import annotations
+
+import csv
+from collections.abc import Callable
+from functools import wraps
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.core.paginator import Paginator
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods
+
+from accounts.roles import is_operator, is_staff_reader
+from ops import selectors, services
+from ops.forms import ActionForm, AuditFilterForm, ConfirmReconciliationForm, SearchForm, UsageForm
+from rentals.models import Rental
+from rentals.states import HOLDS_CLUSTER_STATES
+from rentals.states import RentalStatus as S
+
+View = Callable[..., HttpResponse]
+
+# What each action is called, which states it applies to, and what the confirmation asks.
+ACTIONS: dict[str, dict[str, Any]] = {
+    "retry": {
+        "label": "Retry now",
+        "states": (S.RETRYING, S.UNKNOWN),
+        "danger": False,
+        "confirm": "Send the stored order again now, with the same key and bytes?",
+    },
+    "reconcile": {
+        "label": "Reconcile",
+        "states": (S.UNKNOWN,),
+        "danger": False,
+        "confirm": "Look in Lium's pod list for the cluster this order may have created?",
+    },
+    "confirm": {
+        "label": "Confirm reconciliation",
+        "states": (S.UNKNOWN,),
+        "danger": True,
+        "confirm": "Settle this rental for good as chosen?",
+    },
+    "terminate": {
+        "label": "Terminate cluster",
+        "states": tuple(HOLDS_CLUSTER_STATES),
+        "danger": True,
+        "confirm": "Terminate the cluster? Every node is removed.",
+    },
+    "cancel": {
+        "label": "Cancel order",
+        "states": (S.QUEUED,),
+        "danger": True,
+        "confirm": "Cancel this order before it is sent?",
+    },
+}
+
+
+def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
+    return render(request, "ops/forbidden.html", {"message": message}, status=403)
+
+
+def staff_required(view: View) -> View:
+    """Let in support, operators and superusers; refuse everyone else with 403."""
+
+    @login_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not is_staff_reader(request.user):
+            return _forbidden(request, "These pages are for support and operators.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def operator_required(view: View) -> View:
+    """Let in operators and superusers; support may look but not act (403)."""
+
+    @staff_required
+    @wraps(view)
+    def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        if not is_operator(request.user):
+            return _forbidden(request, "Support can look but not change rentals; ask an operator.")
+        return view(request, *args, **kwargs)
+
+    return wrapper
+
+
+def _user(request: HttpRequest) -> User:
+    assert isinstance(request.user, User)
+    return request.user
+
+
+def _rental(public_id: Any) -> Rental:
+    return get_object_or_404(Rental.objects.select_related("customer", "credential", "created_by"), public_id=public_id)
+
+
+@require_GET
+@staff_required
+def overview(request: HttpRequest) -> HttpResponse:
+    """Counts, the needs-attention queue, upstream and worker health; the panel refreshes itself."""
+    return render(request, "ops/overview.html", {**selectors.overview(), "search_form": SearchForm()})
+
+
+@require_GET
+@staff_required
+def overview_panel(request: HttpRequest) -> HttpResponse:
+    """The polled fragment of the overview."""
+    return render(request, "ops/overview.html#panel", selectors.overview())
+
+
+@require_GET
+@staff_required
+def search(request: HttpRequest) -> HttpResponse:
+    """Find rentals by any identifier; an exact id that names one rental jumps straight to it."""
+    form = SearchForm(request.GET)
+    text = form.cleaned_data["q"] if form.is_valid() else ""
+    result = selectors.rental_search(text=text)
+    if result.exact is not None:
+        return redirect("ops_rental", public_id=result.exact.public_id)
+    return render(request, "ops/search.html", {"search_form": form, "result": result})
+
+
+@require_GET
+@staff_required
+def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
+    """Everything that happened to one rental, its stored request and its key's windows."""
+    rental = _rental(public_id)
+    user = _user(request)
+    if not is_operator(user):
+        services.support_view_record(rental=rental, user=user)
+    now = timezone.now()
+    finding = selectors.latest_finding(rental=rental)
+    operator = is_operator(user)
+    actions = []
+    if operator:
+        for name, spec in ACTIONS.items():
+            if rental.status not in spec["states"]:
+                continue
+            if name == "confirm" and finding is None:
+                continue  # reconcile first: the confirmation offers what it found
+            if name == "retry" and services.retry_refusal(rental, now):
+                continue
+            actions.append({"name": name, **spec})
+    return render(
+        request,
+        "ops/rental.html",
+        {
+            "rental": rental,
+            "timeline": selectors.rental_timeline(rental=rental),
+            "body": selectors.request_body_pretty(rental),
+            "windows": selectors.idempotency_windows(rental=rental, now=now),
+            "finding": finding,
+            "actions": actions,
+            "retry_refusal": services.retry_refusal(rental, now) if operator else "",
+            "confirm_form": _confirm_form(None, finding),
+            "form": ActionForm(),
+        },
+    )
+
+
+def _confirm_form(data: Any, finding: Any) -> ConfirmReconciliationForm:
+    cluster_ids = list((finding.data or {}).get("cluster_ids", [])) if finding else []
+    return ConfirmReconciliationForm(data, cluster_ids=[str(cluster_id) for cluster_id in cluster_ids])
+
+
+@require_http_methods(["GET", "POST"])
+@operator_required
+def rental_action(request: HttpRequest, public_id: Any, action: str) -> HttpResponse:
+    """Confirm (GET) and perform (POST) one operator action; the reason goes on the timeline."""
+    spec = ACTIONS.get(action)
+    if spec is None:
+        raise Http404("No such action.")
+    rental = _rental(public_id)
+    finding = selectors.latest_finding(rental=rental) if action == "confirm" else None
+    data = request.POST if request.method == "POST" else None
+    form = _confirm_form(data, finding) if action == "confirm" else ActionForm(data)
+    if request.method == "POST" and form.is_valid():
+        try:
+            done = _perform(action, rental, _user(request), form)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if done:
+                messages.success(request, done)
+            else:
+                messages.error(request, "Nothing changed: the rental's state does not allow this any more.")
+            return redirect("ops_rental", public_id=rental.public_id)
+    return render(
+        request, "ops/action.html", {"rental": rental, "action": action, "spec": spec, "form": form, "finding": finding}
+    )
+
+
+def _perform(action: str, rental: Rental, actor: User, form: Any) -> str:
+    """Call the service for `action`; return a success message, or "" if nothing changed."""
+    reason = form.cleaned_data["reason"]
+    if action == "retry":
+        return services.ops_retry_now(rental=rental, actor=actor, reason=reason)
+    if action == "reconcile":
+        finding = services.ops_reconcile(rental=rental, actor=actor, reason=reason)
+        return f"Reconciliation: {finding.message}"
+    if action == "confirm":
+        moved = services.ops_confirm_reconciliation(
+            rental=rental, actor=actor, cluster_id=form.cluster_id, reason=reason
+        )
+        return "Settled." if moved else ""
+    if action == "terminate":
+        return "Removing the cluster." if services.ops_terminate(rental=rental, actor=actor, reason=reason) else ""
+    return "Cancelled. Nothing was rented." if services.ops_cancel(rental=rental, actor=actor, reason=reason) else ""
+
+
+@require_GET
+@staff_required
+def usage(request: HttpRequest) -> HttpResponse:
+    """Rentals, node-hours and estimated cost per customer ref over a period, as a table and a chart."""
+    form = UsageForm(request.GET or None)
+    start, end = form.period()
+    rows = selectors.usage_by_customer_ref(start=start, end=end)
+    return render(
+        request,
+        "ops/usage.html",
+        {"form": form, "rows": rows, "start": start, "end": end, "chart_height": 24 * len(rows) + 4},
+    )
+
+
+@require_GET
+@staff_required
+def usage_csv(request: HttpRequest) -> HttpResponse:
+    """The usage table as CSV."""
+    start, end = UsageForm(request.GET or None).period()
+    rows = selectors.usage_by_customer_ref(start=start, end=end)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="usage-{start}-{end}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(["customer_ref", "rentals", "node_hours", "estimated_cost_usd", "period_start", "period_end"])
+    for row in rows:
+        # A leading = + - @ would make a spreadsheet run the cell as a formula; customer refs may start with -.
+        ref = row.customer_ref or "(none)"
+        if ref[:1] in ("=", "+", "-", "@"):
+            ref = "'" + ref
+        writer.writerow([ref, row.rentals, row.node_hours, row.cost, start, end])
+    return response
+
+
+@require_GET
+@staff_required
+def audit(request: HttpRequest) -> HttpResponse:
+    """Every staff action and support view, filterable by user, kind and date."""
+    form = AuditFilterForm(request.GET or None)
+    filters: dict[str, Any] = {}
+    if form.is_valid():
+        username = form.cleaned_data["user"].strip()
+        if username:
+            filters["actor"] = User.objects.filter(username=username).first() or User(pk=0)
+        filters["kind"] = form.cleaned_data["kind"]
+        filters["since"] = form.cleaned_data["since"]
+        filters["until"] = form.cleaned_data["until"]
+    page = Paginator(selectors.audit_events(**filters), 50).get_page(request.GET.get("page"))
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(request, "ops/audit.html", {"form": form, "page": page, "query": query.urlencode()})

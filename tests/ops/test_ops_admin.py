@@ -1,0 +1,40 @@
+"""The Django admin as a second console: its actions go through the same services."""
+
+from __future__ import annotations
+
+import pytest
+
+from rentals.models import RentalEvent
+from rentals.states import RentalStatus as S
+from tests.conftest import _user
+
+pytestmark = pytest.mark.django_db
+
+
+def test_a_superuser_cancels_a_queued_rental_from_the_admin(make_rental, client_for) -> None:
+    admin_user = _user("root", superuser=True)
+    queued, ready = make_rental(status=S.QUEUED), make_rental(status=S.READY, cluster_id="cl-1")
+    response = client_for(admin_user).post(
+        "/admin/rentals/rental/",
+        {"action": "cancel_rentals", "_selected_action": [queued.pk, ready.pk]},
+        follow=True,
+    )
+    assert "Cancelled 1 of 2 rentals" in response.content.decode()
+    queued.refresh_from_db(), ready.refresh_from_db()
+    assert (queued.status, ready.status) == (S.CANCELLED, S.READY)
+    assert RentalEvent.objects.filter(rental=queued, kind="staff_action", actor=admin_user).exists()
+
+
+def test_the_rental_changelist_runs_a_fixed_number_of_queries(make_rental, client_for, django_assert_max_num_queries):  # type: ignore[no-untyped-def]
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    client = client_for(_user("root", superuser=True))
+    make_rental()
+    client.get("/admin/rentals/rental/")
+    with CaptureQueriesContext(connection) as few:
+        assert client.get("/admin/rentals/rental/").status_code == 200
+    for _ in range(30):
+        make_rental()
+    with django_assert_max_num_queries(len(few)):
+        assert client.get("/admin/rentals/rental/").status_code == 200

@@ -1,0 +1,101 @@
+"""Support finds a rental from whatever a customer gives them; exact ids jump straight to it."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from ops import selectors
+from rentals.models import ClusterMember, RentAttempt
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def target(make_rental):  # type: ignore[no-untyped-def]
+    """One rented rental with every kind of identifier, among a few others."""
+    make_rental(), make_rental()
+    rental = make_rental(
+        executors=["exec-node-x", "exec-node-y"],
+        status="ready",
+        cluster_id="cl-7f3a",
+        error_request_id="req-err-1",
+        pod_name="bert-large-run",
+    )
+    ClusterMember.objects.create(
+        rental=rental, pod_id="pod-111", rank=0, overlay_ip="10.42.0.7", executor_id="exec-member-x"
+    )
+    RentAttempt.objects.create(
+        rental=rental,
+        number=1,
+        started_at=timezone.now(),
+        duration_ms=5,
+        classification="confirmed",
+        http_status=200,
+        request_id="req-attempt-1",
+    )
+    return rental
+
+
+def exact_ids(rental) -> dict[str, str]:  # type: ignore[no-untyped-def]
+    return {
+        "rental id": str(rental.public_id),
+        "rental id (upper case)": str(rental.public_id).upper(),
+        "idempotency key": str(rental.idempotency_key),
+        "pod id": "pod-111",
+        "cluster id": "cl-7f3a",
+        "executor id (requested)": "exec-node-x",
+        "executor id (member)": "exec-member-x",
+        "overlay IP": "10.42.0.7",
+        "request id (rental)": "req-err-1",
+        "request id (attempt)": "req-attempt-1",
+    }
+
+
+def test_each_exact_id_redirects_to_the_rental(target, sam, client_for) -> None:
+    client = client_for(sam)
+    for kind, value in exact_ids(target).items():
+        response = client.get("/ops/search/", {"q": f"  {value} "})
+        assert response.status_code == 302, kind
+        assert response["Location"] == f"/ops/rentals/{target.public_id}/", kind
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["bert-large-run", "bert-la", "Acme", "Acme Research", "alice", "alice@example.com", "ALICE@example.com"],
+)
+def test_names_refs_and_users_list_the_rentals(target, sam, client_for, query: str) -> None:
+    response = client_for(sam).get("/ops/search/", {"q": query})
+    assert response.status_code == 200
+    assert "bert-large-run" in response.content.decode()
+
+
+def test_customer_ref_finds_that_customers_rentals_only(make_rental, globex, sam, client_for) -> None:
+    mine = make_rental(globex)
+    make_rental()
+    result = selectors.rental_search(text="globex")
+    assert [r.pk for r in result.rentals] == [mine.pk]
+    assert "customer ref" in result.matched[mine.pk]
+    response = client_for(sam).get("/ops/search/", {"q": "glob"})
+    assert mine.pod_name in response.content.decode()
+
+
+def test_an_executor_shared_by_two_rentals_lists_both_instead_of_jumping(make_rental, sam, client_for) -> None:
+    first = make_rental(executors=["exec-shared", "exec-1"])
+    second = make_rental(executors=["exec-shared", "exec-2"], created_at=timezone.now() + timedelta(seconds=1))
+    response = client_for(sam).get("/ops/search/", {"q": "exec-shared"})
+    assert response.status_code == 200
+    html = response.content.decode()
+    assert first.pod_name in html and second.pod_name in html
+
+
+def test_nothing_found_says_so(target, sam, client_for) -> None:
+    html = client_for(sam).get("/ops/search/", {"q": "no-such-thing"}).content.decode()
+    assert "Nothing found" in html
+
+
+def test_short_text_matches_exactly_not_by_prefix(make_rental) -> None:
+    make_rental(pod_name="ab-cluster")
+    assert selectors.rental_search(text="ab").rentals == []
