@@ -30,7 +30,7 @@ def check_broker() -> str | None:
 
     try:
         with app.connection_for_write() as conn:
-            conn.ensure_connection(max_retries=1, timeout=2)
+            conn.ensure_connection(max_retries=1, interval_start=0, timeout=2)
     except Exception as exc:  # a refused or timed-out connection
         return f"broker: {type(exc).__name__}"
     return None

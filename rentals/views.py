@@ -5,6 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
@@ -17,6 +18,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import Customer, SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
+from dashboard import ratelimit
 from rentals import offers, selectors, services
 from rentals.forms import RentForm
 from rentals.launch import cluster_launch
@@ -108,7 +110,10 @@ def rent(request: HttpRequest) -> HttpResponse:
     }
     if request.method == "POST":
         form = RentForm(request.POST, **form_kwargs)
-        if form.is_valid():
+        wait = ratelimit.hit(scope="rent-submit", key=str(request.user.pk), limit=settings.RENT_SUBMIT_RATE_PER_MINUTE)
+        if wait is not None:
+            form.add_error(None, f"Too many orders in a minute; wait {wait} s and submit again.")
+        elif form.is_valid():
             customer = form.cleaned_data["customer"]
             override = form.cleaned_data.get("customer_ref") or ""
             try:
