@@ -178,8 +178,9 @@ def celery_worker_process(transactional_db: None, tmp_path: Path) -> Iterator[su
         yield process
     finally:
         stop_process(process)
-        if log_path.exists():
-            sys.stderr.write(log_path.read_text(errors="replace")[-4000:])
+        log = log_path.read_text(errors="replace") if log_path.exists() else ""
+        sys.stderr.write(log[-4000:])
+        assert not any(secret in log for secret in UPSTREAM_SECRETS), "the worker logged an upstream secret"
 
 
 # --- Personas --------------------------------------------------------------------------------------------
@@ -265,3 +266,46 @@ def client_for(client):  # type: ignore[no-untyped-def]
         return client
 
     return login
+
+
+# --- The upstream secret must never leave: no page, fragment, admin screen or log line shows it -------------
+
+UPSTREAM_SECRETS = (SIM_KEY, "sim-demo-token")
+
+
+@pytest.fixture(autouse=True)
+def no_upstream_secret_leaks(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch, caplog):  # type: ignore[no-untyped-def]
+    """Fail any test in which a Django response or a log record carries an upstream secret."""
+    if request.node.get_closest_marker("allow_secret_in_output"):
+        yield
+        return
+    from django.test import Client
+
+    leaks: list[str] = []
+    original = Client.request
+
+    def checked_request(self, **kwargs):  # type: ignore[no-untyped-def]
+        response = original(self, **kwargs)
+        if not getattr(response, "streaming", False):
+            body = response.content.decode(errors="replace")
+            leaks.extend(f"response to {kwargs.get('PATH_INFO')}" for secret in UPSTREAM_SECRETS if secret in body)
+        return response
+
+    monkeypatch.setattr(Client, "request", checked_request)
+    yield
+    leaks.extend(
+        f"log line of {record.name}"
+        for record in caplog.records
+        for secret in UPSTREAM_SECRETS
+        if secret in record.getMessage()
+    )
+    assert not leaks, f"an upstream secret leaked into: {leaks}"
+
+
+@pytest.fixture(autouse=True)
+def empty_cache() -> Iterator[None]:
+    """Start every test with an empty cache: no offer listing or rate-limit counter from an earlier test."""
+    from django.core.cache import cache
+
+    cache.clear()
+    yield

@@ -49,9 +49,11 @@ def test_the_summary_adds_up_the_selected_nodes(simulator: Simulator, alice, cli
     offer = simulator.offers()[0]
     nodes = offer["nodes"][:3]
     per_hour = sum(Decimal(str(n["price_per_gpu"])) * int(n["gpu_count"]) for n in nodes)
-    html = client_for(alice).get(
-        "/rent/summary/", {"fabric": offer["fabric_id"], "executor_ids": [n["id"] for n in nodes]}
-    ).content.decode()
+    html = (
+        client_for(alice)
+        .get("/rent/summary/", {"fabric": offer["fabric_id"], "executor_ids": [n["id"] for n in nodes]})
+        .content.decode()
+    )
     assert "3 nodes" in html
     assert f"{sum(int(n['gpu_count']) for n in nodes)} GPUs" in html
     assert f"${per_hour:.2f}/hour" in html
