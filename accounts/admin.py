@@ -1,9 +1,10 @@
 """Admin for customers, memberships and upstream credentials (the secret is write-only)."""
 
 from django import forms
-from django.contrib import admin
+from django.contrib import admin, messages
 
 from accounts.models import Customer, Membership, UpstreamCredential
+from accounts.services import credential_test_connection
 
 
 class UpstreamCredentialForm(forms.ModelForm):
@@ -39,6 +40,13 @@ class UpstreamCredentialAdmin(admin.ModelAdmin):
     list_display = ["name", "scheme", "secret_hint", "effective_base_url", "customer_ref", "active"]
     list_filter = ["scheme", "active"]
     search_fields = ["name", "customer_ref"]
+    actions = ["test_connection"]
+
+    @admin.action(description="Test connection (GET /version and /users/me)")
+    def test_connection(self, request, queryset) -> None:  # type: ignore[no-untyped-def]
+        for credential in queryset:
+            report = credential_test_connection(credential=credential)
+            self.message_user(request, report.message, messages.SUCCESS if report.ok else messages.ERROR)
 
     @admin.display(description="Secret")
     def secret_hint(self, obj: UpstreamCredential) -> str:

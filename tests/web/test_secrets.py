@@ -43,3 +43,25 @@ def test_the_client_never_shows_the_secret_in_its_repr(credential) -> None:
 
     client = client_for(credential)
     assert SIM_KEY not in repr(client) and SIM_KEY not in repr(client.auth)
+
+
+def test_test_connection_reports_the_account_and_idempotency(simulator, credential, admin_client) -> None:
+    response = admin_client.post(
+        "/admin/accounts/upstreamcredential/",
+        {"action": "test_connection", "_selected_action": [credential.pk]},
+        follow=True,
+    )
+    html = response.content.decode()
+    assert "connected to" in html and "balance $5000" in html
+    assert "retries are safe (rent_idempotency)" in html
+
+
+def test_test_connection_says_when_the_key_is_wrong(simulator, credential, admin_client) -> None:
+    credential.set_secret("wrong-key")
+    credential.save()
+    html = admin_client.post(
+        "/admin/accounts/upstreamcredential/",
+        {"action": "test_connection", "_selected_action": [credential.pk]},
+        follow=True,
+    ).content.decode()
+    assert "Invalid API key or token" in html and "connected to" not in html
