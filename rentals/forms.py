@@ -128,6 +128,12 @@ class RentForm(forms.Form):
                 f"{len(gone)} selected node(s) are no longer free on this fabric; refresh the list and pick again.",
                 code="node_not_free",
             )
+        split = [node for node in self.fabric.nodes if node.id in chosen and not node.whole]
+        if split:
+            raise ValidationError(
+                f"{len(split)} selected node(s) are partly rented; a cluster takes whole nodes only. Pick other nodes.",
+                code="whole_nodes_only",
+            )
         if len(chosen) < 2:
             raise ValidationError("A cluster needs at least 2 nodes; select 2 or more.", code="too_few_nodes")
         return chosen

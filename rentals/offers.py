@@ -40,10 +40,16 @@ class Node:
     gpu_power_limited: bool
     last_verified_at: str
     ip: str
+    available_gpu_count: int | None = None
 
     @property
     def price_per_hour(self) -> Decimal:
         return self.price_per_gpu * self.gpu_count
+
+    @property
+    def whole(self) -> bool:
+        """Whether every GPU of the host is free: a cluster rents whole nodes only."""
+        return self.available_gpu_count is None or self.available_gpu_count >= self.gpu_count
 
 
 @dataclass(frozen=True)
@@ -75,7 +81,8 @@ class Fabric:
 
     def cheapest(self, count: int) -> list[Node]:
         """Return the `count` cheapest nodes, by price then id (as the official CLI picks them)."""
-        return sorted(self.nodes, key=lambda node: (node.price_per_hour, node.id))[:count]
+        whole = [node for node in self.nodes if node.whole]
+        return sorted(whole, key=lambda node: (node.price_per_hour, node.id))[:count]
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,7 @@ def parse_node(row: dict[str, Any]) -> Node:
         gpu_power_limited=bool(row.get("gpu_power_limited")),
         last_verified_at=str(row.get("last_verified_at") or ""),
         ip=str(row.get("executor_ip_address") or ""),
+        available_gpu_count=_int(row["available_gpu_count"]) if row.get("available_gpu_count") is not None else None,
     )
 
 

@@ -122,3 +122,19 @@ def test_a_double_submit_creates_one_rental(offers, alice, client_for, monkeypat
     second = client.post(f"/rent/?fabric={offers[0]['fabric_id']}", data)
     assert first["Location"] == second["Location"]
     assert Rental.objects.count() == 1
+
+
+def test_a_partly_rented_node_is_refused_and_never_picked_as_cheapest(offers, alice, client_for) -> None:
+    fabric, split = next(
+        (offer, node)
+        for offer in offers
+        for node in offer["nodes"]
+        if node.get("available_gpu_count") is not None and int(node["available_gpu_count"]) < int(node["gpu_count"])
+    )
+    client = client_for(alice)
+    whole = next(node["id"] for node in fabric["nodes"] if node["id"] != split["id"])
+    html = post(client, fabric["fabric_id"], executor_ids=[whole, split["id"]])
+    assert "partly rented; a cluster takes whole nodes only" in html
+    picked = form_data(client, fabric["fabric_id"])["executor_ids"]
+    assert split["id"] not in picked and len(picked) == 2
+    assert not Rental.objects.exists()
