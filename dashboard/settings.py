@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "accounts",
     "rentals",
     "ops",
+    "ninja",
     "api",
 ]
 

@@ -1,0 +1,99 @@
+"""Authenticate API requests by `X-API-Key` or `Authorization: Bearer`, like the upstream, and check scopes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from ninja.security import APIKeyHeader, HttpBearer
+
+from accounts.roles import is_operator, is_staff_reader
+from api.errors import ApiError
+from api.keys import (
+    AuthFailure,
+    api_key_authenticate,
+    auth_failure_record,
+    auth_failures_retry_after,
+    request_rate_retry_after,
+)
+from api.models import ApiKey
+
+KEY_HINT = "Create a key at /profile/api-keys/ and send it as 'X-API-Key: lcd_…' or 'Authorization: Bearer lcd_…'."
+
+
+def client_ip(request: HttpRequest) -> str:
+    # REMOTE_ADDR only: X-Forwarded-For is client-controlled unless a trusted proxy rewrites it, and the
+    # proxy setup is the deployment's business (gunicorn's forwarded_allow_ips sets REMOTE_ADDR).
+    return str(request.META.get("REMOTE_ADDR") or "unknown")
+
+
+def authenticate(request: HttpRequest, raw: str | None) -> ApiKey | None:
+    """Return the key for `raw` (None when no key was sent); raise a 401 or 429 envelope otherwise."""
+    if raw is None or raw == "":
+        return None
+    ip = client_ip(request)
+    retry_after = auth_failures_retry_after(ip=ip)
+    if retry_after is not None:
+        raise ApiError(
+            429,
+            "too_many_failed_attempts",
+            "Too many failed API key attempts from this address.",
+            hint=f"Wait {retry_after} s, then check the key you send.",
+            headers={"Retry-After": str(retry_after)},
+        )
+    result = api_key_authenticate(raw=raw)
+    if isinstance(result, AuthFailure):
+        auth_failure_record(ip=ip)
+        raise ApiError(401, result.code, result.message, hint=KEY_HINT)
+    # Per-user request budget (API_RATE_PER_MINUTE), shared by all of the user's keys.
+    wait = request_rate_retry_after(user_id=result.user_id)
+    if wait is not None:
+        raise ApiError(
+            429,
+            "rate_limited",
+            "Too many API requests; the limit is per user and per minute.",
+            hint=f"Wait {wait} s before the next request.",
+            headers={"Retry-After": str(wait)},
+        )
+    request.user = result.user
+    return result
+
+
+class ApiKeyHeaderAuth(APIKeyHeader):
+    param_name = "X-API-Key"
+
+    def authenticate(self, request: HttpRequest, key: str | None) -> Any:
+        return authenticate(request, key)
+
+
+class BearerAuth(HttpBearer):
+    def authenticate(self, request: HttpRequest, token: str) -> Any:
+        return authenticate(request, token)
+
+
+AUTH = [ApiKeyHeaderAuth(), BearerAuth()]
+
+
+def require_scope(request: HttpRequest, scope: str) -> ApiKey:
+    """Return the request's key if it carries `scope`; else a 403 naming the scope (as the upstream words it)."""
+    key: ApiKey = request.auth  # type: ignore[attr-defined]
+    if scope not in (key.scopes or []):
+        raise ApiError(
+            403,
+            "insufficient_scope",
+            f"API key '{key.name}' does not have the '{scope}' scope.",
+            hint=f"Create a key with the '{scope}' scope at /profile/api-keys/.",
+        )
+    return key
+
+
+def require_writer(request: HttpRequest) -> None:
+    """Refuse every write to support (read everything, change nothing), whatever the key's scopes."""
+    user = request.user
+    if is_staff_reader(user) and not is_operator(user):
+        raise ApiError(
+            403,
+            "read_only_role",
+            "Support can look at rentals but not change them.",
+            hint="Ask an operator or a member of the customer to make this change.",
+        )

@@ -1,0 +1,218 @@
+"""One error envelope for the whole API, the same as the upstream's (upstream-api.md §11):
+
+    {"success": false, "error": {"code", "message", "hint", "request_id"}, "message": ..., "status_code": N}
+
+Every response carries `X-Request-Id`. Ninja's own errors (validation, 404, 405, auth) are turned into the
+envelope by the handlers below and by `envelope_view`, which wraps every URL of the API, so no input
+reaches the client as an HTML page or a bare 500.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CODES = {
+    400: "bad_request",
+    401: "not_authenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    413: "payload_too_large",
+    415: "unsupported_media_type",
+    422: "validation_error",
+    429: "rate_limited",
+    500: "internal_error",
+    502: "upstream_error",
+    503: "upstream_unavailable",
+}
+
+
+class ApiError(Exception):
+    """An error answer: raise it anywhere in the API and the client gets the envelope."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        *,
+        hint: str = "",
+        validation_errors: list[dict[str, str]] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.hint = hint
+        self.validation_errors = validation_errors
+        self.headers = headers or {}
+
+
+def request_id(request: HttpRequest) -> str:
+    rid = getattr(request, "api_request_id", None)
+    if rid is None:
+        rid = f"req_{uuid.uuid4().hex}"
+        request.api_request_id = rid  # type: ignore[attr-defined]
+    return rid
+
+
+def envelope(request: HttpRequest, error: ApiError) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "success": False,
+        "error": {
+            "code": error.code,
+            "message": error.message,
+            "hint": error.hint,
+            "request_id": request_id(request),
+        },
+        "message": error.message,
+        "status_code": error.status,
+    }
+    if error.validation_errors is not None:
+        body["validation_errors"] = error.validation_errors
+    return body
+
+
+def error_response(request: HttpRequest, error: ApiError) -> JsonResponse:
+    response = JsonResponse(envelope(request, error), status=error.status)
+    for name, value in error.headers.items():
+        response[name] = value
+    response["X-Request-Id"] = request_id(request)
+    return response
+
+
+def _field(loc: Any) -> str:
+    parts = [str(part) for part in (loc or []) if part not in ("body", "query", "path", "header", "payload")]
+    return ".".join(parts) or "request"
+
+
+def validation_error_from(errors: Sequence[Mapping[str, Any]]) -> ApiError:
+    """Turn pydantic/ninja error dicts into a 422 with a `{field, message}` list and a readable message."""
+    items = [{"field": _field(err.get("loc")), "message": str(err.get("msg", "is not valid"))} for err in errors]
+    summary = "; ".join(f"{item['field']}: {item['message']}" for item in items[:5]) or "The request is not valid."
+    return ApiError(
+        422,
+        "validation_error",
+        summary,
+        hint="Fix the fields listed in validation_errors and send the request again.",
+        validation_errors=items,
+    )
+
+
+def install_handlers(api: Any) -> None:
+    """Replace ninja's default exception handlers with envelope-producing ones."""
+
+    def on_api_error(request: HttpRequest, exc: ApiError) -> HttpResponse:
+        return error_response(request, exc)
+
+    def on_validation(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+        return error_response(request, validation_error_from(exc.errors))
+
+    def on_auth(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+        return error_response(
+            request,
+            ApiError(
+                401,
+                "not_authenticated",
+                "An API key is required.",
+                hint="Send your key as 'X-API-Key: lcd_…' or 'Authorization: Bearer lcd_…'; "
+                "create one at /profile/api-keys/.",
+            ),
+        )
+
+    def on_http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        status = exc.status_code
+        return error_response(request, ApiError(status, DEFAULT_CODES.get(status, "error"), str(exc)))
+
+    def on_404(request: HttpRequest, exc: Exception) -> HttpResponse:
+        return error_response(request, ApiError(404, "not_found", str(exc) or "Not found."))
+
+    def on_exception(request: HttpRequest, exc: Exception) -> HttpResponse:
+        logger.exception("Unexpected error in the JSON API (request %s)", request_id(request))
+        return error_response(request, _internal())
+
+    def on_too_big(request: HttpRequest, exc: Exception) -> HttpResponse:
+        return error_response(
+            request, ApiError(413, "payload_too_large", "The request body is too large.", hint="Send a smaller body.")
+        )
+
+    def on_suspicious(request: HttpRequest, exc: Exception) -> HttpResponse:
+        return error_response(request, ApiError(400, "bad_request", "The request could not be read."))
+
+    api.add_exception_handler(Exception, on_exception)
+    api.add_exception_handler(RequestDataTooBig, on_too_big)
+    api.add_exception_handler(SuspiciousOperation, on_suspicious)
+    api.add_exception_handler(Http404, on_404)
+    api.add_exception_handler(HttpError, on_http_error)
+    api.add_exception_handler(AuthenticationError, on_auth)
+    api.add_exception_handler(ValidationError, on_validation)
+    api.add_exception_handler(ApiError, on_api_error)
+
+
+def _internal() -> ApiError:
+    return ApiError(
+        500,
+        "internal_error",
+        "Something went wrong on our side.",
+        hint="Try again; if it keeps happening, give support the request_id.",
+    )
+
+
+def _is_envelope(response: HttpResponse) -> bool:
+    if not response.get("Content-Type", "").startswith("application/json"):
+        return False
+    try:
+        body = json.loads(response.content)
+    except (ValueError, AttributeError):
+        return False
+    return isinstance(body, dict) and isinstance(body.get("error"), dict)
+
+
+def envelope_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
+    """Wrap an API view: give the request an id, and turn any non-envelope error into the envelope."""
+
+    @functools.wraps(view)
+    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+        request_id(request)
+        try:
+            response = view(request, *args, **kwargs)
+        except Http404:
+            response = error_response(request, ApiError(404, "not_found", "Not found."))
+        except Exception:
+            logger.exception("Unexpected error in the JSON API (request %s)", request_id(request))
+            response = error_response(request, _internal())
+        if response.status_code >= 400 and not getattr(response, "streaming", False) and not _is_envelope(response):
+            status = response.status_code
+            message = {
+                404: "Not found.",
+                405: f"Method {request.method} is not allowed here.",
+            }.get(status, f"HTTP {status}.")
+            headers = {"Allow": response["Allow"]} if response.has_header("Allow") else {}
+            response = error_response(
+                request, ApiError(status, DEFAULT_CODES.get(status, "error"), message, headers=headers)
+            )
+        response["X-Request-Id"] = request_id(request)
+        return response
+
+    return wrapped
+
+
+def not_found_view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+    """Any URL under /api/v1/ that no endpoint matches."""
+    return error_response(
+        request,
+        ApiError(404, "not_found", "No such endpoint.", hint="See /api/v1/docs for the endpoints."),
+    )

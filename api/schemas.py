@@ -1,0 +1,161 @@
+"""Request and response shapes of API v1 (they also make the OpenAPI schema)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated
+
+from ninja import Schema
+from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
+
+
+class ErrorDetailOut(Schema):
+    code: str
+    message: str
+    hint: str
+    request_id: str
+
+
+class FieldErrorOut(Schema):
+    field: str
+    message: str
+
+
+class ErrorOut(Schema):
+    success: bool = False
+    error: ErrorDetailOut
+    message: str
+    status_code: int
+    validation_errors: list[FieldErrorOut] | None = None
+
+
+class CustomerOut(Schema):
+    id: int
+    name: str
+
+
+class RentalErrorOut(Schema):
+    code: str
+    message: str
+    hint: str
+    request_id: str
+
+
+class AttemptOut(Schema):
+    number: int
+    started_at: datetime
+    duration_ms: int
+    http_status: int | None
+    classification: str
+    replayed: bool
+    request_id: str
+    error_code: str
+
+
+class MemberOut(Schema):
+    rank: int | None
+    pod_id: str
+    overlay_ip: str
+    status: str
+    phase: str
+    eta_seconds: int | None
+    ssh_command: str
+
+
+class RentalOut(Schema):
+    id: str
+    status: str
+    status_text: str
+    explanation: str
+    customer: CustomerOut
+    customer_ref: str | None
+    fabric_id: str
+    executor_ids: list[str]
+    pod_name: str
+    idempotency_key: str
+    replayed: bool
+    cluster_id: str | None
+    created_at: datetime
+    updated_at: datetime
+    error: RentalErrorOut | None
+    attempts: list[AttemptOut]
+    members: list[MemberOut]
+
+
+class RentalListOut(Schema):
+    items: list[RentalOut]
+    next_cursor: str | None
+
+
+class NodeOut(Schema):
+    id: str
+    machine_name: str
+    gpu_count: int
+    available_gpu_count: int | None
+    whole: bool = Field(description="Every GPU free: only whole nodes can join a cluster.")
+    price_per_gpu: str
+    price_per_hour: str
+    location: str
+    country_code: str
+    reliability_score: float | None
+    max_cuda_version: str
+    nvlink: bool
+    gpu_power_limited: bool
+    last_verified_at: str
+
+
+class FabricOut(Schema):
+    fabric_id: str
+    fabric_type: str
+    link_rate: str
+    measured: bool
+    node_count: int
+    free_count: int
+    gpu_type: str
+    gpus_per_node: int
+    cheapest_node_hour: str | None
+
+
+class FabricListOut(Schema):
+    fabrics: list[FabricOut]
+    age_seconds: int
+
+
+class FabricNodesOut(Schema):
+    fabric: FabricOut
+    nodes: list[NodeOut]
+    age_seconds: int
+
+
+CustomerId = Annotated[StrictInt, Field(ge=1, le=2_147_483_647)]
+CustomerName = Annotated[StrictStr, Field(min_length=1, max_length=200)]
+
+
+class RentalCreateIn(Schema):
+    """A cluster order. Give `executor_ids` (the nodes you picked) or `node_count` (the N cheapest)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    customer: CustomerId | CustomerName | None = Field(
+        None, description="Customer id or name; optional when you belong to exactly one customer."
+    )
+    fabric_id: Annotated[StrictStr, Field(min_length=1, max_length=300)]
+    executor_ids: list[Annotated[StrictStr, Field(min_length=1, max_length=100)]] | None = Field(
+        None, min_length=2, max_length=256, description="Free nodes of this fabric, each once."
+    )
+    node_count: Annotated[StrictInt, Field(ge=2, le=256)] | None = Field(
+        None, description="Rent the N cheapest free nodes of the fabric instead of naming them."
+    )
+    pod_name: Annotated[StrictStr, Field(min_length=1, max_length=63)]
+    ssh_public_keys: list[Annotated[StrictStr, Field(max_length=16384)]] = Field(..., min_length=1, max_length=20)
+    template_id: Annotated[StrictStr, Field(min_length=1, max_length=100)] | None = Field(
+        None, description="A cluster template id; empty picks the newest cluster template."
+    )
+    initial_port_count: Annotated[StrictInt, Field(ge=1, le=64)] | None = None
+    termination_hours: Annotated[StrictInt, Field(ge=1, le=720)] | None = None
+    enable_jupyter: StrictBool = False
+    enable_volume_encryption: StrictBool = True
+    enable_backups: StrictBool = True
+    customer_ref: Annotated[StrictStr, Field(max_length=64)] | None = Field(
+        None, description="Operators only: the X-Customer-Ref for this rental instead of the customer's."
+    )

@@ -1,0 +1,27 @@
+"""URLs: the profile pages for API keys (include at /profile/api-keys/) and the JSON API v1 (api_v1_urls)."""
+
+import functools
+from typing import Any
+
+from django.urls import URLPattern, path, re_path
+
+from api import views
+from api.errors import envelope_view, not_found_view
+
+urlpatterns = [
+    path("", views.api_keys, name="api_keys"),
+    path("<int:pk>/revoke/", views.api_key_revoke, name="api_key_revoke"),
+]
+
+
+@functools.cache  # ninja refuses to build one API's URLs twice
+def api_v1_urls() -> tuple[list[Any], str, str]:
+    """Return the API's URLconf with every view wrapped in the error envelope, plus a catch-all 404."""
+    from api.v1 import api
+
+    patterns, app_name, namespace = api.urls
+    for pattern in patterns:
+        if isinstance(pattern, URLPattern):
+            pattern.callback = envelope_view(pattern.callback)
+    patterns.append(re_path(r"^.*$", envelope_view(not_found_view), name="api-not-found"))
+    return patterns, app_name, namespace
