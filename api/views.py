@@ -7,12 +7,13 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from api.forms import ApiKeyForm
 from api.keys import api_key_create, api_key_list_for_user
 from api.keys import api_key_revoke as revoke_key
+from api.models import ApiKey
 
 
 def _user(request: HttpRequest) -> User:
@@ -54,7 +55,8 @@ def api_keys(request: HttpRequest) -> HttpResponse:
 @login_required
 @require_POST
 def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
-    """Revoke one of the user's own keys (another user's key id is simply not found)."""
+    """Revoke one of the user's own keys (another user's key is a 404, like any object that is not yours)."""
+    get_object_or_404(ApiKey, pk=pk, user_id=request.user.pk)
     if revoke_key(user=_user(request), key_id=pk):
         messages.success(request, "Key revoked: it no longer works.")
     else:

@@ -7,6 +7,7 @@ the real stack; `DASHBOARD_ENV=production` makes the secrets mandatory.
 """
 
 import base64
+import contextlib
 import hashlib
 import os
 from datetime import timedelta
@@ -17,6 +18,10 @@ from django.core.exceptions import ImproperlyConfigured
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 RUN_DIR = Path(os.environ.get("RUN_DIR", BASE_DIR / ".run"))
+# The embedded database, broker folders and beat schedule live here; make it on first use. (A production
+# container may not be allowed to write there, and does not need to: its state is in PostgreSQL and Redis.)
+with contextlib.suppress(OSError):
+    RUN_DIR.mkdir(parents=True, exist_ok=True)
 
 DASHBOARD_ENV = os.environ.get("DASHBOARD_ENV", "development")
 PRODUCTION = DASHBOARD_ENV == "production"

@@ -88,10 +88,12 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
 def rent(request: HttpRequest) -> HttpResponse:
     """Pick nodes of one fabric and submit the order; on success go to the rental's page."""
     fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
-    listing, error = _listing_or_error(request)
+    listing, _error = _listing_or_error(request)
     fabric = listing.fabric(fabric_id) if listing else None
     if listing is None or fabric is None:
-        messages.error(request, error or "That fabric is not offered any more; pick another one.")
+        # When the listing failed, the fabrics page says so itself; say nothing twice.
+        if listing is not None:
+            messages.error(request, "That fabric is not offered any more; pick another one.")
         return redirect("fabric_list")
     credential = _credential_for(request)
     try:
@@ -166,10 +168,12 @@ def _summary(fabric: Fabric, form: RentForm) -> dict[str, object]:
 @login_required
 def rent_summary(request: HttpRequest) -> HttpResponse:
     """The live order summary (htmx): recomputed whenever the node selection changes."""
-    listing, _error = _listing_or_error(request)
+    listing, error = _listing_or_error(request)
     fabric = listing.fabric(request.GET.get("fabric", "")) if listing else None
-    if fabric is None:
-        return HttpResponse("That fabric is not offered any more.", status=404)
+    if listing is None or fabric is None:
+        # Answer 200 so htmx swaps the message in (it ignores 4xx), and the next change can recover.
+        error = error or "That fabric is not offered any more; go back to the fabrics."
+        return render(request, "rentals/rent.html#summary", {"summary": None, "error": error})
     form = RentForm(
         request.GET,
         fabric=fabric,

@@ -1,0 +1,178 @@
+"""Page query counts do not grow with the number of rows: a few rows and many rows cost the same queries.
+
+The bench (`make bench`) measures the same pages at 10,000 and 100,000 rentals; these tests keep the
+property from regressing on every `make test`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+import uuid
+from datetime import timedelta
+
+import pytest
+from django.db import connection
+from django.test.utils import CaptureQueriesContext
+from django.utils import timezone
+
+from rentals import offers
+from rentals.models import ClusterMember, Rental, RentalNode, RentAttempt
+from tests.conftest import SSH_KEY
+
+pytestmark = pytest.mark.django_db
+
+FEW, MANY = 3, 80
+STATUSES = ["terminated", "ready", "rented", "refused", "unknown", "degraded", "retrying", "queued", "sending"]
+
+
+def make_rentals(count: int, *, customer, user) -> None:  # type: ignore[no-untyped-def]
+    """Bulk-create `count` rentals in every state, with nodes, members and an attempt each."""
+    now = timezone.now()
+    body = b'{"pod_name":"x"}'
+    rentals = Rental.objects.bulk_create(
+        Rental(
+            created_by=user,
+            customer=customer,
+            credential=customer.default_credential,
+            fabric_id=f"fabric-{n % 4}",
+            executor_ids=[f"node-{n}-a", f"node-{n}-b"],
+            pod_name=f"job-{n}",
+            customer_ref="acme",
+            idempotency_key=uuid.uuid4(),
+            request_body=body,
+            body_sha256=hashlib.sha256(body).hexdigest(),
+            status=STATUSES[n % len(STATUSES)],
+            attempt_count=1,
+            first_sent_at=now - timedelta(hours=1),
+            lease_until=now - timedelta(minutes=1),
+            cluster_id=f"cluster-{n}",
+        )
+        for n in range(count)
+    )
+    # Old enough to show in the attention queue.
+    Rental.objects.filter(pk__in=[r.pk for r in rentals]).update(updated_at=now - timedelta(hours=1))
+    RentalNode.objects.bulk_create(
+        RentalNode(rental=rental, executor_id=node) for rental in rentals for node in rental.executor_ids
+    )
+    ClusterMember.objects.bulk_create(
+        ClusterMember(rental=rental, pod_id=f"pod-{rental.pk}-{rank}", rank=rank, status="RUNNING")
+        for rental in rentals
+        for rank in range(2)
+    )
+    RentAttempt.objects.bulk_create(
+        RentAttempt(
+            rental=rental,
+            number=1,
+            started_at=now - timedelta(minutes=30),
+            duration_ms=40,
+            http_status=200,
+            classification="confirmed",
+            request_id=f"req_{rental.pk}",
+        )
+        for rental in rentals
+    )
+
+
+def queries_for(client, url: str) -> int:  # type: ignore[no-untyped-def]
+    with CaptureQueriesContext(connection) as captured:
+        response = client.get(url)
+    assert response.status_code == 200, url
+    return len(captured)
+
+
+def listing(fabrics: int, nodes_per_fabric: int) -> offers.OfferListing:
+    """A fabric listing as the upstream sends it, parsed by the dashboard's own parser."""
+    rows = [
+        {
+            "fabric_id": f"hot:infiniband:0x{f:x}:0x7fff:NVIDIA H100 80GB HBM3:8",
+            "fabric_type": "infiniband",
+            "link_rate": "400 Gb/sec (4X NDR)",
+            "fabric_measured": True,
+            "node_count": nodes_per_fabric,
+            "nodes": [
+                {
+                    "id": str(uuid.uuid5(uuid.NAMESPACE_URL, f"node:{f}:{n}")),
+                    "machine_name": "NVIDIA H100 80GB HBM3",
+                    "gpu_count": 8,
+                    "available_gpu_count": 8,
+                    "price_per_gpu": "2.10",
+                    "location": {"city": "Oslo", "country": "Norway", "country_code": "NO"},
+                    "reliability_score": 0.99,
+                    "executor_ip_address": f"198.18.{f}.{n}",
+                }
+                for n in range(nodes_per_fabric)
+            ],
+        }
+        for f in range(fabrics)
+    ]
+    return offers.OfferListing(fabrics=[offers.parse_offer(row) for row in rows], fetched_at=time.time())
+
+
+def test_my_rentals_list_costs_the_same_queries_for_few_and_many(
+    alice, acme, client_for, django_assert_max_num_queries
+) -> None:
+    client = client_for(alice)
+    make_rentals(FEW, customer=acme, user=alice)
+    few = queries_for(client, "/rentals/")
+    make_rentals(MANY, customer=acme, user=alice)
+    with django_assert_max_num_queries(few):
+        client.get("/rentals/")
+    assert queries_for(client, "/rentals/?page=2") <= few, "a later page costs no more"
+    assert queries_for(client, "/rentals/?status=terminated") <= few
+
+
+def test_fabric_list_costs_the_same_queries_for_few_and_many_fabrics(
+    alice, acme, client_for, monkeypatch: pytest.MonkeyPatch, django_assert_max_num_queries
+) -> None:
+    client = client_for(alice)
+    monkeypatch.setattr(offers, "offers_get", lambda **kwargs: listing(2, 2))
+    few = queries_for(client, "/fabrics/")
+    monkeypatch.setattr(offers, "offers_get", lambda **kwargs: listing(64, 32))
+    with django_assert_max_num_queries(few):
+        response = client.get("/fabrics/")
+    assert response.status_code == 200
+    assert response.content.count(b"hot:infiniband:0x3f:") >= 1, "all 64 fabrics are listed"
+
+
+def test_ops_overview_costs_the_same_queries_for_few_and_many(
+    sam, alice, acme, client_for, django_assert_max_num_queries
+) -> None:
+    pytest.importorskip("ops")
+    from django.urls import NoReverseMatch, reverse
+
+    try:
+        url = reverse("ops_overview")
+    except NoReverseMatch:
+        pytest.skip("the operations overview is not routed yet")
+    client = client_for(sam)
+    make_rentals(FEW, customer=acme, user=alice)
+    few = queries_for(client, url)
+    make_rentals(MANY, customer=acme, user=alice)
+    with django_assert_max_num_queries(few):
+        client.get(url)
+
+
+def test_progress_fragment_costs_the_same_queries_with_few_and_many_members(
+    alice, acme, client_for, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from rentals.services import RentOrder, rental_submit
+
+    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    client = client_for(alice)
+
+    def rental_with(members: int) -> Rental:
+        order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name="job", public_keys=[SSH_KEY])
+        rental = rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")
+        ClusterMember.objects.bulk_create(
+            ClusterMember(rental=rental, pod_id=f"pod-{rental.pk}-{rank}", rank=rank, status="RUNNING")
+            for rank in range(members)
+        )
+        return rental
+
+    few = rental_with(2)
+    many = rental_with(32)
+    url = "/rentals/{}/progress/"
+    assert queries_for(client, url.format(many.public_id)) <= queries_for(client, url.format(few.public_id))
+    unchanged = queries_for(client, url.format(many.public_id) + f"?v={many.version}&i=2")
+    assert unchanged <= queries_for(client, url.format(many.public_id)), "the not-modified answer reads less"

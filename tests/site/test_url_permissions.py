@@ -1,0 +1,170 @@
+"""Every URL of the project, tried as each persona: who gets in, who gets 403, who gets 404.
+
+`EXPECTED` lists every named URL. A URL added without a line here fails
+`test_every_url_has_a_permission_test`, so nobody can add a page and forget who may see it.
+"""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+from django.urls import URLPattern, URLResolver, get_resolver, reverse
+
+from accounts.models import SshPublicKey
+from api.keys import api_key_create
+from rentals.models import Rental
+from rentals.services import RentOrder, rental_submit
+from tests.conftest import SSH_KEY
+
+ANON, ALICE, BOB, SAM, OLGA = "anonymous", "alice", "bob", "sam", "olga"
+LOGIN = "login"  # a redirect to the login page
+
+# url name -> {(persona, method): expected status}. Alice owns the rental and the keys used in the URLs.
+RENTAL_READ = {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200, (BOB, "GET"): 404, (SAM, "GET"): 200, (OLGA, "GET"): 200}
+RENTAL_WRITE = {(ANON, "POST"): LOGIN, (BOB, "POST"): 404, (SAM, "POST"): 403}
+STAFF_PAGE = {(ANON, "GET"): LOGIN, (ALICE, "GET"): 403, (BOB, "GET"): 403, (SAM, "GET"): 200, (OLGA, "GET"): 200}
+MEMBER_PAGE = {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200, (SAM, "GET"): 200}
+API_READ = {(ANON, "GET"): 401, (ALICE, "GET"): 200, (BOB, "GET"): 404, (SAM, "GET"): 200}
+
+EXPECTED: dict[str, dict[tuple[str, str], object]] = {
+    "home": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302},
+    "healthz": {(ANON, "GET"): 200},
+    "readyz": {(ANON, "GET"): (200, 503)},
+    "metrics": {(ANON, "GET"): 200},
+    "login": {(ANON, "GET"): 200},
+    "logout": {(ALICE, "POST"): 302},
+    "password_change": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
+    "password_change_done": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
+    "api_keys": MEMBER_PAGE,
+    "api_key_revoke": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404},
+    "ssh_keys": MEMBER_PAGE,
+    "ssh_key_delete": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404},
+    "fabric_list": MEMBER_PAGE,
+    "rent": {(ANON, "GET"): LOGIN},
+    "rent_summary": {(ANON, "GET"): LOGIN},
+    "rental_list": MEMBER_PAGE,
+    "rental_detail": RENTAL_READ,
+    "rental_progress": RENTAL_READ,
+    "rental_terminate": {**RENTAL_WRITE, (BOB, "GET"): 404, (SAM, "GET"): 403},
+    "rental_cancel": RENTAL_WRITE,
+    "rental_schedule_removal": RENTAL_WRITE,
+    "ops_overview": STAFF_PAGE,
+    "ops_overview_panel": STAFF_PAGE,
+    "ops_search": STAFF_PAGE,
+    "ops_rental": STAFF_PAGE,
+    "ops_rental_action": {**STAFF_PAGE, (SAM, "GET"): 403, (SAM, "POST"): 403, (ALICE, "POST"): 403},
+    "ops_usage": STAFF_PAGE,
+    "ops_usage_csv": STAFF_PAGE,
+    "ops_audit": STAFF_PAGE,
+    "api-v1:openapi-json": {(ANON, "GET"): 200},
+    "api-v1:openapi-view": {(ANON, "GET"): 200},
+    "api-v1:api-root": {(ANON, "GET"): 404},
+    "api-v1:api-not-found": {(ANON, "GET"): 404},
+    "api-v1:fabric_list": {(ANON, "GET"): 401},
+    "api-v1:fabric_nodes": {(ANON, "GET"): 401},
+    "api-v1:rental_list": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (SAM, "GET"): 200},
+    "api-v1:rental_create": {(ANON, "POST"): 401, (SAM, "POST"): 403},
+    "api-v1:rental_get": API_READ,
+    "api-v1:rental_terminate": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
+}
+
+
+def project_url_names() -> set[str]:
+    """Every named URL outside the Django admin (which checks is_staff itself)."""
+    names: set[str] = set()
+
+    def walk(patterns, namespace: str | None) -> None:  # type: ignore[no-untyped-def]
+        for pattern in patterns:
+            if isinstance(pattern, URLResolver):
+                if pattern.namespace == "admin":
+                    continue
+                inner = ":".join(filter(None, [namespace, pattern.namespace])) or None
+                walk(pattern.url_patterns, inner)
+            elif isinstance(pattern, URLPattern) and pattern.name:
+                names.add(f"{namespace}:{pattern.name}" if namespace else pattern.name)
+
+    walk(get_resolver().url_patterns, None)
+    return names
+
+
+def test_every_url_has_a_permission_test() -> None:
+    missing = project_url_names() - set(EXPECTED)
+    assert not missing, f"add these URLs to EXPECTED with who may use them: {sorted(missing)}"
+
+
+@pytest.fixture
+def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped-def]
+    """Alice's rental, her saved SSH key and API key; every persona with an API key of all scopes."""
+    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name="job", public_keys=[SSH_KEY])
+    rental = rental_submit(user=alice, customer=alice.memberships.get().customer, order=order, customer_ref="acme")
+    Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="c-1")
+    ssh_key = SshPublicKey.objects.create(user=alice, name="laptop", public_key=SSH_KEY)
+    keys = {
+        user.username: api_key_create(user=user, name="k", scopes=["read", "rent", "manage"])
+        for user in (alice, bob, sam, olga)
+    }
+    return {
+        "rental": rental,
+        "ssh_key": ssh_key,
+        "api_key": keys["alice"][0],
+        "keys": keys,
+        "users": {ALICE: alice, BOB: bob, SAM: sam, OLGA: olga},
+    }
+
+
+def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
+    public_id = world["rental"].public_id
+    kwargs = {
+        "api_key_revoke": {"pk": world["api_key"].pk},
+        "ssh_key_delete": {"pk": world["ssh_key"].pk},
+        "ops_rental_action": {"public_id": public_id, "action": "cancel"},
+        "api-v1:rental_get": {"rental_id": public_id},
+        "api-v1:rental_terminate": {"rental_id": public_id},
+    }.get(name)
+    if kwargs is None and name in {
+        "rental_detail",
+        "rental_progress",
+        "rental_terminate",
+        "rental_cancel",
+        "rental_schedule_removal",
+        "ops_rental",
+    }:
+        kwargs = {"public_id": public_id}
+    if name == "api-v1:api-not-found":
+        return "/api/v1/no/such/thing"
+    return reverse(name, kwargs=kwargs)
+
+
+CASES = [(name, persona, method) for name, rules in EXPECTED.items() for (persona, method) in rules]
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize(("name", "persona", "method"), CASES, ids=[f"{n}-{p}-{m}" for n, p, m in CASES])
+def test_who_may_use_each_url(name: str, persona: str, method: str, world) -> None:  # type: ignore[no-untyped-def]
+    expected = EXPECTED[name][(persona, method)]
+    client = Client()
+    headers = {}
+    if persona != ANON:
+        client.force_login(world["users"][persona])
+        if name.startswith("api-v1:"):
+            headers["X-API-Key"] = world["keys"][persona][1]
+    url = url_for(name, world)
+    response = (
+        client.get(url, headers=headers)
+        if method == "GET"
+        else client.post(
+            url,
+            data="{}" if name.startswith("api-v1:") else {},
+            content_type="application/json" if name.startswith("api-v1:") else "application/x-www-form-urlencoded",
+            headers=headers,
+        )
+    )
+    if expected == LOGIN:
+        assert response.status_code == 302 and "/accounts/login/" in response["Location"]
+    elif isinstance(expected, tuple):
+        assert response.status_code in expected
+    else:
+        assert response.status_code == expected
+    if name != "readyz":  # 503 is readyz's way of saying "not ready", not an error
+        assert response.status_code < 500
