@@ -30,7 +30,10 @@ PRODUCTION_ENV = {
 
 
 def manage(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if k not in {"SECRET_KEY", "FIELD_ENCRYPTION_KEYS", "DEBUG"}}
+    # A production process starts from a clean slate: no test-only switches (the browser tests set
+    # DJANGO_ALLOW_ASYNC_UNSAFE for Playwright) and no development secrets.
+    unwanted = {"SECRET_KEY", "FIELD_ENCRYPTION_KEYS", "DEBUG", "DJANGO_ALLOW_ASYNC_UNSAFE"}
+    clean = {k: v for k, v in os.environ.items() if k not in unwanted}
     return subprocess.run(
         [sys.executable, "manage.py", *args],
         cwd=REPO_ROOT,
