@@ -128,7 +128,6 @@ DATABASES = {
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The web server and the worker write to one file: wait for a lock instead of failing, keep readers
     # off the writer's back (WAL), and take the write lock at BEGIN so two writers never deadlock.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
     DATABASES["default"]["OPTIONS"] = {
         "timeout": 30,
         "transaction_mode": "IMMEDIATE",
@@ -176,6 +175,13 @@ CACHES = {
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     )
 }
+
+# With a shared cache (Redis), sessions are read from it and written through to the database: the many
+# polls of open rental pages then cost no session query. A per-process memory cache would let one process
+# keep a session that another logged out, so without CACHE_URL sessions stay in the database only.
+SESSION_ENGINE = (
+    "django.contrib.sessions.backends.cached_db" if os.environ.get("CACHE_URL") else "django.contrib.sessions.backends.db"
+)
 
 # --- Upstream secrets at rest -------------------------------------------------------------------------
 # Comma-separated Fernet keys, newest first: MultiFernet encrypts with the first and decrypts with any,

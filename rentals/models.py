@@ -67,6 +67,9 @@ class Rental(models.Model):
             models.Index(fields=["status", "next_attempt_at"], name="rental_status_due"),
             models.Index(fields=["status", "-created_at"], name="rental_status_recent"),
             models.Index(fields=["customer", "-created_at"], name="rental_customer_recent"),
+            # Support search: the newest rentals of a customer ref or of a user come straight off these.
+            models.Index(fields=["customer_ref", "-created_at"], name="rental_ref_recent"),
+            models.Index(fields=["created_by", "-created_at"], name="rental_creator_recent"),
             models.Index(fields=["credential", "status"], name="rental_credential_status"),
         ]
 

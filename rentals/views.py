@@ -9,6 +9,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
+from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import ValidationError
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
@@ -19,17 +20,14 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.models import Customer, SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
 from dashboard import ratelimit
-from rentals import offers, selectors, services
+from dashboard.metrics import POLL_REQUESTS
+from rentals import offers, polling, selectors, services
 from rentals.forms import RentForm
 from rentals.launch import cluster_launch
 from rentals.offers import Fabric, OfferListing
-from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES
+from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
 from rentals.upstream import UpstreamError
-
-POLL_FAST_SECONDS = 2.0
-POLL_SLOW_SECONDS = 15.0
-POLL_MAX_SECONDS = 30.0
 
 
 def _credential_for(request: HttpRequest):  # type: ignore[no-untyped-def]
@@ -203,26 +201,12 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _poll_state(request: HttpRequest) -> tuple[int, float]:
-    """Return the version the page shows and its current poll interval (0, 0 when absent or garbled)."""
-    try:
-        return int(request.GET.get("v", "0")), max(0.0, float(request.GET.get("i", "0")))
-    except ValueError:
-        return 0, 0.0
-
-
-def _next_interval(rental, seen_version: int, interval: float) -> float:  # type: ignore[no-untyped-def]
-    """Poll fast while in flight, slowly otherwise, and back off by 1.5 times (up to 30 s) while nothing changes."""
-    base = POLL_FAST_SECONDS if rental.status in IN_FLIGHT_STATES else POLL_SLOW_SECONDS
-    if seen_version == rental.version and interval:
-        return min(max(interval * 1.5, base), POLL_MAX_SECONDS)
-    return base
-
-
 def _progress_context(request: HttpRequest, rental) -> dict[str, object]:  # type: ignore[no-untyped-def]
     """Build what the progress fragment shows, and how soon it polls again (backing off when unchanged)."""
-    seen_version, interval = _poll_state(request)
-    interval = _next_interval(rental, seen_version, interval)
+    seen_version, interval = polling.read_poll_state(request)
+    interval = polling.next_interval(
+        status=rental.status, version=rental.version, seen_version=seen_version, interval=interval
+    )
     members = [member for member in rental.members.all() if member.gone_at is None]
     running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
     return {
@@ -234,6 +218,13 @@ def _progress_context(request: HttpRequest, rental) -> dict[str, object]:  # typ
         "explanation": CUSTOMER_EXPLANATIONS.get(rental.status, ""),
         "poll": rental.status not in FINAL_STATES,
         "poll_interval": interval,
+        "poller": polling.poller_html(
+            public_id=rental.public_id,
+            version=rental.version,
+            status=rental.status,
+            interval=interval,
+            token=polling.poll_token(request=request, rental_id=rental.pk),
+        ),
         "steps": _steps(rental, running, has_members=bool(members)),
         "may_act": _may_act(request),
         "holds_cluster": HOLDS_CLUSTER_STATES,
@@ -272,22 +263,19 @@ def rental_detail(request: HttpRequest, public_id: str) -> HttpResponse:
     return render(request, "rentals/rental_detail.html", _progress_context(request, rental))
 
 
-@login_required
 def rental_progress(request: HttpRequest, public_id: str) -> HttpResponse:
-    """The polled fragment. Unchanged since the version the page has: only a new, slower poller.
+    """The polled fragment. Unchanged since the version the page shows: only a new, slower poller.
 
     Changed: the poller and the progress section (swapped out of band). It stops polling once final.
     """
+    unchanged = polling.unchanged_poller(request, public_id)
+    if unchanged is not None:
+        POLL_REQUESTS.labels(outcome="unchanged").inc()
+        return unchanged
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    seen_version, interval = _poll_state(request)
-    if seen_version == rental.version and interval:
-        # The not-modified shortcut: no attempts or members are read, a few bytes are sent.
-        context = {
-            "rental": rental,
-            "poll": rental.status not in FINAL_STATES,
-            "poll_interval": _next_interval(rental, seen_version, interval),
-        }
-        return render(request, "rentals/rental_detail.html#poller", context)
+    POLL_REQUESTS.labels(outcome="changed").inc()
     return render(request, "rentals/rental_detail.html#update", {**_progress_context(request, rental), "oob": True})
 
 

@@ -25,21 +25,43 @@ def delay(html: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def test_an_unchanged_rental_gets_only_a_slower_poller(rental, alice, client_for) -> None:
+def poller_url(html: str) -> str:
+    """The URL the page's poller will ask next, as htmx would follow it."""
+    return re.search(r'<div id="poller" hx-get="([^"]+)"', html).group(1).replace("&amp;", "&")
+
+
+def test_an_unchanged_rental_gets_only_a_slower_poller(rental, alice, client_for, django_assert_max_num_queries):
     client = client_for(alice)
-    url = f"/rentals/{rental.public_id}/progress/"
-    html = client.get(url, {"v": rental.version, "i": "2.0"}).content.decode()
-    assert 'id="poller"' in html and "Attempts" not in html, "nothing is re-rendered"
+    page = client.get(f"/rentals/{rental.public_id}/").content.decode()
+    assert delay(page) == 2.0
+    with django_assert_max_num_queries(2):  # the session and one primary-key read
+        html = client.get(poller_url(page)).content.decode()
+    assert html.startswith('<div id="poller"') and "Attempts" not in html, "nothing is re-rendered"
     assert delay(html) == 3.0
-    html = client.get(url, {"v": rental.version, "i": "20"}).content.decode()
+    for _ in range(10):
+        html = client.get(poller_url(html)).content.decode()
     assert delay(html) == 30.0, "the back-off is capped"
 
 
 def test_a_changed_rental_sends_the_new_progress_and_polls_fast_again(rental, alice, client_for) -> None:
     client = client_for(alice)
-    html = client.get(f"/rentals/{rental.public_id}/progress/", {"v": rental.version - 1, "i": "30"}).content.decode()
-    assert 'hx-swap-oob="true"' in html and "Attempts" in html
+    page = client.get(f"/rentals/{rental.public_id}/").content.decode()
+    Rental.objects.filter(pk=rental.pk).update(status="sending", version=rental.version + 1)
+    html = client.get(poller_url(page).replace("i=2.0", "i=30")).content.decode()
+    assert 'hx-swap-oob="true"' in html and "Attempts" in html and "Sending" in html
     assert delay(html) == 2.0
+
+
+def test_someone_elses_poll_token_gets_the_full_checked_path(rental, alice, bob, client_for) -> None:
+    page = client_for(alice).get(f"/rentals/{rental.public_id}/").content.decode()
+    url = poller_url(page)
+    client_for(bob)  # the same client, now logged in as bob
+    assert client_for(bob).get(url).status_code == 404, "alice's token does not let bob poll her rental"
+
+
+def test_a_forged_token_gets_the_full_checked_path(rental, bob, client_for) -> None:
+    url = f"/rentals/{rental.public_id}/progress/?v={rental.version}&i=2&t=forged"
+    assert client_for(bob).get(url).status_code == 404
 
 
 def test_a_final_rental_stops_polling(rental, alice, client_for) -> None:

@@ -1,0 +1,1 @@
+"""Benchmarks for the dashboard (`make bench`); see bench/README.md."""
