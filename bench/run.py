@@ -406,10 +406,44 @@ class Bulk:
         self.rows = []
 
 
+BENCH_TENANTS = 400  # other customers (with a user each) that hold one rental in TENANT_SHARE
+TENANT_SHARE = 4
+
+
+def bench_tenants(credential: Any) -> list[tuple[int, int, str]]:
+    """Create (once) the other customers of the bulk data, each with its own user: [(customer pk, user pk, ref)].
+
+    Support search needs realistic data: many customers whose names share a prefix ("Bench Tenant 01" matches
+    ten of them), refs shared by hundreds of rentals, users whose e-mail is stored in mixed case.
+    """
+    from django.contrib.auth.hashers import make_password
+    from django.contrib.auth.models import User
+
+    from accounts.models import Customer
+
+    names = [f"Bench Tenant {i:03d}" for i in range(BENCH_TENANTS)]
+    if not Customer.objects.filter(name=names[0]).exists():
+        Customer.objects.bulk_create(
+            Customer(name=name, customer_ref=f"tenant-{i:03d}", default_credential=credential)
+            for i, name in enumerate(names))
+        User.objects.bulk_create(
+            User(username=f"bench-tenant-{i:03d}", email=f"Ops+{i:03d}@Tenant{i:03d}.invalid",
+                 password=make_password(None))
+            for i in range(BENCH_TENANTS))
+    customers = dict(Customer.objects.filter(name__in=names).values_list("name", "pk"))
+    users = dict(User.objects.filter(username__startswith="bench-tenant-").values_list("username", "pk"))
+    return [(customers[name], users[f"bench-tenant-{i:03d}"], f"tenant-{i:03d}") for i, name in enumerate(names)]
+
+
 def bulk_rentals(
-    *, start: int, count: int, customer: Any, credential: Any, user: Any, samples: dict[str, list]
+    *, start: int, count: int, customer: Any, credential: Any, user: Any, samples: dict[str, list],
+    tenants: list[tuple[int, int, str]] | None = None,
 ) -> None:
-    """Insert `count` historical rentals (ids start+1..) with nodes, members and one attempt each."""
+    """Insert `count` historical rentals (ids start+1..) with nodes, members and one attempt each.
+
+    Every TENANT_SHARE-th rental belongs to one of `tenants` (created by its user, tagged with its ref); the
+    others to `customer` (created by `user`), tagged with one of 997 refs (so a ref is shared by ~N/1330 rentals).
+    """
     import random
 
     from django.db import connection, transaction
@@ -439,11 +473,16 @@ def bulk_rentals(
             pod_ids = [str(uuid.UUID(int=rng.getrandbits(128), version=4)) for _ in range(2)] if holds else []
             request_id = f"req_{rng.getrandbits(64):016x}"
             pod_name = f"job-{n}-{rng.getrandbits(16):04x}"
-            ref = f"team-{n % 997}"
+            owner = {}
+            if tenants and n % TENANT_SHARE == 0:
+                customer_pk, user_pk, ref = tenants[rng.randrange(len(tenants))]
+                owner = {"customer_id": customer_pk, "created_by_id": user_pk}
+            else:
+                ref = f"team-{n % 997}"
             public_id = uuid.UUID(int=rng.getrandbits(128), version=4)
             idempotency_key = uuid.UUID(int=rng.getrandbits(128), version=4)
             rentals.add({
-                **base, "id": n, "public_id": public_id,
+                **base, **owner, "id": n, "public_id": public_id,
                 "fabric_id": f"hot:infiniband:0x{n % 64:x}:0x7fff:NVIDIA H100 80GB HBM3:8",
                 "executor_ids": executor_ids, "pod_name": pod_name, "customer_ref": ref,
                 "idempotency_key": idempotency_key, "status": status,
@@ -910,6 +949,7 @@ def main(argv: list[str] | None = None) -> int:
         in_process["staff"].force_login(User.objects.get(username="bench-admin"))
         samples: dict[str, list[str]] = {k: [] for k in ("rental id", "idempotency key", "pod id", "cluster id",
                                                          "executor id", "request id", "pod name", "customer ref")}
+        tenants = bench_tenants(credential) if page_sizes or search_sizes else []
         have = Rental.objects.count()
         next_id = (Rental.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1000
         for size in sorted(set(page_sizes) | set(search_sizes)):
@@ -921,7 +961,7 @@ def main(argv: list[str] | None = None) -> int:
                 for offset in range(0, target_extra, step):
                     chunk = min(step, target_extra - offset)
                     bulk_rentals(start=next_id, count=chunk, customer=customer, credential=credential, user=alice,
-                                 samples=samples)
+                                 samples=samples, tenants=tenants)
                     next_id += chunk
                 have = Rental.objects.count()
                 say(f"    {have} rentals now ({time.monotonic() - t0:.1f} s)")
@@ -950,8 +990,10 @@ def main(argv: list[str] | None = None) -> int:
             if size in search_sizes:
                 say(f"\n[4] support search at {size} rentals (PostgreSQL)")
                 kinds = {k: v for k, v in samples.items() if v}
-                kinds["customer"] = ["Bench Res"]
-                kinds["user"] = ["bench-alice"]
+                # One customer holding most rentals, one of 400, a prefix of ten (and of all 400: at most 20 read).
+                kinds["customer"] = ["Bench Res", "Bench Tenant 123", "Bench Tenant 01", "Bench Tenant"]
+                # The creator of most rentals; a tenant's user by name and by e-mail in another case.
+                kinds["user"] = ["bench-alice", "bench-tenant-042", "ops+042@tenant042.invalid"]
                 kinds["overlay IP"] = ["10.42.0.1", "10.42.0.2"]
                 per_kind: dict[str, Any] = {}
                 for kind, values in kinds.items():

@@ -88,7 +88,7 @@ limit_request_fields = 100  # number of headers
 limit_request_field_size = 8190  # bytes in one header
 
 # The heartbeat file lives in memory: a slow container disk must not make workers look dead.
-worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None
+worker_tmp_dir = "/dev/shm" if os.path.isdir("/dev/shm") else None  # noqa: S108 - gunicorn's documented choice
 
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 

@@ -82,7 +82,7 @@ def attention_queue(*, now: datetime) -> list[AttentionItem]:
         Q(status__in=(S.UNKNOWN, S.DEGRADED))
         | Q(status=S.RETRYING, first_sent_at__lt=retrying_since)
         | Q(status=S.SENDING, lease_until__lt=now)
-        | Q(status=S.QUEUED, updated_at__lt=queued_before)
+        | Q(status=S.QUEUED, created_at__lt=queued_before)
         | Q(status=S.TERMINATING, updated_at__lt=terminating_before)
     )
     items: list[AttentionItem] = []
@@ -247,36 +247,49 @@ def _is_ip(text: str) -> bool:
 
 
 def _lookups(text: str) -> list[tuple[str, QuerySet[Any]]]:
-    """Return one (kind, rental-pk queryset) per identifier kind that could match `text`; each hits an index."""
-    rentals = Rental.objects.order_by()
+    """Return (kind, queryset of (rental pk, rental created_at)) per identifier kind that could match `text`.
+
+    Each one reads at most SEARCH_PER_KIND entries of an index: exact ids match a handful of rows; lookups that
+    can match many rentals (a customer's, a user's, a customer ref's) are ordered newest first by a
+    (key, -created_at) index, so the newest rentals come straight off the index, whatever the table's size.
+    Prefix lookups (pod name, customer ref) use the `varchar_pattern_ops` indexes Django adds for indexed
+    CharFields on PostgreSQL; they stop after SEARCH_PER_KIND rows (no sort over every match).
+    """
+    rentals = Rental.objects.order_by().values_list("pk", "created_at")
+    members = ClusterMember.objects.order_by().values_list("rental_id", "rental__created_at")
+    nodes = RentalNode.objects.order_by().values_list("rental_id", "rental__created_at")
+    attempts = RentAttempt.objects.order_by().values_list("rental_id", "rental__created_at")
+    newest = ("-created_at",)
     lookups: list[tuple[str, QuerySet[Any]]] = []
     as_uuid = _as_uuid(text)
     if as_uuid is not None:
-        lookups.append(("rental id", rentals.filter(public_id=as_uuid).values_list("pk", flat=True)))
-        lookups.append(("idempotency key", rentals.filter(idempotency_key=as_uuid).values_list("pk", flat=True)))
-    members = ClusterMember.objects.order_by()
+        lookups.append(("rental id", rentals.filter(public_id=as_uuid)))
+        lookups.append(("idempotency key", rentals.filter(idempotency_key=as_uuid)))
     if _is_ip(text):
-        lookups.append(("overlay IP", members.filter(overlay_ip=text).values_list("rental_id", flat=True)))
+        lookups.append(("overlay IP", members.filter(overlay_ip=text)))
     lookups += [
-        ("pod id", members.filter(pod_id=text).values_list("rental_id", flat=True)),
-        ("cluster id", rentals.filter(cluster_id=text).values_list("pk", flat=True)),
-        ("executor id", RentalNode.objects.filter(executor_id=text).values_list("rental_id", flat=True)),
-        ("executor id", members.filter(executor_id=text).values_list("rental_id", flat=True)),
-        ("request id", rentals.filter(error_request_id=text).values_list("pk", flat=True)),
-        ("request id", RentAttempt.objects.filter(request_id=text).values_list("rental_id", flat=True)),
+        ("pod id", members.filter(pod_id=text)),
+        ("cluster id", rentals.filter(cluster_id=text)),
+        ("executor id", nodes.filter(executor_id=text)),
+        ("executor id", members.filter(executor_id=text)),
+        ("request id", rentals.filter(error_request_id=text)),
+        ("request id", attempts.filter(request_id=text)),
+        # A ref is shared by many rentals: its newest come off the (customer_ref, -created_at) index.
+        ("customer ref", rentals.filter(customer_ref=text).order_by(*newest)),
     ]
-    # Prefix lookups use the `varchar_pattern_ops` indexes Django adds for indexed CharFields on PostgreSQL.
     if len(text) >= PREFIX_MIN_LENGTH:
-        lookups.append(("pod name", rentals.filter(pod_name__startswith=text).values_list("pk", flat=True)))
-        lookups.append(("customer ref", rentals.filter(customer_ref__startswith=text).values_list("pk", flat=True)))
+        lookups.append(("pod name", rentals.filter(pod_name__startswith=text)))
+        lookups.append(("customer ref", rentals.filter(customer_ref__startswith=text)))
     else:
-        lookups.append(("pod name", rentals.filter(pod_name=text).values_list("pk", flat=True)))
-        lookups.append(("customer ref", rentals.filter(customer_ref=text).values_list("pk", flat=True)))
-    # Customers and users are small tables; their rentals are found through indexed foreign keys.
-    customers = Customer.objects.filter(Q(name__istartswith=text) | Q(customer_ref=text)).values("pk")[:20]
-    lookups.append(("customer", rentals.filter(customer_id__in=customers).values_list("pk", flat=True)))
-    users = User.objects.filter(Q(username=text) | Q(email__iexact=text)).values("pk")[:20]
-    lookups.append(("user", rentals.filter(created_by_id__in=users).values_list("pk", flat=True)))
+        lookups.append(("pod name", rentals.filter(pod_name=text)))
+    # Customers and users are small tables, resolved first; each one's newest rentals come off its own
+    # (customer, -created_at) / (created_by, -created_at) index (an `IN (subquery)` cannot be read in order).
+    customer_filter = Q(name__istartswith=text) | Q(customer_ref=text)
+    for customer_pk in Customer.objects.filter(customer_filter).values_list("pk", flat=True)[:20]:
+        lookups.append(("customer", rentals.filter(customer_id=customer_pk).order_by(*newest)))
+    user_filter = Q(username=text) | Q(email__iexact=text) if "@" in text else Q(username=text)
+    for user_pk in User.objects.filter(user_filter).order_by("pk").values_list("pk", flat=True)[:20]:
+        lookups.append(("user", rentals.filter(created_by_id=user_pk).order_by(*newest)))
     return lookups
 
 
@@ -286,19 +299,25 @@ def rental_search(*, text: str) -> SearchResult:
     result = SearchResult(query=text)
     if not text or len(text) > 200:
         return result
-    for kind, pks in _lookups(text):
-        found = list(pks[:SEARCH_PER_KIND])
+    created: dict[int, datetime] = {}
+    per_kind: dict[str, dict[int, datetime]] = {}
+    for kind, rows in _lookups(text):
+        found = list(rows[:SEARCH_PER_KIND])
         result.truncated |= len(found) == SEARCH_PER_KIND
-        for pk in found:
+        per_kind.setdefault(kind, {}).update(found)
+    for kind, found in per_kind.items():
+        # A kind with several lookups (two customers, a ref's exact and prefix matches) keeps its newest.
+        for pk, at in sorted(found.items(), key=lambda item: (item[1], item[0]), reverse=True)[:SEARCH_PER_KIND]:
+            created[pk] = at
             kinds = result.matched.setdefault(pk, [])
             if kind not in kinds:
                 kinds.append(kind)
     if not result.matched:
         return result
+    # The newest SEARCH_RESULTS of the matches, chosen here: the last query fetches only those rows, by primary key.
+    newest = sorted(created, key=lambda pk: (created[pk], pk), reverse=True)[:SEARCH_RESULTS]
     result.rentals = list(
-        Rental.objects.select_related("customer", "created_by")
-        .filter(pk__in=list(result.matched))
-        .order_by("-created_at", "-id")[:SEARCH_RESULTS]
+        Rental.objects.select_related("customer", "created_by").filter(pk__in=newest).order_by("-created_at", "-id")
     )
     result.truncated |= len(result.matched) > SEARCH_RESULTS
     if len(result.rentals) == 1 and set(result.matched[result.rentals[0].pk]) & EXACT_KINDS:

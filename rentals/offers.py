@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -169,8 +169,23 @@ def offers_get(*, credential: UpstreamCredential, refresh: bool = False) -> Offe
 
 
 def offers_forget(*, credential: UpstreamCredential) -> None:
-    """Drop the cached listing (after a rent, the rented nodes are no longer free)."""
+    """Drop the cached listing, so the next page reads it afresh."""
     cache.delete(f"offers:{credential.pk}")
+
+
+def offers_take(*, credential: UpstreamCredential, node_ids: list[str]) -> None:
+    """Remove just-ordered nodes from the cached listing (instead of refetching the whole listing).
+
+    The next refresh brings the upstream's truth anyway; until then nobody is offered a node we just took.
+    """
+    cache_key = f"offers:{credential.pk}"
+    cached = cache.get(cache_key)
+    if cached is None:
+        return
+    taken = set(node_ids)
+    fabrics = [replace(fabric, nodes=[n for n in fabric.nodes if n.id not in taken]) for fabric in cached.fabrics]
+    remaining = max(1, settings.LIUM_OFFERS_CACHE_SECONDS - cached.age_seconds)
+    cache.set(cache_key, replace(cached, fabrics=fabrics), remaining)
 
 
 def _tag_key(tag: str) -> tuple[tuple[int, int | str], ...]:

@@ -53,3 +53,12 @@ def customer_hourly_spend(*, customer: Customer) -> Decimal:
         .aggregate(total=Sum("price_per_hour"))["total"]
     )
     return total or Decimal(0)
+
+
+def rental_for_submit_token(*, user: AbstractBaseUser | AnonymousUser, token: str) -> Rental | None:
+    """Return the rental this user already created with a rent form's one-time token, if any."""
+    try:
+        token_uuid = uuid.UUID(token)
+    except ValueError:
+        return None
+    return Rental.objects.filter(submit_token=token_uuid, created_by_id=user.pk).first()

@@ -94,19 +94,27 @@ def rentals_sweep() -> dict[str, int]:
     now = timezone.now()
     Heartbeat.objects.update_or_create(name=SWEEPER_HEARTBEAT, defaults={"at": now})
     stuck_queued = now - timedelta(seconds=settings.RENT_QUEUED_STUCK_SECONDS)
+    # A retry's own delayed message normally arrives on time; only one that is overdue by this much was lost.
+    overdue = now - timedelta(seconds=max(2 * settings.SWEEP_INTERVAL_SECONDS, 5))
     due_ids = list(
         Rental.objects.filter(
-            Q(status=S.RETRYING, next_attempt_at__lte=now)
+            Q(status=S.RETRYING, next_attempt_at__lte=overdue)
             | Q(status=S.QUEUED, updated_at__lte=stuck_queued)
             | Q(status=S.SENDING, lease_until__lt=now)
         ).values_list("pk", flat=True)[:500]
     )
     settled = 0
+    resent: list[int] = []
     for rental_id in due_ids:
         if engine.rental_settle_expired(rental_id=rental_id):
             settled += 1
             continue
         enqueue_rental_send(rental_id)
+        resent.append(rental_id)
+    # Mark what was just re-sent, so the next sweeps wait a full interval before sending a copy again
+    # (otherwise a slow queue fills with copies faster than it drains).
+    Rental.objects.filter(pk__in=resent, status=S.QUEUED).update(updated_at=now)
+    Rental.objects.filter(pk__in=resent, status=S.RETRYING).update(next_attempt_at=now)
     credential_ids = set(
         Rental.objects.filter(status__in=members.TRACKED_STATES).values_list("credential_id", flat=True).distinct()
     )

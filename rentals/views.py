@@ -109,6 +109,11 @@ def rent(request: HttpRequest) -> HttpResponse:
         "saved_keys": SshPublicKey.objects.filter(user_id=request.user.pk),
     }
     if request.method == "POST":
+        # A second click on Submit carries the same form token: show the rental the first click created
+        # (its nodes are no longer free, so validating the form again would only confuse).
+        already = selectors.rental_for_submit_token(user=request.user, token=request.POST.get("submit_token", ""))
+        if already is not None:
+            return redirect("rental_detail", public_id=already.public_id)
         form = RentForm(request.POST, **form_kwargs)
         wait = ratelimit.hit(scope="rent-submit", key=str(request.user.pk), limit=settings.RENT_SUBMIT_RATE_PER_MINUTE)
         if wait is not None:
@@ -127,7 +132,7 @@ def rent(request: HttpRequest) -> HttpResponse:
             except ValidationError as exc:
                 form.add_error(None, exc)
             else:
-                offers.offers_forget(credential=rental.credential)
+                offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
                 return redirect("rental_detail", public_id=rental.public_id)
     else:
         count = request.GET.get("cheapest", "")

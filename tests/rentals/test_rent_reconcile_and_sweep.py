@@ -121,7 +121,14 @@ def test_the_sweeper_re_enqueues_what_is_due_or_stuck_and_leaves_the_rest(
         pod_name="due",
         status=S.RETRYING,
         first_sent_at=now - timedelta(minutes=5),
-        next_attempt_at=now - timedelta(seconds=1),
+        next_attempt_at=now - timedelta(seconds=30),  # its own delayed message is long overdue: lost
+        attempt_count=1,
+    )
+    just_due_retry = make_rental(
+        pod_name="just-due",
+        status=S.RETRYING,
+        first_sent_at=now - timedelta(minutes=5),
+        next_attempt_at=now - timedelta(seconds=1),  # its delayed message is on its way
         attempt_count=1,
     )
     later_retry = make_rental(
@@ -147,9 +154,14 @@ def test_the_sweeper_re_enqueues_what_is_due_or_stuck_and_leaves_the_rest(
 
     sent = {args[0] for args, _ in enqueued.of("rental_send")}
     assert sent == {due_retry.pk, stuck_queued.pk, expired_lease.pk}
-    assert not sent & {later_retry.pk, fresh_queued.pk, live_lease.pk}
+    assert not sent & {just_due_retry.pk, later_retry.pk, fresh_queued.pk, live_lease.pk}
     assert result["enqueued"] == 3 and result["settled"] == 0
     assert Heartbeat.objects.get(name=tasks.SWEEPER_HEARTBEAT).at == now
+
+    enqueued.calls.clear()
+    tasks.rentals_sweep()
+    again = {args[0] for args, _ in enqueued.of("rental_send")}
+    assert again == {expired_lease.pk}, "what was just re-sent waits a full interval before another copy"
 
 
 @pytest.mark.parametrize(("possibly_sent", "settled_as"), [(True, S.UNKNOWN), (False, S.FAILED)])
