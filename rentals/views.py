@@ -198,12 +198,27 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     ref = request.GET.get("ref", "").strip()
     if ref:
         rentals = rentals.filter(customer_ref=ref)
+    # The list never shows the stored request bytes or long error texts: do not load them.
+    rentals = rentals.defer("request_body", "error_message", "error_hint")
     page = Paginator(rentals, 25).get_page(request.GET.get("page"))
-    return render(
-        request,
-        "rentals/rental_list.html",
-        {"page": page, "statuses": S.choices, "filters": {"status": status, "ref": ref}},
-    )
+    query = request.GET.copy()
+    query["fragment"] = "rows"
+    context = {
+        "page": page,
+        "statuses": S.choices,
+        "filters": {"status": status, "ref": ref},
+        # In-flight rows refresh themselves (one request for the visible page) until none is in flight.
+        "any_in_flight": any(rental.is_in_flight for rental in page),
+        "rows_query": query.urlencode(),
+    }
+    if request.GET.get("fragment") == "rows":
+        return render(request, "rentals/rental_list.html#rows", context)
+    context["spend"] = [
+        {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
+        for customer in selectors.customer_list_for_user(user=request.user)
+        if customer.hourly_spend_cap_usd is not None and not is_staff_reader(request.user)
+    ]
+    return render(request, "rentals/rental_list.html", context)
 
 
 def _progress_context(request: HttpRequest, rental) -> dict[str, object]:  # type: ignore[no-untyped-def]

@@ -85,3 +85,21 @@ def test_alice_can_cancel_a_queued_order(rental, alice, client_for) -> None:
     client.post(f"/rentals/{rental.public_id}/cancel/")
     rental.refresh_from_db()
     assert rental.status == "cancelled"
+
+
+def test_my_rentals_refreshes_in_flight_rows_until_none_is_left(rental, alice, client_for) -> None:
+    client = client_for(alice)
+    page = client.get("/rentals/").content.decode()
+    assert 'hx-trigger="every 5s"' in page and "fragment=rows" in page
+    rows = client.get("/rentals/", {"fragment": "rows"}).content.decode()
+    assert rows.lstrip().startswith('<tbody id="rows"') and "job" in rows
+    Rental.objects.filter(pk=rental.pk).update(status="refused")
+    rows = client.get("/rentals/", {"fragment": "rows"}).content.decode()
+    assert "hx-trigger" not in rows and "Refused" in rows, "nothing in flight: the list stops polling"
+
+
+def test_my_rentals_shows_the_spend_cap(rental, alice, acme, client_for) -> None:
+    acme.hourly_spend_cap_usd = 100
+    acme.save()
+    html = client_for(alice).get("/rentals/").content.decode()
+    assert "Acme Research: clusters now cost $0.00/hour of a $100.00/hour spend cap." in html
