@@ -19,7 +19,7 @@ def ssh_keys(request: HttpRequest) -> HttpResponse:
         form.save()
         messages.success(request, "Key saved. It is offered on the rent form from now on.")
         return redirect("ssh_keys")
-    keys = SshPublicKey.objects.filter(user_id=request.user.pk)
+    keys = SshPublicKey.objects.filter(user_id=request.user.pk or 0)
     return render(request, "accounts/ssh_keys.html", {"form": form, "keys": keys})
 
 

@@ -36,7 +36,7 @@ class ConfirmReconciliationForm(ActionForm):
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
         choices = [(cluster_id, f"Rented as cluster {cluster_id}") for cluster_id in cluster_ids]
         choices.append((NOT_RENTED, "Not rented (nothing exists upstream)"))
-        self.fields["outcome"].choices = choices
+        self.fields["outcome"].choices = choices  # type: ignore[attr-defined]
 
     @property
     def cluster_id(self) -> str | None:

@@ -106,7 +106,7 @@ def rent(request: HttpRequest) -> HttpResponse:
         "templates": templates,
         "customers": customers,
         "may_set_customer_ref": is_operator(request.user),
-        "saved_keys": SshPublicKey.objects.filter(user_id=request.user.pk),
+        "saved_keys": SshPublicKey.objects.filter(user_id=request.user.pk or 0),
     }
     if request.method == "POST":
         # A second click on Submit carries the same form token: show the rental the first click created

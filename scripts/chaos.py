@@ -112,7 +112,8 @@ def elapsed(start: float) -> str:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        prog="scripts/chaos.py", description=__doc__.split("\n\n")[0],
+        prog="scripts/chaos.py",
+        description=__doc__.split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
     p.add_argument("--rentals", type=int, default=300, help="how many rentals to submit")
@@ -124,12 +125,22 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--min-kills", type=int, default=3, help="kill sooner while rentals are in flight until this many")
     p.add_argument("--submit-rate", type=float, default=4.0, help="rentals submitted per second")
     p.add_argument("--fault-scale", type=float, default=1.0, help="multiplies every fault probability (0: none)")
-    p.add_argument("--broker", choices=["auto", "embedded", "redis"], default="auto",
-                   help="auto: Redis when CELERY_BROKER_URL is redis://, else the embedded file-system broker")
-    p.add_argument("--database-url", default=os.environ.get("DATABASE_URL", ""),
-                   help="default: a SQLite file in the run folder; PostgreSQL gets a scratch database")
-    p.add_argument("--database-as-is", action="store_true",
-                   help="use --database-url's database itself (migrate, then delete only this run's rows)")
+    p.add_argument(
+        "--broker",
+        choices=["auto", "embedded", "redis"],
+        default="auto",
+        help="auto: Redis when CELERY_BROKER_URL is redis://, else the embedded file-system broker",
+    )
+    p.add_argument(
+        "--database-url",
+        default=os.environ.get("DATABASE_URL", ""),
+        help="default: a SQLite file in the run folder; PostgreSQL gets a scratch database",
+    )
+    p.add_argument(
+        "--database-as-is",
+        action="store_true",
+        help="use --database-url's database itself (migrate, then delete only this run's rows)",
+    )
     p.add_argument("--run-dir", default="", help="run folder (default: a new temporary folder)")
     p.add_argument("--keep", action="store_true", help="keep the run folder (it is always kept on failure)")
     p.add_argument("--explain", type=int, default=5, help="print the history of this many bad rentals")
@@ -152,7 +163,12 @@ class Processes:
     def start(self, args: list[str], *, log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
         log = open(self.run_dir / log_name, "ab")  # noqa: SIM115 - kept open for the child's life
         process = subprocess.Popen(  # noqa: S603 - our own interpreter and redis-server, fixed arguments
-            args, cwd=REPO_ROOT, env=env, start_new_session=True, stdout=log, stderr=subprocess.STDOUT,
+            args,
+            cwd=REPO_ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
         )
         log.close()  # the child holds its own copy
@@ -243,8 +259,17 @@ class Workers:
 
     def start(self, slot: int) -> None:
         args = [
-            sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel=INFO",
-            f"--concurrency={self.concurrency}", "--without-gossip", "--without-mingle", "--without-heartbeat",
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dashboard",
+            "worker",
+            "--loglevel=INFO",
+            f"--concurrency={self.concurrency}",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
             f"--hostname=chaos{slot}-{self.started}@%h",
         ]
         if slot == 0:
@@ -322,7 +347,8 @@ class Offers:
         pool: dict[str, list[dict[str, Any]]] = {}
         for offer in offers:
             nodes = [
-                node for node in offer.get("nodes", [])
+                node
+                for node in offer.get("nodes", [])
                 if node["id"] not in self.used
                 and node.get("available_gpu_count", node.get("gpu_count")) == node.get("gpu_count")
             ]
@@ -397,13 +423,15 @@ def main(argv: list[str] | None = None) -> int:
         # Environment for this process and every child, set before Django reads its settings.
         for name, value in FAST_ENV.items():
             os.environ.setdefault(name, value)  # a knob set in the environment wins
-        os.environ.update({
-            "RUN_DIR": str(run_dir),
-            "DATABASE_URL": db_url,
-            "CELERY_BROKER_URL": broker_url,
-            "DJANGO_SETTINGS_MODULE": "dashboard.settings",
-            "PYTHONUNBUFFERED": "1",
-        })
+        os.environ.update(
+            {
+                "RUN_DIR": str(run_dir),
+                "DATABASE_URL": db_url,
+                "CELERY_BROKER_URL": broker_url,
+                "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
         child_env = {**os.environ, "LOG_LEVEL": "INFO"}
         # This process only submits and reads: keep its console for the progress lines (an enqueue that
         # fails while Redis restarts is expected and recovered by the sweeper).
@@ -431,15 +459,35 @@ def main(argv: list[str] | None = None) -> int:
         fabrics = 8
         nodes_per_fabric = max(32, min(128, nodes_needed // fabrics))
         sim = procs.start(
-            [sys.executable, "-m", "simulator", "--mode", "test", "--port", str(sim_port), "--start-seconds", "1",
-             "--replenish", "--seed", str(args.seed), "--fabrics", str(fabrics),
-             "--nodes-per-fabric", str(nodes_per_fabric), "--faults", json.dumps(faults)],
-            log_name="simulator.log", env=child_env,
+            [
+                sys.executable,
+                "-m",
+                "simulator",
+                "--mode",
+                "test",
+                "--port",
+                str(sim_port),
+                "--start-seconds",
+                "1",
+                "--replenish",
+                "--seed",
+                str(args.seed),
+                "--fabrics",
+                str(fabrics),
+                "--nodes-per-fabric",
+                str(nodes_per_fabric),
+                "--faults",
+                json.dumps(faults),
+            ],
+            log_name="simulator.log",
+            env=child_env,
         )
         wait_for_port(sim_port, process=sim)
         sim_url = f"http://127.0.0.1:{sim_port}"
-        say(f"simulator: {sim_url} ({fabrics} fabrics x {nodes_per_fabric} nodes, replenished), faults: "
-            + ", ".join(f"{r['fault']} {r['probability']:.0%}" for r in faults["rules"]))
+        say(
+            f"simulator: {sim_url} ({fabrics} fabrics x {nodes_per_fabric} nodes, replenished), faults: "
+            + ", ".join(f"{r['fault']} {r['probability']:.0%}" for r in faults["rules"])
+        )
 
         # Who rents ------------------------------------------------------------------------------------
         from django.contrib.auth.models import User
@@ -484,8 +532,9 @@ def main(argv: list[str] | None = None) -> int:
         planned: list[float] = []
         if kill_every > 0:
             spacing = max(1.0, 0.8 * submit_window / max(1, args.min_kills))
-            planned = [time.monotonic() + 1.0 + i * spacing + rng.uniform(0, spacing * 0.8)
-                       for i in range(args.min_kills)]
+            planned = [
+                time.monotonic() + 1.0 + i * spacing + rng.uniform(0, spacing * 0.8) for i in range(args.min_kills)
+            ]
         next_kill = planned.pop(0) if planned else float("inf")
         redis_restart_at = max(1, args.rentals // 2) if redis else None
         redis_down_seconds = 0.0
@@ -508,13 +557,21 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 fabric_id, nodes = picked
                 order = RentOrder(
-                    fabric_id=fabric_id, executor_ids=[node["id"] for node in nodes],
-                    pod_name=f"chaos-{index:04d}", public_keys=[SSH_KEY],
-                    gpu_type=str(nodes[0].get("gpu_type") or ""), gpus_per_node=int(nodes[0].get("gpu_count") or 0),
+                    fabric_id=fabric_id,
+                    executor_ids=[node["id"] for node in nodes],
+                    pod_name=f"chaos-{index:04d}",
+                    public_keys=[SSH_KEY],
+                    gpu_type=str(nodes[0].get("gpu_type") or ""),
+                    gpus_per_node=int(nodes[0].get("gpu_count") or 0),
                 )
                 try:
-                    rental = rental_submit(user=user, customer=customer, order=order,
-                                           customer_ref=customer.customer_ref, credential=credential)
+                    rental = rental_submit(
+                        user=user,
+                        customer=customer,
+                        order=order,
+                        customer_ref=customer.customer_ref,
+                        credential=credential,
+                    )
                 except Exception as exc:
                     submit_errors += 1
                     say(f"submit {index} failed: {type(exc).__name__}: {exc}")
@@ -528,10 +585,15 @@ def main(argv: list[str] | None = None) -> int:
                     redis_restart_at = None
 
             ids = [pk for pk in rental_ids if pk > 0]
-            counts = Counter(dict(
-                Rental.objects.filter(customer=customer).order_by().values_list("status")
-                .annotate(n=Count("id")).values_list("status", "n")
-            ))
+            counts = Counter(
+                dict(
+                    Rental.objects.filter(customer=customer)
+                    .order_by()
+                    .values_list("status")
+                    .annotate(n=Count("id"))
+                    .values_list("status", "n")
+                )
+            )
             settled = sum(counts[state] for state in SETTLED_STATES)
             all_submitted = len(rental_ids) >= args.rentals
             in_flight = len(ids) - settled
@@ -543,8 +605,10 @@ def main(argv: list[str] | None = None) -> int:
                 if rng.random() < 0.5:
                     time.sleep(rng.uniform(0.2, 2.0))  # sometimes leave the fleet one short for a while
                 workers.start(slot)
-                say(f"[{elapsed(started)}] SIGKILLed worker {slot}{' (beat)' if slot == 0 else ''}, "
-                    f"started a replacement (kill {workers.kills})")
+                say(
+                    f"[{elapsed(started)}] SIGKILLed worker {slot}{' (beat)' if slot == 0 else ''}, "
+                    f"started a replacement (kill {workers.kills})"
+                )
                 if planned:
                     next_kill = max(planned.pop(0), time.monotonic() + 1.0)
                 else:
@@ -564,8 +628,10 @@ def main(argv: list[str] | None = None) -> int:
             if now - last_progress >= 3:
                 last_progress = now
                 shown = ", ".join(f"{state} {n}" for state, n in sorted(counts.items()))
-                say(f"[{elapsed(started)}] submitted {len(rental_ids)}/{args.rentals}  settled {settled}  "
-                    f"in flight {in_flight}  kills {workers.kills}  | {shown}")
+                say(
+                    f"[{elapsed(started)}] submitted {len(rental_ids)}/{args.rentals}  settled {settled}  "
+                    f"in flight {in_flight}  kills {workers.kills}  | {shown}"
+                )
 
             if all_submitted and in_flight == 0 and (workers.kills >= args.min_kills or kill_every <= 0):
                 break
@@ -595,8 +661,9 @@ def main(argv: list[str] | None = None) -> int:
         for entry in requests_log:
             bodies_by_key[str(entry.get("idempotency_key"))].add(str(entry.get("body_sha256")))
         reused_attempts = set(
-            RentAttempt.objects.filter(rental__in=rentals, error_code="idempotency_key_reused")
-            .values_list("rental_id", flat=True)
+            RentAttempt.objects.filter(rental__in=rentals, error_code="idempotency_key_reused").values_list(
+                "rental_id", flat=True
+            )
         )
         attempts = RentAttempt.objects.filter(rental__in=rentals).count()
         classes = Counter(RentAttempt.objects.filter(rental__in=rentals).values_list("classification", flat=True))
@@ -620,17 +687,22 @@ def main(argv: list[str] | None = None) -> int:
                     problems["untruthful"].append((rental, f"{rental.status} but the ledger has no cluster"))
                 elif rental.cluster_id and rental.cluster_id not in clusters:
                     problems["untruthful"].append(
-                        (rental, f"{rental.status} as {rental.cluster_id} but the ledger says {sorted(clusters)}"))
+                        (rental, f"{rental.status} as {rental.cluster_id} but the ledger says {sorted(clusters)}")
+                    )
             elif rental.status in NOTHING_RENTED and clusters:
                 problems["untruthful"].append((rental, f"{rental.status} but the ledger has {sorted(clusters)}"))
             elif rental.status == "unknown" and clusters:
                 unknown_with_cluster += 1
             if rental.pk in reused_attempts or len(bodies_by_key.get(key, set())) > 1:
                 problems["key_reused"].append(
-                    (rental, f"{len(bodies_by_key.get(key, set()))} distinct bodies sent with one key"))
+                    (rental, f"{len(bodies_by_key.get(key, set()))} distinct bodies sent with one key")
+                )
         # A committed rent that no rental of ours accounts for is a cluster nobody will ever see.
-        foreign = [e for e in ledger if str(e.get("idempotency_key")) not in our_keys
-                   and str(e.get("pod_name")) not in our_names]
+        foreign = [
+            e
+            for e in ledger
+            if str(e.get("idempotency_key")) not in our_keys and str(e.get("pod_name")) not in our_names
+        ]
         for entry in foreign:
             problems["duplicates"].append((None, f"ledger entry no rental accounts for: {entry}"))
         lost = len(problems["lost"]) + submit_errors
@@ -651,28 +723,40 @@ def main(argv: list[str] | None = None) -> int:
 
         say("")
         say("=" * 72)
-        say(f"chaos run, seed {args.seed}: {args.rentals} rentals, {args.workers} workers x {args.concurrency}, "
-            f"broker {broker}, database {connection.vendor}")
+        say(
+            f"chaos run, seed {args.seed}: {args.rentals} rentals, {args.workers} workers x {args.concurrency}, "
+            f"broker {broker}, database {connection.vendor}"
+        )
         rows = [
             ("final states", ", ".join(f"{s} {n}" for s, n in sorted(final_counts.items()))),
             ("attempts", f"{attempts} ({', '.join(f'{c} {n}' for c, n in sorted(classes.items()))})"),
             ("rent calls seen upstream", str(sum(str(e.get("idempotency_key")) in our_keys for e in requests_log))),
             ("clusters in the ledger", f"{len(ledger)} (foreign: {len(foreign)})"),
-            ("unknown with a cluster",
-             f"{unknown_with_cluster} of {final_counts['unknown']} (reconciliation would find it)"),
-            ("worker kills", f"{workers.kills} SIGKILL ({workers.beat_kills} of the beat worker); "
-                             f"{crashed_restarts} exited by themselves"),
+            (
+                "unknown with a cluster",
+                f"{unknown_with_cluster} of {final_counts['unknown']} (reconciliation would find it)",
+            ),
+            (
+                "worker kills",
+                f"{workers.kills} SIGKILL ({workers.beat_kills} of the beat worker); "
+                f"{crashed_restarts} exited by themselves",
+            ),
             ("redis restarts", f"1 (down {redis_down_seconds:.1f}s)" if redis_down_seconds else "0"),
             ("submit errors", str(submit_errors)),
-            ("duplicates / lost / untruthful / key_reused",
-             f"{result['duplicates']} / {result['lost']} / {result['untruthful']} / {result['key_reused']}"),
+            (
+                "duplicates / lost / untruthful / key_reused",
+                f"{result['duplicates']} / {result['lost']} / {result['untruthful']} / {result['key_reused']}",
+            ),
             ("seconds", str(seconds)),
         ]
         width = max(len(name) for name, _ in rows)
         for name, value in rows:
             say(f"  {name:<{width}}  {value}")
-        bad = [(kind, subject, why) for kind in ("duplicates", "lost", "untruthful", "key_reused")
-               for subject, why in problems[kind]]
+        bad = [
+            (kind, subject, why)
+            for kind in ("duplicates", "lost", "untruthful", "key_reused")
+            for subject, why in problems[kind]
+        ]
         for kind, subject, why in bad[: args.explain]:
             say("")
             if subject is None:
@@ -681,16 +765,22 @@ def main(argv: list[str] | None = None) -> int:
             rental = subject
             say(f"  {kind}: rental {rental.pk} {rental.pod_name} key {rental.idempotency_key}: {why}")
             for attempt in RentAttempt.objects.filter(rental=rental).order_by("number"):
-                say(f"    attempt {attempt.number} {attempt.started_at:%H:%M:%S.%f} {attempt.duration_ms}ms "
+                say(
+                    f"    attempt {attempt.number} {attempt.started_at:%H:%M:%S.%f} {attempt.duration_ms}ms "
                     f"http {attempt.http_status} {attempt.classification} {attempt.error_code} "
-                    f"replayed={attempt.replayed} {attempt.request_id} {attempt.message[:80]}")
+                    f"replayed={attempt.replayed} {attempt.request_id} {attempt.message[:80]}"
+                )
             for event in RentalEvent.objects.filter(rental=rental).order_by("at", "id"):
-                say(f"    event {event.at:%H:%M:%S.%f} {event.from_status or '-'} -> {event.to_status or '-'}: "
-                    f"{event.message[:100]}")
+                say(
+                    f"    event {event.at:%H:%M:%S.%f} {event.from_status or '-'} -> {event.to_status or '-'}: "
+                    f"{event.message[:100]}"
+                )
             for entry in requests_log:
                 if entry.get("idempotency_key") == str(rental.idempotency_key):
-                    say(f"    upstream {entry.get('at')} {entry.get('request_id')} status {entry.get('status')} "
-                        f"replayed={entry.get('replayed')} dropped={entry.get('dropped')}")
+                    say(
+                        f"    upstream {entry.get('at')} {entry.get('request_id')} status {entry.get('status')} "
+                        f"replayed={entry.get('replayed')} dropped={entry.get('dropped')}"
+                    )
         worker_errors = 0
         for log_path in sorted(run_dir.glob("worker-*.log")):
             worker_errors += log_path.read_text(errors="replace").count("raised unexpected")

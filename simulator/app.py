@@ -73,8 +73,9 @@ def create_app(state: State) -> Callable[[dict[str, Any], Callable[..., Any]], I
         except ApiError as err:
             response = json_response(envelope(err, rid), err.status, err.headers)
         except MethodNotAllowed as exc:
-            err = ApiError(405, "method_not_allowed", f"Method {request.method} not allowed on {path}")
-            response = json_response(envelope(err, rid), 405, {"Allow": ", ".join(exc.valid_methods or [])})
+            not_allowed = ApiError(405, "method_not_allowed", f"Method {request.method} not allowed on {path}")
+            allow = {"Allow": ", ".join(exc.valid_methods or [])}
+            response = json_response(envelope(not_allowed, rid), 405, allow)
         except NotFound:
             response = json_response(envelope(ApiError(404, "not_found", f"Not found: {path}"), rid), 404)
         except HTTPException as exc:

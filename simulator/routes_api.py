@@ -71,6 +71,7 @@ def add_ssh_key(state: State, request: Request) -> Response:
             f"public_key: {problem}",
             extra={"validation_errors": [{"field": "public_key", "message": problem}]},
         )
+    assert isinstance(public_key, str)  # ssh_key_problem refused anything else
     with state.lock:
         rows = state.ssh_keys[cred["account_id"]]
         existing = next((r for r in rows if r["public_key"].split()[:2] == public_key.split()[:2]), None)
