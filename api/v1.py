@@ -298,7 +298,7 @@ def _field_error(field: str, code: str, message: str, status: int = 422) -> ApiE
 
 
 def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Customer:
-    customers = selectors.customer_list_for_user(user=request.user).select_related("default_credential")
+    customers = selectors.customer_list_for_renting(user=request.user).select_related("default_credential")
     if wanted is None:
         mine = list(customers[:2])
         if len(mine) != 1:

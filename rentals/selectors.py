@@ -13,7 +13,7 @@ from django.db.models import QuerySet, Sum
 from django.http import Http404
 
 from accounts.models import Customer
-from accounts.roles import is_staff_reader
+from accounts.roles import is_operator, is_staff_reader
 from rentals.models import Rental
 from rentals.states import FINAL_STATES
 
@@ -21,6 +21,15 @@ from rentals.states import FINAL_STATES
 def customer_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Customer]:
     """Return the customers the user may rent for (staff: every active customer)."""
     if is_staff_reader(user):
+        return Customer.objects.filter(active=True)
+    if not user.is_authenticated:
+        return Customer.objects.none()
+    return Customer.objects.filter(active=True, memberships__user_id=user.pk or 0)
+
+
+def customer_list_for_renting(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Customer]:
+    """Return the customers the user may rent for: operators any, members their own, support none."""
+    if is_operator(user):
         return Customer.objects.filter(active=True)
     if not user.is_authenticated:
         return Customer.objects.none()

@@ -378,6 +378,10 @@ def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: st
             rental_id=rental.pk,
             from_status=S.UNKNOWN,
             to_status=S.RENTED,
+            # The outcome is known now; the old error stays on the timeline, not on the rental.
+            error_code="",
+            error_message="",
+            error_hint="",
             actor=actor,
             kind=RentalEvent.Kind.STAFF_ACTION,
             message=f"Confirmed rented as cluster {cluster_id}. {reason}",

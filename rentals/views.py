@@ -77,6 +77,7 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
             "error": error,
             "gpu_types": gpu_types,
             "filters": {"gpu": gpu, "type": kind, "min_free": min_free, "sort": sort},
+            "may_rent": selectors.customer_list_for_renting(user=request.user).exists(),
         },
     )
 
@@ -85,6 +86,14 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def rent(request: HttpRequest) -> HttpResponse:
     """Pick nodes of one fabric and submit the order; on success go to the rental's page."""
+    customers = selectors.customer_list_for_renting(user=request.user)
+    if not customers.exists():
+        if request.method == "POST":
+            return HttpResponse(
+                "Support can look but not rent: renting needs a customer or the operator role.", status=403
+            )
+        messages.error(request, "You can browse fabrics, but renting needs a customer membership or the operator role.")
+        return redirect("fabric_list")
     fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
     listing, _error = _listing_or_error(request)
     fabric = listing.fabric(fabric_id) if listing else None
@@ -99,7 +108,6 @@ def rent(request: HttpRequest) -> HttpResponse:
     except UpstreamError as exc:
         messages.error(request, f"The Lium API could not list templates right now ({exc}).")
         return redirect("fabric_list")
-    customers = selectors.customer_list_for_user(user=request.user)
     form_kwargs: dict[str, Any] = {
         "fabric": fabric,
         "listing": listing,

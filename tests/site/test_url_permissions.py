@@ -40,7 +40,7 @@ EXPECTED: dict[str, dict[tuple[str, str], object]] = {
     "ssh_keys": MEMBER_PAGE,
     "ssh_key_delete": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404},
     "fabric_list": MEMBER_PAGE,
-    "rent": {(ANON, "GET"): LOGIN},
+    "rent": {(ANON, "GET"): LOGIN, (SAM, "GET"): 302, (SAM, "POST"): 403},
     "rent_summary": {(ANON, "GET"): LOGIN},
     "rental_list": MEMBER_PAGE,
     "rental_detail": RENTAL_READ,
