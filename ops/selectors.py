@@ -16,6 +16,7 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.db import connection
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
@@ -169,7 +170,7 @@ def broker_queue_depth() -> int | None:
     from dashboard.celery import app
 
     with app.connection_for_read() as connection:
-        client = connection.default_channel.client
+        client = connection.default_channel.client  # type: ignore[attr-defined]
         return int(client.llen("celery"))
 
 
@@ -285,12 +286,20 @@ def _lookups(text: str) -> list[tuple[str, QuerySet[Any]]]:
     # Customers and users are small tables, resolved first; each one's newest rentals come off its own
     # (customer, -created_at) / (created_by, -created_at) index (an `IN (subquery)` cannot be read in order).
     customer_filter = Q(name__istartswith=text) | Q(customer_ref=text)
-    for customer_pk in Customer.objects.filter(customer_filter).values_list("pk", flat=True)[:20]:
-        lookups.append(("customer", rentals.filter(customer_id=customer_pk).order_by(*newest)))
+    customer_pks = Customer.objects.filter(customer_filter).values_list("pk", flat=True)[:20]
+    lookups += _newest_of("customer", [rentals.filter(customer_id=pk).order_by(*newest) for pk in customer_pks])
     user_filter = Q(username=text) | Q(email__iexact=text) if "@" in text else Q(username=text)
-    for user_pk in User.objects.filter(user_filter).order_by("pk").values_list("pk", flat=True)[:20]:
-        lookups.append(("user", rentals.filter(created_by_id=user_pk).order_by(*newest)))
+    user_pks = User.objects.filter(user_filter).order_by("pk").values_list("pk", flat=True)[:20]
+    lookups += _newest_of("user", [rentals.filter(created_by_id=pk).order_by(*newest) for pk in user_pks])
     return lookups
+
+
+def _newest_of(kind: str, queries: list[QuerySet[Any]]) -> list[tuple[str, QuerySet[Any]]]:
+    """One lookup per query, or on PostgreSQL one query: a UNION ALL of each one's newest, newest first."""
+    if len(queries) > 1 and connection.features.supports_slicing_ordering_in_compound:
+        sliced = [query[:SEARCH_PER_KIND] for query in queries]
+        return [(kind, sliced[0].union(*sliced[1:], all=True).order_by("-created_at"))]
+    return [(kind, query) for query in queries]
 
 
 def rental_search(*, text: str) -> SearchResult:
@@ -305,9 +314,9 @@ def rental_search(*, text: str) -> SearchResult:
         found = list(rows[:SEARCH_PER_KIND])
         result.truncated |= len(found) == SEARCH_PER_KIND
         per_kind.setdefault(kind, {}).update(found)
-    for kind, found in per_kind.items():
+    for kind, by_pk in per_kind.items():
         # A kind with several lookups (two customers, a ref's exact and prefix matches) keeps its newest.
-        for pk, at in sorted(found.items(), key=lambda item: (item[1], item[0]), reverse=True)[:SEARCH_PER_KIND]:
+        for pk, at in sorted(by_pk.items(), key=lambda item: (item[1], item[0]), reverse=True)[:SEARCH_PER_KIND]:
             created[pk] = at
             kinds = result.matched.setdefault(pk, [])
             if kind not in kinds:
