@@ -240,7 +240,11 @@ else:
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 CELERY_TASK_ACKS_LATE = True
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+# Prefetch 1: a worker holds at most one unacknowledged message per process, so a crash strands nothing
+# else. The embedded file-system broker is the exception: it never redelivers anyway (the sweeper does),
+# and Celery's loop for such transports performs late acknowledgements only between 2 s waits, so with
+# prefetch 1 a worker would finish one task per process every 2 s.
+CELERY_WORKER_PREFETCH_MULTIPLIER = 16 if CELERY_BROKER_URL.startswith("filesystem://") else 1
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_RESULT_BACKEND = None
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
