@@ -185,6 +185,10 @@ SESSION_ENGINE = (
     else "django.contrib.sessions.backends.db"
 )
 
+# With a shared cache, unchanged polls read the rental's version from it instead of the database (every
+# version bump drops the entry). A per-process cache cannot see another process's writes: off without one.
+POLL_STATE_CACHE = bool(os.environ.get("CACHE_URL"))
+
 # --- Upstream secrets at rest -------------------------------------------------------------------------
 # Comma-separated Fernet keys, newest first: MultiFernet encrypts with the first and decrypts with any,
 # so a key is rotated by prepending a new one and running `manage.py rotate_credentials`.

@@ -17,6 +17,7 @@ from django.utils import timezone
 from rentals import services as rental_services
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.models import Rental, RentalEvent
+from rentals.polling import forget_poll_state
 from rentals.services import ReconcileFinding
 from rentals.states import RentalStatus as S
 from rentals.states import can_transition
@@ -94,6 +95,7 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
             moved = Rental.objects.filter(pk=rental.pk, status=S.RETRYING).update(
                 next_attempt_at=now, version=F("version") + 1, updated_at=now
             )
+            forget_poll_state(rental.pk)
             if moved:
                 RentalEvent.objects.create(
                     rental_id=rental.pk,

@@ -25,6 +25,7 @@ from django.utils import timezone
 from dashboard.logcontext import bind
 from rentals import upstream
 from rentals.models import Rental, RentalEvent, RentAttempt
+from rentals.polling import forget_poll_state
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_transition
 from rentals.upstream import Classification, RentResult
@@ -106,6 +107,7 @@ def rental_claim(*, rental_id: int) -> Claim | None:
         )
         if not changed:
             return None
+        forget_poll_state(rental_id)
         number = rental.attempt_count + 1
         if lease_expired:
             _record_lost_attempt(rental, now)

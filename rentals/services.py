@@ -25,6 +25,7 @@ from accounts.models import Customer, UpstreamCredential, customer_ref_validator
 from dashboard.logcontext import bind
 from rentals import upstream
 from rentals.models import Rental, RentalEvent, RentalNode
+from rentals.polling import forget_poll_state
 from rentals.selectors import customer_hourly_spend
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
@@ -299,6 +300,7 @@ def rental_schedule_removal(*, rental: Rental, actor: User | None, hours: int) -
     at = (timezone.now() + timedelta(hours=hours)).replace(microsecond=0)
     with transaction.atomic():
         Rental.objects.filter(pk=rental.pk).update(removal_scheduled_at=at, version=F("version") + 1)
+        forget_poll_state(rental.pk)
         RentalEvent.objects.create(
             rental=rental,
             kind=RentalEvent.Kind.STATE,

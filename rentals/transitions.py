@@ -15,6 +15,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from rentals.models import Rental, RentalEvent
+from rentals.polling import forget_poll_state
 from rentals.states import can_transition
 
 
@@ -44,6 +45,7 @@ def rental_transition(
     with transaction.atomic():
         changed = rows.update(status=to_status, version=F("version") + 1, updated_at=timezone.now(), **fields)
         if changed:
+            forget_poll_state(rental_id)
             RentalEvent.objects.create(
                 rental_id=rental_id,
                 kind=kind,
@@ -59,3 +61,4 @@ def rental_transition(
 def rental_touch(*, rental_id: int, **fields: Any) -> None:
     """Update fields that change what the page shows, without a state change (bumps the version)."""
     Rental.objects.filter(pk=rental_id).update(version=F("version") + 1, updated_at=timezone.now(), **fields)
+    forget_poll_state(rental_id)
