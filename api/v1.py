@@ -319,36 +319,11 @@ def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Custome
 
 
 def _check_nodes(chosen: list[str], fabric: Fabric, listing: OfferListing) -> None:
-    # The same checks as rentals.forms.RentForm.clean_executor_ids, duplicated here (a form method over
-    # form state; extracting it would touch rentals/ while it is being edited).
-    if len(chosen) != len(set(chosen)):
-        raise _field_error("executor_ids", "duplicate_nodes", "The same node is listed twice; list each node once.")
-    free_here = {node.id for node in fabric.nodes}
-    elsewhere = {n.id: f.fabric_id for f in listing.fabrics for n in f.nodes if f.fabric_id != fabric.fabric_id}
-    foreign = [node_id for node_id in chosen if node_id in elsewhere]
-    if foreign:
-        raise _field_error(
-            "executor_ids",
-            "mixed_fabrics",
-            f"All nodes of a cluster must be on one fabric; {len(foreign)} node(s) are on another fabric "
-            f"({elsewhere[foreign[0]]}).",
-        )
-    gone = [node_id for node_id in chosen if node_id not in free_here]
-    if gone:
-        raise _field_error(
-            "executor_ids",
-            "node_not_free",
-            f"{len(gone)} node(s) are not free on this fabric (e.g. {gone[0][:100]}); list the fabric's nodes again.",
-        )
-    split = [node for node in fabric.nodes if node.id in chosen and not node.whole]
-    if split:
-        raise _field_error(
-            "executor_ids",
-            "whole_nodes_only",
-            f"{len(split)} node(s) are partly rented; a cluster takes whole nodes only. Pick other nodes.",
-        )
-    if len(chosen) < 2:
-        raise _field_error("executor_ids", "too_few_nodes", "A cluster needs at least 2 nodes.")
+    """Apply the rent form's node checks (one shared function) and answer in the API's envelope."""
+    try:
+        offers.check_node_selection(chosen=chosen, fabric=fabric, listing=listing)
+    except DjangoValidationError as exc:
+        raise _field_error("executor_ids", exc.code or "invalid_nodes", exc.messages[0]) from exc
 
 
 def _build_order(request: HttpRequest, data: RentalCreateIn) -> tuple[Customer, services.RentOrder, str | None]:

@@ -10,7 +10,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from accounts.models import Customer, SshPublicKey, customer_ref_validator
-from rentals.offers import Fabric, OfferListing, Template
+from rentals.offers import Fabric, OfferListing, Template, check_node_selection
 from rentals.services import RentOrder
 from rentals.validators import POD_NAME_HELP, parse_ssh_public_keys, validate_pod_name
 
@@ -104,38 +104,8 @@ class RentForm(forms.Form):
             del self.fields["saved_keys"]
 
     def clean_executor_ids(self) -> list[str]:
-        """Accept only this fabric's free nodes, each once, at least two; say exactly what is wrong."""
         chosen: list[str] = list(self.cleaned_data["executor_ids"])
-        if len(chosen) != len(set(chosen)):
-            raise ValidationError("The same node is selected twice; select each node once.", code="duplicate_nodes")
-        free_here = {node.id for node in self.fabric.nodes}
-        elsewhere = {
-            node.id: fabric.fabric_id
-            for fabric in self.listing.fabrics
-            for node in fabric.nodes
-            if fabric.fabric_id != self.fabric.fabric_id
-        }
-        foreign = [node_id for node_id in chosen if node_id in elsewhere]
-        if foreign:
-            raise ValidationError(
-                "All nodes of a cluster must be on one fabric; "
-                f"{len(foreign)} selected node(s) are on another fabric ({elsewhere[foreign[0]]}).",
-                code="mixed_fabrics",
-            )
-        gone = [node_id for node_id in chosen if node_id not in free_here]
-        if gone:
-            raise ValidationError(
-                f"{len(gone)} selected node(s) are no longer free on this fabric; refresh the list and pick again.",
-                code="node_not_free",
-            )
-        split = [node for node in self.fabric.nodes if node.id in chosen and not node.whole]
-        if split:
-            raise ValidationError(
-                f"{len(split)} selected node(s) are partly rented; a cluster takes whole nodes only. Pick other nodes.",
-                code="whole_nodes_only",
-            )
-        if len(chosen) < 2:
-            raise ValidationError("A cluster needs at least 2 nodes; select 2 or more.", code="too_few_nodes")
+        check_node_selection(chosen=chosen, fabric=self.fabric, listing=self.listing)
         return chosen
 
     def clean_ssh_public_keys(self) -> list[str]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from django.conf import settings
 from django.core.cache import cache
+from django.core.exceptions import ValidationError
 
 from accounts.models import UpstreamCredential
 from rentals import upstream
@@ -225,3 +226,40 @@ def cluster_templates(*, credential: UpstreamCredential) -> list[Template]:
     templates.sort(key=lambda template: _tag_key(template.tag), reverse=True)
     cache.set(cache_key, templates, 300)
     return templates
+
+
+def check_node_selection(*, chosen: list[str], fabric: Fabric, listing: OfferListing) -> None:
+    """Accept only this fabric's free whole nodes, each once, at least two; raise ValidationError saying why.
+
+    The rent form and the JSON API both call this, so a customer hears the same reason either way.
+    """
+    if len(chosen) != len(set(chosen)):
+        raise ValidationError("The same node is selected twice; select each node once.", code="duplicate_nodes")
+    free_here = {node.id for node in fabric.nodes}
+    elsewhere = {
+        node.id: other.fabric_id
+        for other in listing.fabrics
+        for node in other.nodes
+        if other.fabric_id != fabric.fabric_id
+    }
+    foreign = [node_id for node_id in chosen if node_id in elsewhere]
+    if foreign:
+        raise ValidationError(
+            "All nodes of a cluster must be on one fabric; "
+            f"{len(foreign)} selected node(s) are on another fabric ({elsewhere[foreign[0]]}).",
+            code="mixed_fabrics",
+        )
+    gone = [node_id for node_id in chosen if node_id not in free_here]
+    if gone:
+        raise ValidationError(
+            f"{len(gone)} selected node(s) are no longer free on this fabric; refresh the list and pick again.",
+            code="node_not_free",
+        )
+    split = [node for node in fabric.nodes if node.id in chosen and not node.whole]
+    if split:
+        raise ValidationError(
+            f"{len(split)} selected node(s) are partly rented; a cluster takes whole nodes only. Pick other nodes.",
+            code="whole_nodes_only",
+        )
+    if len(chosen) < 2:
+        raise ValidationError("A cluster needs at least 2 nodes; select 2 or more.", code="too_few_nodes")
