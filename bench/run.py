@@ -37,7 +37,7 @@ import uuid
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import quote, urlsplit, urlunsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -969,8 +969,12 @@ def main(argv: list[str] | None = None) -> int:
                 say(f"    {have} rentals now ({time.monotonic() - t0:.1f} s)")
             if size in page_sizes:
                 say(f"\n[3] page cost at {size} rentals ({args.fabrics} x {args.nodes_per_fabric} fabrics)")
+                # Page 100 of my rentals: the keyset cursor after the 2,475th newest row, as the "Older"
+                # links would reach it.
+                deep = Rental.objects.filter(customer=customer).order_by("-created_at", "-id")[2474]
+                cursor = quote(f"{deep.created_at.isoformat()}_{deep.pk}")
                 pages = {"fabric_list": ("user", "/fabrics/"), "rental_list": ("user", "/rentals/"),
-                         "rental_list_page_100": ("user", "/rentals/?page=100")}
+                         "rental_list_page_100": ("user", f"/rentals/?before={cursor}")}
                 if ops_present is True:
                     pages["ops_overview"] = ("staff", "/ops/")
                 figures: dict[str, Any] = {}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
@@ -11,7 +12,7 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import ValidationError
-from django.core.paginator import Paginator
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,6 +25,7 @@ from dashboard.metrics import POLL_REQUESTS
 from rentals import offers, polling, selectors, services
 from rentals.forms import RentForm
 from rentals.launch import cluster_launch
+from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing
 from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
@@ -207,12 +209,21 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     if ref:
         rentals = rentals.filter(customer_ref=ref)
     # The list never shows the stored request bytes or long error texts: do not load them.
-    rentals = rentals.defer("request_body", "error_message", "error_hint")
-    page = Paginator(rentals, 25).get_page(request.GET.get("page"))
+    rentals = rentals.defer("request_body", "error_message", "error_hint").order_by("-created_at", "-id")
+    # Keyset pagination: "older than this row" reads the (customer, created) index, however deep the page.
+    before = _parse_cursor(request.GET.get("before", ""))
+    if before is not None:
+        at, pk = before
+        rentals = rentals.filter(Q(created_at__lt=at) | Q(created_at=at, id__lt=pk))
+    rows = list(rentals[: RENTALS_PER_PAGE + 1])
+    page = rows[:RENTALS_PER_PAGE]
+    older = _cursor(page[-1]) if len(rows) > RENTALS_PER_PAGE else ""
     query = request.GET.copy()
     query["fragment"] = "rows"
     context = {
         "page": page,
+        "older": older,
+        "is_first_page": before is None,
         "statuses": S.choices,
         "filters": {"status": status, "ref": ref},
         # In-flight rows refresh themselves (one request for the visible page) until none is in flight.
@@ -227,6 +238,22 @@ def rental_list(request: HttpRequest) -> HttpResponse:
         if customer.hourly_spend_cap_usd is not None and not is_staff_reader(request.user)
     ]
     return render(request, "rentals/rental_list.html", context)
+
+
+RENTALS_PER_PAGE = 25
+
+
+def _cursor(rental: Rental) -> str:
+    return f"{rental.created_at.isoformat()}_{rental.pk}"
+
+
+def _parse_cursor(value: str) -> tuple[datetime, int] | None:
+    """Read an "older than" cursor; a garbled one means the first page."""
+    at, _, pk = value.rpartition("_")
+    try:
+        return datetime.fromisoformat(at), int(pk)
+    except ValueError:
+        return None
 
 
 def _progress_context(request: HttpRequest, rental) -> dict[str, object]:  # type: ignore[no-untyped-def]

@@ -103,3 +103,18 @@ def test_my_rentals_shows_the_spend_cap(rental, alice, acme, client_for) -> None
     acme.save()
     html = client_for(alice).get("/rentals/").content.decode()
     assert "Acme Research: clusters now cost $0.00/hour of a $100.00/hour spend cap." in html
+
+
+def test_my_rentals_pages_with_older_links_without_gaps_or_repeats(alice, acme, client_for, monkeypatch) -> None:
+    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    for number in range(30):
+        order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name=f"job-{number:02d}", public_keys=[SSH_KEY])
+        rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")
+    client = client_for(alice)
+    first = client.get("/rentals/").content.decode()
+    older = re.search(r'href="\?before=([^&"]+)', first).group(1)
+    second = client.get(f"/rentals/?before={older}").content.decode()
+    names = re.findall(r">(job-\d\d)</a>", first) + re.findall(r">(job-\d\d)</a>", second)
+    assert names == [f"job-{n:02d}" for n in range(29, -1, -1)], "newest first, 25 then 5, each once"
+    assert 'href="?before=' not in second and "Newest" in second, "no Older link on the last page"
+    assert client.get("/rentals/?before=garbled").status_code == 200, "a bad cursor shows the first page"
