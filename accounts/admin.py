@@ -24,6 +24,14 @@ class UpstreamCredentialForm(forms.ModelForm):
     def clean(self) -> dict:
         data = super().clean() or {}
         secret = data.get("secret")
+        changes_account = bool(secret) or "base_url" in self.changed_data
+        if self.instance.pk and changes_account and self._has_rentals_in_flight():
+            # Idempotency keys live per upstream account: a retry or replay under another key or base URL
+            # would be a new order, so the account behind open rentals must not change under them.
+            raise forms.ValidationError(
+                "Rentals that are not settled yet use this credential; changing its secret or base URL could "
+                "rent them twice. Create a new credential (and point the customers at it) instead."
+            )
         if not self.instance.pk and not secret:
             self.add_error("secret", "A new credential needs its secret.")
         elif secret:
@@ -32,6 +40,12 @@ class UpstreamCredentialForm(forms.ModelForm):
             except forms.ValidationError as exc:
                 self.add_error("secret", exc)
         return data
+
+    def _has_rentals_in_flight(self) -> bool:
+        from rentals.models import Rental
+        from rentals.states import FINAL_STATES
+
+        return Rental.objects.filter(credential_id=self.instance.pk).exclude(status__in=FINAL_STATES).exists()
 
 
 @admin.register(UpstreamCredential)

@@ -86,11 +86,21 @@ def idempotency_begin(*, user: User, key: str, body_sha256: str) -> IdempotencyR
     raise ApiError(409, "idempotency_in_progress", "A request with this Idempotency-Key is being processed.")
 
 
+class LostIdempotencyLock(Exception):
+    """Another request took this key over (ours ran past the lock); our work must roll back."""
+
+
 def idempotency_finish(*, record: IdempotencyRecord, status: int, body: str) -> None:
-    """Store the answer to replay (call inside the transaction that created what it describes)."""
-    IdempotencyRecord.objects.filter(pk=record.pk).update(
-        status=IdempotencyRecord.Status.DONE, response_status=status, response_body=body
-    )
+    """Store the answer to replay (call inside the transaction that created what it describes).
+
+    Only the holder of the lock may finish: if a repeat took the key over after LOCK_SECONDS, raise so the
+    caller's transaction (and the rental it created) rolls back instead of a second rental standing.
+    """
+    finished = IdempotencyRecord.objects.filter(
+        pk=record.pk, status=IdempotencyRecord.Status.IN_PROGRESS, locked_at=record.locked_at
+    ).update(status=IdempotencyRecord.Status.DONE, response_status=status, response_body=body)
+    if not finished:
+        raise LostIdempotencyLock(f"Idempotency record {record.pk} was taken over by a repeat.")
 
 
 def idempotency_abandon(*, record: IdempotencyRecord) -> None:

@@ -311,7 +311,7 @@ def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Custome
         found = customers.filter(pk=wanted).first()
     elif "\x00" not in wanted:
         found = customers.filter(name=wanted).first()
-        if found is None and wanted.isdigit() and len(wanted) < 10:
+        if found is None and wanted.isascii() and wanted.isdigit() and len(wanted) < 10:
             found = customers.filter(pk=int(wanted)).first()
     if found is None:
         raise _field_error("customer", "unknown_customer", f"You may not rent for a customer '{wanted}'.")
@@ -461,12 +461,17 @@ def rental_create(
             body = dumps(rental_dict(rental))
             if record is not None:
                 idempotency.idempotency_finish(record=record, status=201, body=body)
+    except idempotency.LostIdempotencyLock:
+        return _lost_lock_response(request)
     except ApiError as error:
         response = error_response(request, error)
         if record is not None:
             if error.status < 500:
                 # A refusal is the answer to this request, stored like the upstream stores it.
-                idempotency.idempotency_finish(record=record, status=error.status, body=response.content.decode())
+                try:
+                    idempotency.idempotency_finish(record=record, status=error.status, body=response.content.decode())
+                except idempotency.LostIdempotencyLock:
+                    return _lost_lock_response(request)
             else:
                 idempotency.idempotency_abandon(record=record)
         return response
@@ -474,5 +479,19 @@ def rental_create(
         if record is not None:
             idempotency.idempotency_abandon(record=record)
         raise
-    offers.offers_forget(credential=rental.credential)
+    offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
     return HttpResponse(body, status=201, content_type="application/json")
+
+
+def _lost_lock_response(request: HttpRequest) -> HttpResponse:
+    """This request ran past the key's lock and a repeat took the key over; its rental was rolled back."""
+    return error_response(
+        request,
+        ApiError(
+            409,
+            "idempotency_in_progress",
+            "A repeat of this request took over its Idempotency-Key; this one created nothing.",
+            hint="Repeat the same request to get the answer of the one that holds the key.",
+            headers={"Retry-After": "1"},
+        ),
+    )

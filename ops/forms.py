@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 
 from django import forms
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils import timezone
 
 from rentals.models import RentalEvent
@@ -48,9 +49,18 @@ class SearchForm(forms.Form):
     q = forms.CharField(max_length=200, required=False, strip=True, label="Search")
 
 
+def report_date_field() -> forms.DateField:
+    """A report date; bounded, so that a day added or a time zone applied can never overflow."""
+    return forms.DateField(
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+        validators=[MinValueValidator(date(2000, 1, 1)), MaxValueValidator(date(2999, 12, 31))],
+    )
+
+
 class UsageForm(forms.Form):
-    start = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    end = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    start = report_date_field()
+    end = report_date_field()
 
     def period(self) -> tuple:
         """Return (start, end) dates, defaulting to the last 30 days, end included."""
@@ -73,5 +83,5 @@ class AuditFilterForm(forms.Form):
             (RentalEvent.Kind.SUPPORT_VIEW, "Support views"),
         ],
     )
-    since = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
-    until = forms.DateField(required=False, widget=forms.DateInput(attrs={"type": "date"}))
+    since = report_date_field()
+    until = report_date_field()

@@ -32,9 +32,6 @@ from rentals.upstream import Classification, RentResult
 
 logger = logging.getLogger(__name__)
 
-# A fresh (not replayed) refusal with one of these statuses comes from checks that run before the
-# upstream looks the key up, so it says nothing about an earlier attempt that may have rented.
-PRE_KEY_LOOKUP_STATUSES = frozenset({401, 402, 403})
 # The upstream keeps a key for 24 h; after that a re-send is a new rent. Never retry past 23 h, whatever
 # the setting says.
 MAX_RETRY_WINDOW = timedelta(hours=23)
@@ -244,9 +241,10 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         return S.RENTED if moved else None
 
     if result.classification == Classification.REFUSED:
-        proves_nothing_rented = (
-            result.replayed or not rental.possibly_sent or result.http_status not in PRE_KEY_LOOKUP_STATUSES
-        )
+        # Only the stored answer to the first request (a replay) proves it rented nothing. A fresh refusal of
+        # a repeat may come from a check before the key lookup (401/402/403), from a pending first request
+        # (a plain 400), or from nodes that the first request itself took (409 not free).
+        proves_nothing_rented = result.replayed or not rental.possibly_sent
         if proves_nothing_rented:
             moved = rental_transition(
                 to_status=S.REFUSED,
@@ -260,8 +258,8 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         moved = rental_transition(
             to_status=S.UNKNOWN,
             message=(
-                f"A repeat was refused ({result.http_status}: {result.message}) before the API looked up "
-                "the key, so it says nothing about the earlier attempt, which may have rented."
+                f"A repeat was refused ({result.http_status}: {result.message}) without the stored answer of "
+                "the first request, so it says nothing about that one, which may have rented."
             ),
             **error_fields,
             **release,

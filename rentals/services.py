@@ -205,7 +205,8 @@ def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") ->
     """Start removing the rental's cluster; the delete call runs in the worker."""
     if rental.status not in HOLDS_CLUSTER_STATES:
         return False
-    if not rental.cluster_id and not rental.pod_ids:
+    if not rental.cluster_id:
+        # Removal goes by cluster id; until the pod list has shown it, a delete could not name the cluster.
         raise ValidationError("The cluster's id is not known yet; wait until its members appear.")
     moved = rental_transition(
         rental_id=rental.pk,
@@ -227,6 +228,9 @@ def rental_delete_cluster(*, rental_id: int) -> str:
     rental = Rental.objects.select_related("credential").filter(pk=rental_id, status=S.TERMINATING).first()
     if rental is None:
         return "not-terminating"
+    if not rental.cluster_id:
+        # Never DELETE /clusters/ with an empty id: its 404 would read as "already gone".
+        return "retry"
     client = upstream.client_for(rental.credential)
     try:
         answer = client.delete_cluster(rental.cluster_id)

@@ -113,8 +113,9 @@ def rentals_sweep() -> dict[str, int]:
         resent.append(rental_id)
     # Mark what was just re-sent, so the next sweeps wait a full interval before sending a copy again
     # (otherwise a slow queue fills with copies faster than it drains).
-    Rental.objects.filter(pk__in=resent, status=S.QUEUED).update(updated_at=now)
-    Rental.objects.filter(pk__in=resent, status=S.RETRYING).update(next_attempt_at=now)
+    Rental.objects.filter(pk__in=resent, status=S.QUEUED, updated_at__lte=stuck_queued).update(updated_at=now)
+    # Only rows still as selected: a worker may meanwhile have set a later time (e.g. from Retry-After).
+    Rental.objects.filter(pk__in=resent, status=S.RETRYING, next_attempt_at__lte=overdue).update(next_attempt_at=now)
     credential_ids = set(
         Rental.objects.filter(status__in=members.TRACKED_STATES).values_list("credential_id", flat=True).distinct()
     )

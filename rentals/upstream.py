@@ -339,6 +339,7 @@ class LiumClient:
         content: bytes | None = None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
+        keep_method: bool = False,
     ) -> httpx.Response:
         """Send one request, following redirects only within the same origin."""
         url = httpx.URL(self.base_url + path, params=params)
@@ -367,6 +368,11 @@ class LiumClient:
             rewrite = (response.status_code in (302, 303) and method != "HEAD") or (
                 response.status_code == 301 and method == "POST"
             )
+            if rewrite and keep_method:
+                # A rent re-issued as a body-less GET could never rent, and its 2xx would prove nothing.
+                raise UnsafeRedirect(
+                    f"The API answered the rent with a {response.status_code} redirect; it was not followed as a GET."
+                )
             if rewrite:
                 method, content = "GET", None
                 all_headers.pop("Content-Type", None)
@@ -428,7 +434,7 @@ class LiumClient:
         if customer_ref:
             headers["X-Customer-Ref"] = customer_ref
         try:
-            response = self._send("POST", "/executors/cluster/rent", content=body, headers=headers)
+            response = self._send("POST", "/executors/cluster/rent", content=body, headers=headers, keep_method=True)
         except (httpx.HTTPError, UnsafeRedirect) as exc:
             return classify_rent(None, exc)
         return classify_rent(response)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -147,7 +147,7 @@ def rent(request: HttpRequest) -> HttpResponse:
     else:
         count = request.GET.get("cheapest", "")
         initial: dict[str, object] = {}
-        if count.isdigit():
+        if count.isascii() and count.isdigit():
             initial["executor_ids"] = [node.id for node in fabric.cheapest(int(count))]
         form = RentForm(initial=initial, **form_kwargs)
     spend = [
@@ -251,8 +251,11 @@ def _parse_cursor(value: str) -> tuple[datetime, int] | None:
     """Read an "older than" cursor; a garbled one means the first page."""
     at, _, pk = value.rpartition("_")
     try:
-        return datetime.fromisoformat(at), int(pk)
-    except ValueError:
+        moment, row = datetime.fromisoformat(at), int(pk)
+        if moment.tzinfo is None or not 0 < row < 2**62:
+            return None
+        return moment.astimezone(UTC), row
+    except (ValueError, OverflowError):
         return None
 
 

@@ -138,3 +138,23 @@ def test_an_invalid_key_header_is_refused(simulator: Simulator, alice, make_key,
     response = api(make_key(alice)).post("/rentals", json=order(simulator), headers={"Idempotency-Key": "a b"})
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_idempotency_key"
+
+
+@pytest.mark.django_db
+def test_a_request_that_lost_its_key_to_a_repeat_cannot_store_its_answer(alice) -> None:
+    """A slow first request whose lock a repeat took over must roll back, not leave a second rental."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from api import idempotency
+    from api.models import IdempotencyRecord
+
+    first = idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
+    IdempotencyRecord.objects.filter(pk=first.pk).update(locked_at=timezone.now() - timedelta(hours=1))
+    repeat = idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
+    assert repeat.pk == first.pk, "the repeat took the stale key over"
+    with pytest.raises(idempotency.LostIdempotencyLock):
+        idempotency.idempotency_finish(record=first, status=201, body="{}")
+    idempotency.idempotency_finish(record=repeat, status=201, body='{"id": "the repeat"}')
+    assert IdempotencyRecord.objects.get(pk=first.pk).response_body == '{"id": "the repeat"}'

@@ -246,13 +246,16 @@ def test_a_fresh_403_when_nothing_was_possibly_sent_is_a_refusal(
     assert rental.status == S.REFUSED
 
 
-def test_a_fresh_400_after_a_possibly_sent_attempt_is_a_refusal_since_the_key_was_looked_up(
-    make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
+@pytest.mark.parametrize("refusal", [error(400, "bad_request"), error(409, "executor_not_available")])
+def test_a_fresh_refusal_after_a_possibly_sent_attempt_proves_nothing(
+    make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks, refusal
 ) -> None:
+    """upstream-api.md §12: only a replayed refusal is the first request's answer; the first may have rented
+    (and taken the very nodes the repeat now finds busy)."""
     rental = make_rental()
-    fake_upstream.script = [error(502, "bad_gateway"), error(400, "executor_busy")]
+    fake_upstream.script = [error(502, "bad_gateway"), refusal]
     run_until_settled(rental, clock, django_capture_on_commit_callbacks)
-    assert rental.status == S.REFUSED
+    assert rental.status == S.UNKNOWN
 
 
 # --- retries ---------------------------------------------------------------------------------------------------

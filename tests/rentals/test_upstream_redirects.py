@@ -121,14 +121,27 @@ def test_a_redirect_without_location_is_refused() -> None:
     assert len(recorder.sent) == 1
 
 
-def test_a_303_turns_the_post_into_a_get_without_a_body() -> None:
+@pytest.mark.parametrize("status", [301, 302, 303])
+def test_a_rent_is_never_reissued_as_a_get_and_its_redirect_proves_nothing(status: int) -> None:
     recorder = Recorder(
         {
-            BASE_URL + "/executors/cluster/rent": redirect(303, "/api/orders/42"),
+            BASE_URL + "/executors/cluster/rent": redirect(status, "/api/orders/42"),
             BASE_URL + "/orders/42": rented(),
         }
     )
-    client(recorder).rent_cluster(body=BODY, idempotency_key=KEY, customer_ref=None)
+    result = client(recorder).rent_cluster(body=BODY, idempotency_key=KEY, customer_ref=None)
+    assert [r.method for r in recorder.sent] == ["POST"], "the GET a browser would send is never sent"
+    assert result.classification == "inconclusive", "a redirect is not a confirmation"
+
+
+def test_a_303_turns_a_delete_into_a_get_without_a_body() -> None:
+    recorder = Recorder(
+        {
+            "DELETE " + BASE_URL + "/clusters/cl-1": redirect(303, "/api/clusters/cl-1/status"),
+            BASE_URL + "/clusters/cl-1/status": httpx.Response(200, json={"success": True, "pods": []}),
+        }
+    )
+    client(recorder).delete_cluster("cl-1")
     follow = recorder.sent[1]
     assert follow.method == "GET" and follow.content == b"" and "Content-Type" not in follow.headers
 
