@@ -18,10 +18,12 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
+from accounts.models import UpstreamCredential
 from dashboard.logcontext import bind
 from rentals import upstream
 from rentals.models import Rental, RentalEvent, RentAttempt
@@ -52,6 +54,28 @@ def retry_delay(*, attempt_number: int, retry_after: float | None) -> float:
     # Jitter spreads the retries of many rentals that failed together (S311: not for security).
     delay = backoff * random.uniform(0.5, 1.0)  # noqa: S311
     return max(delay, retry_after or 0.0)
+
+
+FEATURES_CACHE_SECONDS = 600
+
+
+def upstream_promises_idempotency(credential: UpstreamCredential) -> bool:
+    """Return whether the credential's backend lists `rent_idempotency` in `GET /version`.
+
+    A yes is remembered for ten minutes; a no, or a failed `/version`, is asked again next time (as the
+    official client does), and meanwhile counts as no.
+    """
+    cache_key = f"rent-idempotency:{credential.pk}"
+    if cache.get(cache_key):
+        return True
+    try:
+        features = upstream.client_for(credential).version().get("features")
+    except (upstream.UpstreamError, ValueError, AttributeError):
+        return False
+    promised = isinstance(features, list) and "rent_idempotency" in features
+    if promised:
+        cache.set(cache_key, True, FEATURES_CACHE_SECONDS)
+    return promised
 
 
 def retry_window() -> timedelta:
@@ -290,6 +314,21 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         return S.UNKNOWN if moved else None
 
     # Inconclusive or never sent: retry with the same key and bytes, while the window and budget allow.
+    # A re-send is only safe when the backend honours Idempotency-Key on rents (a 429 or a connection that
+    # was never made did not run the request, so those may always be repeated).
+    answered_without_running = result.classification == Classification.NEVER_SENT or result.http_status == 429
+    if not answered_without_running and not upstream_promises_idempotency(rental.credential):
+        moved = rental_transition(
+            to_status=S.UNKNOWN,
+            message=(
+                "The answer was lost and this Lium backend does not list rent_idempotency, so the order is "
+                "never re-sent (a repeat could rent twice); the cluster may exist."
+            ),
+            **error_fields,
+            **release,
+            **common,
+        )
+        return S.UNKNOWN if moved else None
     now = timezone.now()
     delay = retry_delay(attempt_number=claim.number, retry_after=result.retry_after)
     next_at = now + timedelta(seconds=delay)

@@ -22,6 +22,12 @@ from tests.rentals.fakes import EXECUTORS, Clock, Enqueued, FakeUpstream
 
 
 @pytest.fixture(autouse=True)
+def backend_promises_idempotency(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The scripted upstream answers rents only; its backend is taken to list rent_idempotency."""
+    monkeypatch.setattr("rentals.engine.upstream_promises_idempotency", lambda credential: True)
+
+
+@pytest.fixture(autouse=True)
 def fast_password_hashing(settings):  # type: ignore[no-untyped-def]
     """The personas get passwords; hashing them properly would make every test take half a second."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
