@@ -61,6 +61,31 @@ def stop_process(process: subprocess.Popen) -> None:
     process.wait(timeout=5)
 
 
+def start_gunicorn(*, port: int, env: dict[str, str], workers: int = 1) -> subprocess.Popen:
+    """Start the production web server (deploy/gunicorn.conf.py) on 127.0.0.1:port; return once it answers."""
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "gunicorn",
+            "-c",
+            "deploy/gunicorn.conf.py",
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            str(workers),
+            "dashboard.wsgi",
+        ],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    wait_for_http(f"http://127.0.0.1:{port}/healthz", process=server)
+    return server
+
+
 class Simulator:
     """A running simulator process and its control endpoints."""
 

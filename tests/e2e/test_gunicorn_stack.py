@@ -7,14 +7,12 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 
 import httpx
 import pytest
 
-from tests.conftest import REPO_ROOT, SSH_KEY, Simulator, _worker_database_url, free_port, stop_process, wait_for_http
+from tests.conftest import SSH_KEY, Simulator, _worker_database_url, free_port, start_gunicorn, stop_process
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -31,33 +29,12 @@ def gunicorn_url(celery_worker_process, tmp_path, settings):  # type: ignore[no-
         "GUNICORN_MAX_REQUESTS": "0",
     }
     env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)
-    log = open(tmp_path / "gunicorn.log", "wb")  # noqa: SIM115 - closed below
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            "deploy/gunicorn.conf.py",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "2",
-            "dashboard.wsgi",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
+    server = start_gunicorn(port=port, env=env, workers=2)
     url = f"http://127.0.0.1:{port}"
     try:
-        wait_for_http(f"{url}/healthz", process=server)
         yield url
     finally:
         stop_process(server)
-        log.close()
 
 
 def field(html: str, pattern: str) -> str:

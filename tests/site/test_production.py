@@ -19,7 +19,7 @@ from dashboard.logcontext import ContextFilter
 from rentals import engine, members
 from rentals.models import Heartbeat
 from rentals.services import RentOrder, rental_submit
-from tests.conftest import REPO_ROOT, SIM_KEY, SSH_KEY, Simulator, free_port, wait_for_http
+from tests.conftest import REPO_ROOT, SIM_KEY, SSH_KEY, Simulator, free_port, start_gunicorn
 
 PRODUCTION_ENV = {
     "DASHBOARD_ENV": "production",
@@ -172,27 +172,8 @@ def test_a_production_server_answers_healthz(tmp_path) -> None:
         "ALLOWED_HOSTS": "127.0.0.1",
         "RUN_DIR": str(tmp_path),
     }
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "gunicorn",
-            "-c",
-            "deploy/gunicorn.conf.py",
-            "--bind",
-            f"127.0.0.1:{port}",
-            "--workers",
-            "1",
-            "dashboard.wsgi",
-        ],
-        cwd=REPO_ROOT,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-    )
+    server = start_gunicorn(port=port, env=env)
     try:
-        wait_for_http(f"http://127.0.0.1:{port}/healthz", process=server)
         import httpx
 
         response = httpx.get(f"http://127.0.0.1:{port}/healthz")

@@ -31,33 +31,25 @@ def test_terminate_waits_for_the_cluster_id_instead_of_marking_a_live_cluster_te
     assert rental.status == "terminating"
 
 
+def new_secret_form(credential) -> UpstreamCredentialForm:  # type: ignore[no-untyped-def]
+    """The admin's change form for `credential`, giving it another account's key."""
+    data = {
+        "name": "main",
+        "scheme": "api_key",
+        "base_url": credential.base_url,
+        "customer_ref": "",
+        "active": "on",
+        "secret": "another-accounts-key",
+    }
+    return UpstreamCredentialForm(data=data, instance=credential)
+
+
 def test_the_account_behind_open_rentals_cannot_change(rental, credential) -> None:
-    form = UpstreamCredentialForm(
-        data={
-            "name": "main",
-            "scheme": "api_key",
-            "base_url": credential.base_url,
-            "customer_ref": "",
-            "active": "on",
-            "secret": "another-accounts-key",
-        },
-        instance=credential,
-    )
+    form = new_secret_form(credential)
     assert not form.is_valid()
     assert "could rent them twice" in str(form.errors)
     Rental.objects.filter(pk=rental.pk).update(status="terminated")
-    form = UpstreamCredentialForm(
-        data={
-            "name": "main",
-            "scheme": "api_key",
-            "base_url": credential.base_url,
-            "customer_ref": "",
-            "active": "on",
-            "secret": "another-accounts-key",
-        },
-        instance=credential,
-    )
-    assert form.is_valid(), "with every rental settled the secret may change"
+    assert new_secret_form(credential).is_valid(), "with every rental settled the secret may change"
 
 
 @pytest.mark.parametrize(
