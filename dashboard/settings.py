@@ -173,7 +173,15 @@ CACHES = {
         {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
         if os.environ.get("CACHE_URL")
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
-    )
+    ),
+    # Rendered progress sections, keyed by rental version: what is stored for a version never changes, so a
+    # per-process memory cache is safe and costs no network round trip (about 5 KB an entry).
+    "fragments": {
+        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
+        "LOCATION": "fragments",
+        "TIMEOUT": 600,
+        "OPTIONS": {"MAX_ENTRIES": 2000},
+    },
 }
 
 # With a shared cache (Redis), sessions are read from it and written through to the database: the many

@@ -29,7 +29,7 @@ from rentals import upstream
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.polling import forget_poll_state
 from rentals.states import RentalStatus as S
-from rentals.transitions import rental_transition
+from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import Classification, RentResult
 
 logger = logging.getLogger(__name__)
@@ -219,6 +219,7 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         # (the lease check below still stops this stale worker from settling the rental).
         logger.warning("Attempt %s of rental %s answered after its lease was taken over.", claim.number, rental.pk)
         RentAttempt.objects.filter(rental_id=rental.pk, number=claim.number).update(**attempt)
+        rental_touch(rental_id=rental.pk)  # the page shows attempts: a new version, so polls fetch it
     # A 429 means the server answered instead of running the request, so it did not rent either.
     possibly_sent = rental.possibly_sent or (
         result.classification != Classification.NEVER_SENT and result.http_status != 429

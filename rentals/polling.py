@@ -1,27 +1,30 @@
-"""The progress poller and its not-modified shortcut.
+"""The progress poller: its signed token, its back-off, and the one read a poll with a valid token costs.
 
 The rental page polls `rental_progress` with the version it shows (`v`), its current interval (`i`) and a
-signed token (`t`) naming the rental it was authorised for and the session cookie it was issued to. While
-the rental is unchanged, the answer is only a new poller (a slower one): `unchanged_poller` gives it with
-one primary-key SQL read (or, with a shared cache, one cache read) and no ORM, template, session, user or
-permission lookup, so that many open pages cost the server little. The token proves the full permission
-check passed for this browser's session; the answer reveals nothing but "still the version you have".
-Anything else (changed, expired token, another session) falls through to the full, checked path, which
-issues a new token.
+signed token (`t`). The token is issued only after the full session, user and permission check, and names
+the rental, whether the viewer may act on it, and (as a digest) the session cookie it was issued to. For
+`TOKEN_MAX_AGE_SECONDS` after that check, a poll that carries it from the same browser is answered without
+the session, user or permission lookups: `live_state` reads the rental's version and status and checks that
+the session still exists, in one indexed SQL query (or, with a shared cache, one cache round trip). Unchanged:
+the answer is only a new, slower poller. Changed: the progress section too, rendered once per version
+(`rentals.progress`). Anything else (expired or foreign token, logged-out session) takes the full, checked
+path, which issues a new token; so a revoked membership or role stops showing progress within the token's life.
 """
 
 from __future__ import annotations
 
 import hashlib
 import hmac
+from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from django.conf import settings
+from django.contrib.sessions.models import Session
 from django.core import signing
 from django.core.cache import cache
 from django.db import connection, transaction
-from django.http import HttpRequest, HttpResponse
-from django.urls import reverse
-from django.utils.html import format_html
+from django.http import HttpRequest
+from django.utils.html import escape
 from django.utils.safestring import SafeString
 
 from rentals.models import Rental
@@ -31,8 +34,32 @@ POLL_FAST_SECONDS = 2.0
 POLL_SLOW_SECONDS = 15.0
 POLL_MAX_SECONDS = 30.0
 TOKEN_SALT = "rentals.poll"  # noqa: S105 - a namespace for signatures, not a secret
-TOKEN_MAX_AGE_SECONDS = 6 * 3600
+# How long a token stands in for the full check: the most a revoked membership or role can still see.
+TOKEN_MAX_AGE_SECONDS = 300
 POLL_STATE_CACHE_SECONDS = 10
+
+DB_SESSIONS = "django.contrib.sessions.backends.db"
+CACHED_DB_SESSIONS = "django.contrib.sessions.backends.cached_db"
+CACHED_DB_SESSION_PREFIX = "django.contrib.sessions.cached_db"  # cached_db's KEY_PREFIX
+
+
+@dataclass(frozen=True)
+class PollGrant:
+    """What a valid token proves: this browser's session passed the full check for this rental lately."""
+
+    rental_id: int
+    may_act: bool
+    session_key: str
+    token: str
+
+
+@dataclass(frozen=True)
+class PollState:
+    """The rental's version and status, as the not-modified shortcut needs them."""
+
+    version: int
+    status: str
+    public_hex: str
 
 
 def _session_tag(session_key: str | None) -> str:
@@ -53,28 +80,62 @@ def forget_poll_state(rental_id: int) -> None:
         transaction.on_commit(lambda: cache.delete(_state_key(rental_id)))
 
 
-def _poll_state_row(rental_id: int) -> tuple[int, str, str] | None:
-    """Return (version, status, public id): from the shared cache when enabled, else one primary-key read."""
+def poll_token(*, request: HttpRequest, rental_id: int, may_act: bool) -> str:
+    """Sign what this browser session may poll (issued only after the full permission check)."""
+    payload = [rental_id, _session_tag(request.session.session_key), int(may_act)]
+    return signing.dumps(payload, salt=TOKEN_SALT, compress=False)
+
+
+def read_grant(request: HttpRequest) -> PollGrant | None:
+    """Return what the poll's token grants, or None when it is absent, forged, expired or another browser's."""
+    token = request.GET.get("t", "")
+    if not token:
+        return None
+    try:
+        rental_id, session_tag, may_act = signing.loads(token, salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE_SECONDS)
+        rental_id = int(rental_id)
+    except (signing.BadSignature, ValueError, TypeError):
+        return None
+    cookie = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
+    if not cookie or not hmac.compare_digest(str(session_tag), _session_tag(cookie)):
+        return None
+    return PollGrant(rental_id=rental_id, may_act=bool(may_act), session_key=cookie, token=token)
+
+
+def _session_cache_key(session_key: str) -> str | None:
+    """The cache key `cached_db` keeps this session under, when sessions live in the shared cache."""
+    if settings.SESSION_ENGINE == CACHED_DB_SESSIONS and settings.SESSION_CACHE_ALIAS == "default":
+        return CACHED_DB_SESSION_PREFIX + session_key
+    return None
+
+
+def live_state(grant: PollGrant) -> PollState | None:
+    """Return the granted rental's version and status if the session the token was issued to still exists.
+
+    None: the rental is gone, the session ended (logout, expiry), or sessions are kept where this cannot look.
+    """
+    if settings.SESSION_ENGINE not in (DB_SESSIONS, CACHED_DB_SESSIONS):
+        return None
     if settings.POLL_STATE_CACHE:
-        cached = cache.get(_state_key(rental_id))
-        if cached is not None:
-            return cached
-    table = Rental._meta.db_table
+        state_key, session_key = _state_key(grant.rental_id), _session_cache_key(grant.session_key)
+        found = cache.get_many([state_key, session_key] if session_key else [state_key])
+        if state_key in found and (session_key is None or session_key in found):
+            return PollState(*found[state_key])
+    rental_table, session_table = Rental._meta.db_table, Session._meta.db_table
     with connection.cursor() as cursor:
-        cursor.execute(f"SELECT version, status, public_id FROM {table} WHERE id = %s", [rental_id])  # noqa: S608
+        cursor.execute(
+            f"SELECT r.version, r.status, r.public_id FROM {rental_table} r WHERE r.id = %s AND EXISTS "  # noqa: S608
+            f"(SELECT 1 FROM {session_table} s WHERE s.session_key = %s AND s.expire_date > %s)",
+            [grant.rental_id, grant.session_key, datetime.now(UTC)],
+        )
         row = cursor.fetchone()
     if row is None:
         return None
     state = (row[0], row[1], str(row[2]).replace("-", ""))
     if settings.POLL_STATE_CACHE:
         # A short life bounds the damage of a read that raced a write (at worst one stale poll interval).
-        cache.set(_state_key(rental_id), state, POLL_STATE_CACHE_SECONDS)
-    return state
-
-
-def poll_token(*, request: HttpRequest, rental_id: int) -> str:
-    """Sign which rental this browser session may poll (issued after the full permission check)."""
-    return signing.dumps([rental_id, _session_tag(request.session.session_key)], salt=TOKEN_SALT, compress=False)
+        cache.set(_state_key(grant.rental_id), state, POLL_STATE_CACHE_SECONDS)
+    return PollState(*state)
 
 
 def next_interval(*, status: str, version: int, seen_version: int, interval: float) -> float:
@@ -85,19 +146,15 @@ def next_interval(*, status: str, version: int, seen_version: int, interval: flo
     return base
 
 
-def poller_html(*, public_id: object, version: int, status: str, interval: float, token: str) -> SafeString:
-    """Return the poller element: it asks again after `interval` seconds, or never once the rental is final."""
+def poller_html(*, url: str, version: int, status: str, interval: float, token: str) -> SafeString:
+    """Return the poller element: it asks `url` again after `interval` seconds, or never once the rental is final."""
     if status in FINAL_STATES:
-        return format_html('<div id="poller"></div>')
-    url = reverse("rental_progress", kwargs={"public_id": public_id})
-    return format_html(
-        '<div id="poller" hx-get="{}?v={}&amp;i={}&amp;t={}" hx-trigger="load delay:{}s" hx-swap="outerHTML"></div>',
-        url,
-        version,
-        interval,
-        token,
-        interval,
-    )
+        return SafeString('<div id="poller"></div>')
+    # An f-string, not format_html: this runs on every poll; only the URL and token are text (both escaped).
+    query = f"v={int(version)}&amp;i={float(interval)}&amp;t={escape(token)}"
+    trigger = f"load delay:{float(interval)}s"
+    attributes = f'hx-get="{escape(url)}?{query}" hx-trigger="{trigger}" hx-swap="outerHTML"'
+    return SafeString(f'<div id="poller" {attributes}></div>')
 
 
 def read_poll_state(request: HttpRequest) -> tuple[int, float]:
@@ -106,26 +163,3 @@ def read_poll_state(request: HttpRequest) -> tuple[int, float]:
         return int(request.GET.get("v", "0")), max(0.0, min(float(request.GET.get("i", "0")), POLL_MAX_SECONDS))
     except ValueError:
         return 0, 0.0
-
-
-def unchanged_poller(request: HttpRequest, public_id: object) -> HttpResponse | None:
-    """Answer an unchanged rental's poll cheaply, or return None to take the full path."""
-    seen_version, interval = read_poll_state(request)
-    token = request.GET.get("t", "")
-    if not (token and interval):
-        return None
-    try:
-        rental_id, session_tag = signing.loads(token, salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE_SECONDS)
-    except (signing.BadSignature, ValueError, TypeError):
-        return None
-    cookie = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
-    if not cookie or not hmac.compare_digest(str(session_tag), _session_tag(cookie)):
-        return None
-    row = _poll_state_row(rental_id)
-    # The public id in the URL must match the rental the token names.
-    if row is None or row[0] != seen_version or row[2] != str(public_id).replace("-", ""):
-        return None
-    version, status = row[0], row[1]
-    delay = next_interval(status=status, version=version, seen_version=seen_version, interval=interval)
-    html = poller_html(public_id=public_id, version=version, status=status, interval=delay, token=token)
-    return HttpResponse(html)

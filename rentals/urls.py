@@ -8,7 +8,7 @@ urlpatterns = [
     path("rent/summary/", views.rent_summary, name="rent_summary"),
     path("rentals/", views.rental_list, name="rental_list"),
     path("rentals/<uuid:public_id>/", views.rental_detail, name="rental_detail"),
-    path("rentals/<uuid:public_id>/progress/", views.rental_progress, name="rental_progress"),
+    # rentals/<uuid:public_id>/progress/ (rental_progress) is the first pattern of dashboard/urls.py.
     path("rentals/<uuid:public_id>/terminate/", views.rental_terminate, name="rental_terminate"),
     path("rentals/<uuid:public_id>/cancel/", views.rental_cancel, name="rental_cancel"),
     path("rentals/<uuid:public_id>/schedule-removal/", views.rental_schedule_removal, name="rental_schedule_removal"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -21,13 +22,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.models import Customer, SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
 from dashboard import ratelimit
-from dashboard.metrics import POLL_REQUESTS
-from rentals import offers, polling, selectors, services
+from rentals import offers, polling, progress, selectors, services
 from rentals.forms import RentForm
-from rentals.launch import cluster_launch
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing
-from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
 from rentals.upstream import UpstreamError
 
@@ -259,82 +257,36 @@ def _parse_cursor(value: str) -> tuple[datetime, int] | None:
         return None
 
 
-def _progress_context(request: HttpRequest, rental) -> dict[str, object]:  # type: ignore[no-untyped-def]
-    """Build what the progress fragment shows, and how soon it polls again (backing off when unchanged)."""
-    seen_version, interval = polling.read_poll_state(request)
-    interval = polling.next_interval(
-        status=rental.status, version=rental.version, seen_version=seen_version, interval=interval
-    )
-    members = [member for member in rental.members.all() if member.gone_at is None]
-    running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
-    return {
-        "rental": rental,
-        "attempts": list(rental.attempts.all()),
-        "members": members,
-        "launch": cluster_launch(members, gpus_per_node=rental.gpus_per_node),
-        "running_count": running,
-        "explanation": CUSTOMER_EXPLANATIONS.get(rental.status, ""),
-        "poll": rental.status not in FINAL_STATES,
-        "poll_interval": interval,
-        "poller": polling.poller_html(
-            public_id=rental.public_id,
-            version=rental.version,
-            status=rental.status,
-            interval=interval,
-            token=polling.poll_token(request=request, rental_id=rental.pk),
-        ),
-        "steps": _steps(rental, running, has_members=bool(members)),
-        "may_act": _may_act(request),
-        "holds_cluster": HOLDS_CLUSTER_STATES,
-    }
-
-
-def _steps(rental, running: int, *, has_members: bool) -> list[dict[str, object]]:  # type: ignore[no-untyped-def]
-    """Return the stepper: queued → sent → rented → nodes starting k/N → ready."""
-    order = [S.QUEUED, S.SENDING, S.RENTED, "starting", S.READY]
-    reached = {
-        S.QUEUED: 0,
-        S.SENDING: 1,
-        S.RETRYING: 1,
-        S.UNKNOWN: 1,
-        S.REFUSED: 1,
-        S.FAILED: 1,
-        S.NOT_RENTED: 1,
-        S.CANCELLED: 0,
-        S.RENTED: 3 if has_members else 2,
-        S.DEGRADED: 3,
-        S.READY: 4,
-        S.TERMINATING: 4,
-        S.TERMINATED: 4,
-    }.get(rental.status, 0)
-    labels = ["Queued", "Sent", "Rented", f"Nodes starting {running}/{rental.node_count}", "Ready"]
-    return [
-        {"label": label, "done": index < reached or (index == reached == 4), "current": index == reached}
-        for index, (_key, label) in enumerate(zip(order, labels, strict=True))
-    ]
-
-
 @login_required
-def rental_detail(request: HttpRequest, public_id: str) -> HttpResponse:
+def rental_detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Show one rental with its live progress, attempts and members."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    return render(request, "rentals/rental_detail.html", _progress_context(request, rental))
+    may_act = _may_act(request)
+    interval = polling.next_interval(status=rental.status, version=rental.version, seen_version=0, interval=0)
+    poller = polling.poller_html(
+        url=reverse("rental_progress", kwargs={"public_id": rental.public_id}),
+        version=rental.version,
+        status=rental.status,
+        interval=interval,
+        token=polling.poll_token(request=request, rental_id=rental.pk, may_act=may_act),
+    )
+    context = {**progress.progress_context(rental, may_act=may_act), "poller": poller}
+    return render(request, "rentals/rental_detail.html", context)
 
 
-def rental_progress(request: HttpRequest, public_id: str) -> HttpResponse:
+def rental_progress(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """The polled fragment. Unchanged since the version the page shows: only a new, slower poller.
 
-    Changed: the poller and the progress section (swapped out of band). It stops polling once final.
+    Changed: the poller and the progress section (swapped out of band). It stops polling once final. A poll
+    with a valid token skips the session, user and permission lookups (`rentals.polling`); others are checked.
     """
-    unchanged = polling.unchanged_poller(request, public_id)
-    if unchanged is not None:
-        POLL_REQUESTS.labels(outcome="unchanged").inc()
-        return unchanged
+    answer = progress.answer_granted_poll(request, public_id)
+    if answer is not None:
+        return answer
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    POLL_REQUESTS.labels(outcome="changed").inc()
-    return render(request, "rentals/rental_detail.html#update", {**_progress_context(request, rental), "oob": True})
+    return progress.answer_checked_poll(request, rental, may_act=_may_act(request))
 
 
 @login_required

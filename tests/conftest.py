@@ -334,10 +334,11 @@ def no_upstream_secret_leaks(request: pytest.FixtureRequest, monkeypatch: pytest
 
 @pytest.fixture(autouse=True)
 def empty_cache() -> Iterator[None]:
-    """Start every test with an empty cache: no offer listing or rate-limit counter from an earlier test."""
-    from django.core.cache import cache
+    """Start every test with empty caches: no offer listing, rate-limit counter or fragment from an earlier test."""
+    from django.core.cache import caches
 
-    cache.clear()
+    for cache in caches.all(initialized_only=False):
+        cache.clear()
     yield
 
 

@@ -101,6 +101,14 @@ def test_alice_rents_watches_copies_and_terminates(
     expect(copy).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()") == hostfile.inner_text().strip()
 
+    # The polled section is shared by everyone polling this version, so its forms carry no CSRF field; the
+    # page's script adds its own token when one is submitted.
+    expect(page.locator('#progress input[name="csrfmiddlewaretoken"]')).to_have_count(0)
+    page.get_by_label("Remove automatically in").fill("48")
+    page.get_by_role("button", name="Schedule removal").click()
+    expect(page.get_by_text(re.compile("Every member will be removed at"))).to_be_visible()
+    shot(page, "removal-scheduled")
+
     page.get_by_role("navigation", name="Main").get_by_role("link", name="My rentals").click()
     expect(page.get_by_role("heading", name="My rentals")).to_be_visible()
     row = page.get_by_role("row").filter(has=page.get_by_role("link", name="train-browser"))

@@ -455,12 +455,14 @@ def test_a_stale_worker_whose_lease_was_taken_over_cannot_settle(
     assert stale is not None and current is not None
 
     # The stale worker's answer finally arrives: it is kept on the record but moves nothing.
+    version = Rental.objects.get(pk=rental.pk).version
     confirmed = RentResult(C.CONFIRMED, http_status=200, request_id="req-stale", pod_ids=["p1", "p2"])
     with django_capture_on_commit_callbacks(execute=True):
         outcome = engine.rental_record_attempt(claim=stale, result=confirmed, started_at=clock.now, duration_ms=5)
     assert outcome is None
     rental.refresh_from_db()
     assert rental.status == S.SENDING and rental.lease_token == current.token and rental.pod_ids == []
+    assert rental.version == version + 1, "the attempts the page shows changed: open pages must fetch them"
     first = RentAttempt.objects.get(rental=rental, number=1)
     assert (first.classification, first.request_id) == (C.CONFIRMED, "req-stale")
     assert enqueued.of("credential_pods_sync") == []

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import re
+import time
 
 import pytest
+from django.test import Client
 
+from accounts.models import Membership
+from rentals import polling
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
@@ -30,11 +34,18 @@ def poller_url(html: str) -> str:
     return re.search(r'<div id="poller" hx-get="([^"]+)"', html).group(1).replace("&amp;", "&")
 
 
-def test_an_unchanged_rental_gets_only_a_slower_poller(rental, alice, client_for, django_assert_max_num_queries):
+def logged_in(user) -> Client:  # type: ignore[no-untyped-def]
+    """A browser of its own (its own session cookie), logged in as `user`."""
+    browser = Client()
+    browser.force_login(user)
+    return browser
+
+
+def test_an_unchanged_rental_gets_only_a_slower_poller(rental, alice, client_for, django_assert_num_queries):
     client = client_for(alice)
     page = client.get(f"/rentals/{rental.public_id}/").content.decode()
     assert delay(page) == 2.0
-    with django_assert_max_num_queries(2):  # the session and one primary-key read
+    with django_assert_num_queries(1):  # the rental's version and the session's existence, in one query
         html = client.get(poller_url(page)).content.decode()
     assert html.startswith('<div id="poller"') and "Attempts" not in html, "nothing is re-rendered"
     assert delay(html) == 3.0
@@ -50,6 +61,73 @@ def test_a_changed_rental_sends_the_new_progress_and_polls_fast_again(rental, al
     html = client.get(poller_url(page).replace("i=2.0", "i=30")).content.decode()
     assert 'hx-swap-oob="true"' in html and "Attempts" in html and "Sending" in html
     assert delay(html) == 2.0
+    assert f"v={rental.version + 1}&amp;" in html, "the next poll asks about the version it now shows"
+
+
+def test_a_change_is_rendered_once_for_everyone_polling_it(rental, alice, carol, django_assert_num_queries) -> None:
+    browsers = [logged_in(alice), logged_in(carol)]
+    urls = [poller_url(browser.get(f"/rentals/{rental.public_id}/").content.decode()) for browser in browsers]
+    Rental.objects.filter(pk=rental.pk).update(status="sending", version=rental.version + 1)
+    first = browsers[0].get(urls[0]).content.decode()
+    with django_assert_num_queries(1):  # no session, user, permission, member or attempt query: the stored HTML
+        second = browsers[1].get(urls[1]).content.decode()
+    assert "Sending" in first and "Sending" in second
+    assert first.split('<section id="progress"')[1] == second.split('<section id="progress"')[1]
+
+
+def test_the_shared_section_has_no_csrf_field_and_the_page_has_the_script_that_adds_it(
+    rental, alice, client_for
+) -> None:
+    client = client_for(alice)
+    page = client.get(f"/rentals/{rental.public_id}/").content.decode()
+    assert 'name="csrf-token"' in page and "js/csrf.js" in page
+    Rental.objects.filter(pk=rental.pk).update(version=rental.version + 1)
+    html = client.get(poller_url(page)).content.decode()
+    assert "Cancel order" in html and "csrfmiddlewaretoken" not in html, "no one's token is stored in shared HTML"
+
+
+def test_support_gets_no_action_buttons_even_after_a_member_polled_the_same_version(rental, alice, sam) -> None:
+    alice_browser, sam_browser = logged_in(alice), logged_in(sam)
+    alice_url = poller_url(alice_browser.get(f"/rentals/{rental.public_id}/").content.decode())
+    sam_url = poller_url(sam_browser.get(f"/rentals/{rental.public_id}/").content.decode())
+    Rental.objects.filter(pk=rental.pk).update(version=rental.version + 1)
+    assert "Cancel order" in alice_browser.get(alice_url).content.decode()
+    assert "Cancel order" not in sam_browser.get(sam_url).content.decode()
+
+
+def test_a_logged_out_session_gets_no_progress_with_its_old_token(rental, alice) -> None:
+    browser = logged_in(alice)
+    url = poller_url(browser.get(f"/rentals/{rental.public_id}/").content.decode())
+    cookie = browser.cookies["sessionid"].value
+    browser.post("/accounts/logout/")
+    Rental.objects.filter(pk=rental.pk).update(status="sending", version=rental.version + 1)
+    stolen = Client()
+    stolen.cookies["sessionid"] = cookie  # someone who kept the old cookie and the poll URL
+    answer = stolen.get(url)
+    assert answer.status_code == 302 and "/accounts/login/" in answer["Location"]
+
+
+def test_a_removed_member_stops_seeing_progress_when_the_token_expires(rental, alice, monkeypatch) -> None:
+    browser = logged_in(alice)
+    url = poller_url(browser.get(f"/rentals/{rental.public_id}/").content.decode())
+    Membership.objects.filter(user=alice).delete()
+    Rental.objects.filter(pk=rental.pk).update(status="sending", version=rental.version + 1)
+    assert browser.get(url).status_code == 200, "within the token's life the token stands in for the check"
+    issued = time.time()
+    monkeypatch.setattr(time, "time", lambda: issued + polling.TOKEN_MAX_AGE_SECONDS + 1)
+    assert browser.get(url).status_code == 404, "after it, the full check applies: no longer a member"
+
+
+def test_a_token_only_works_for_the_rental_it_names(rental, alice, bob, globex) -> None:
+    bobs = rental_submit(
+        user=bob,
+        customer=globex,
+        order=RentOrder(fabric_id="f", executor_ids=["n3", "n4"], pod_name="bobs-job", public_keys=[SSH_KEY]),
+        customer_ref="globex",
+    )
+    browser = logged_in(alice)
+    url = poller_url(browser.get(f"/rentals/{rental.public_id}/").content.decode())
+    assert browser.get(url.replace(str(rental.public_id), str(bobs.public_id))).status_code == 404
 
 
 def test_someone_elses_poll_token_gets_the_full_checked_path(rental, alice, bob, client_for) -> None:

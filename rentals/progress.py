@@ -1,0 +1,134 @@
+"""What a rental's progress section shows, and the polled answer that carries it.
+
+The section is rendered once per (rental, version, may act) and kept in a per-process cache: every write that
+changes what it shows bumps `Rental.version` (in the same transaction as the rows it changes, after them), so
+the HTML stored for a version never goes stale and no process needs to hear of another's writes. The section
+holds no session or user data, not even a CSRF field: its forms get the page's token when submitted
+(`static/js/csrf.js`; the section only ever arrives through htmx, so scripts run).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from django.core.cache import caches
+from django.http import HttpRequest, HttpResponse
+from django.template.loader import render_to_string
+
+from dashboard.metrics import POLL_REQUESTS
+from rentals import polling
+from rentals.launch import cluster_launch
+from rentals.models import Rental
+from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES
+from rentals.states import RentalStatus as S
+
+FRAGMENT_CACHE = "fragments"
+NO_CSRF_FIELD = ""  # the template's forms render `{% csrf_token %}` only when there is one
+
+
+def progress_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
+    """Build what the progress section shows (the same for every viewer with the same `may_act`)."""
+    members = [member for member in rental.members.all() if member.gone_at is None]
+    running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
+    return {
+        "rental": rental,
+        "attempts": list(rental.attempts.all()),
+        "members": members,
+        "launch": cluster_launch(members, gpus_per_node=rental.gpus_per_node),
+        "explanation": CUSTOMER_EXPLANATIONS.get(rental.status, ""),
+        "poll": rental.status not in FINAL_STATES,
+        "steps": _steps(rental, running, has_members=bool(members)),
+        "may_act": may_act,
+        "holds_cluster": HOLDS_CLUSTER_STATES,
+    }
+
+
+def _steps(rental: Rental, running: int, *, has_members: bool) -> list[dict[str, object]]:
+    """Return the stepper: queued → sent → rented → nodes starting k/N → ready."""
+    order = [S.QUEUED, S.SENDING, S.RENTED, "starting", S.READY]
+    reached_by_status: dict[str, int] = {
+        S.QUEUED: 0,
+        S.SENDING: 1,
+        S.RETRYING: 1,
+        S.UNKNOWN: 1,
+        S.REFUSED: 1,
+        S.FAILED: 1,
+        S.NOT_RENTED: 1,
+        S.CANCELLED: 0,
+        S.RENTED: 3 if has_members else 2,
+        S.DEGRADED: 3,
+        S.READY: 4,
+        S.TERMINATING: 4,
+        S.TERMINATED: 4,
+    }
+    reached = reached_by_status.get(rental.status, 0)
+    labels = ["Queued", "Sent", "Rented", f"Nodes starting {running}/{rental.node_count}", "Ready"]
+    return [
+        {"label": label, "done": index < reached or (index == reached == 4), "current": index == reached}
+        for index, (_key, label) in enumerate(zip(order, labels, strict=True))
+    ]
+
+
+def _section_key(public_hex: str, version: int, may_act: bool) -> str:
+    # The public id, not the primary key: a key a recreated database reuses can never find another's HTML.
+    return f"rental-progress:{public_hex}:{version}:{int(may_act)}"
+
+
+def section_html(rental: Rental, *, may_act: bool) -> str:
+    """Return the out-of-band progress section of this version of the rental, rendering it once."""
+    key = _section_key(rental.public_id.hex, rental.version, may_act)
+    cached = caches[FRAGMENT_CACHE].get(key)
+    if cached is not None:
+        return cached[1]
+    context = {**progress_context(rental, may_act=may_act), "oob": True, "csrf_token": NO_CSRF_FIELD}
+    html = render_to_string("rentals/rental_detail.html#progress", context)
+    caches[FRAGMENT_CACHE].set(key, (rental.status, html))
+    return html
+
+
+def answer_granted_poll(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse | None:
+    """Answer a poll whose token stands in for the full check, or return None to take the checked path."""
+    grant = polling.read_grant(request)
+    if grant is None:
+        return None
+    state = polling.live_state(grant)
+    # The public id in the URL must be the rental the token names.
+    if state is None or state.public_hex != public_id.hex:
+        return None
+    seen_version, interval = polling.read_poll_state(request)
+    if state.version == seen_version and interval:
+        POLL_REQUESTS.labels(outcome="unchanged").inc()
+        return _answer(request, token=grant.token, version=state.version, status=state.status)
+    cached = caches[FRAGMENT_CACHE].get(_section_key(state.public_hex, state.version, grant.may_act))
+    if cached is not None:
+        version, (status, html) = state.version, cached
+    else:
+        rental = Rental.objects.filter(pk=grant.rental_id).first()
+        if rental is None:
+            return None
+        version, status, html = rental.version, rental.status, section_html(rental, may_act=grant.may_act)
+    POLL_REQUESTS.labels(outcome="changed").inc()
+    return _answer(request, token=grant.token, version=version, status=status, section=html)
+
+
+def answer_checked_poll(request: HttpRequest, rental: Rental, *, may_act: bool) -> HttpResponse:
+    """Answer a poll after the full session, user and permission check, with a new token."""
+    token = polling.poll_token(request=request, rental_id=rental.pk, may_act=may_act)
+    seen_version, interval = polling.read_poll_state(request)
+    unchanged = rental.version == seen_version and interval
+    POLL_REQUESTS.labels(outcome="checked").inc()
+    return _answer(
+        request,
+        token=token,
+        version=rental.version,
+        status=rental.status,
+        section=None if unchanged else section_html(rental, may_act=may_act),
+    )
+
+
+def _answer(request: HttpRequest, *, token: str, version: int, status: str, section: str | None = None) -> HttpResponse:
+    """The poller (fast after a change, slower while unchanged), then the section when there is one."""
+    seen_version, interval = polling.read_poll_state(request)
+    delay = polling.next_interval(status=status, version=version, seen_version=seen_version, interval=interval)
+    html = polling.poller_html(url=request.path, version=version, status=status, interval=delay, token=token)
+    return HttpResponse(html if section is None else html + section)
