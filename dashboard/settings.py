@@ -170,7 +170,7 @@ STORAGES = {
 
 CACHES = {
     "default": (
-        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": os.environ["CACHE_URL"]}
+        {"BACKEND": "dashboard.redis_cache.ReusingRedisCache", "LOCATION": os.environ["CACHE_URL"]}
         if os.environ.get("CACHE_URL")
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     ),

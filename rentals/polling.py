@@ -13,10 +13,13 @@ path, which issues a new token; so a revoked membership or role stops showing pr
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from urllib.parse import parse_qsl
 
 from django.conf import settings
 from django.contrib.sessions.models import Session
@@ -86,20 +89,55 @@ def poll_token(*, request: HttpRequest, rental_id: int, may_act: bool) -> str:
     return signing.dumps(payload, salt=TOKEN_SALT, compress=False)
 
 
-def read_grant(request: HttpRequest) -> PollGrant | None:
+@dataclass(frozen=True)
+class PollQuery:
+    """What a poll asks: the version its page shows, its current interval, and its token (0, 0, "" if absent)."""
+
+    version: int
+    interval: float
+    token: str
+
+
+def read_poll_query(request: HttpRequest) -> PollQuery:
+    """Parse the poll's three parameters from the raw query string (cheaper than building `request.GET`)."""
+    try:
+        params = dict(parse_qsl(request.META.get("QUERY_STRING", ""), max_num_fields=10))
+    except ValueError:
+        params = {}
+    try:
+        version, interval = int(params.get("v", "0")), float(params.get("i", "0"))
+    except ValueError:
+        version, interval = 0, 0.0
+    # min() first: a NaN interval compares false both ways and becomes 0.
+    return PollQuery(version=version, interval=max(0.0, min(interval, POLL_MAX_SECONDS)), token=params.get("t", ""))
+
+
+@functools.lru_cache(maxsize=4096)
+def _verified(token: str, secret_key: str) -> tuple[int, str, bool, int]:
+    """Check a token's signature once per process; return (rental id, session tag, may act, issued at).
+
+    Raises BadSignature, ValueError or TypeError for a forged or malformed token (not cached). `secret_key`
+    is part of the cache key so that a changed key never accepts a token signed with the old one.
+    """
+    rental_id, session_tag, may_act = signing.loads(token, key=secret_key, salt=TOKEN_SALT)
+    issued_at = signing.b62_decode(token.rsplit(":", 2)[-2])  # the signed timestamp TimestampSigner added
+    return int(rental_id), str(session_tag), bool(may_act), issued_at
+
+
+def read_grant(request: HttpRequest, query: PollQuery) -> PollGrant | None:
     """Return what the poll's token grants, or None when it is absent, forged, expired or another browser's."""
-    token = request.GET.get("t", "")
-    if not token:
+    if not query.token:
         return None
     try:
-        rental_id, session_tag, may_act = signing.loads(token, salt=TOKEN_SALT, max_age=TOKEN_MAX_AGE_SECONDS)
-        rental_id = int(rental_id)
+        rental_id, session_tag, may_act, issued_at = _verified(query.token, settings.SECRET_KEY)
     except (signing.BadSignature, ValueError, TypeError):
         return None
-    cookie = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
-    if not cookie or not hmac.compare_digest(str(session_tag), _session_tag(cookie)):
+    if time.time() - issued_at > TOKEN_MAX_AGE_SECONDS:
         return None
-    return PollGrant(rental_id=rental_id, may_act=bool(may_act), session_key=cookie, token=token)
+    cookie = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
+    if not cookie or not hmac.compare_digest(session_tag, _session_tag(cookie)):
+        return None
+    return PollGrant(rental_id=rental_id, may_act=may_act, session_key=cookie, token=query.token)
 
 
 def _session_cache_key(session_key: str) -> str | None:
@@ -155,11 +193,3 @@ def poller_html(*, url: str, version: int, status: str, interval: float, token: 
     trigger = f"load delay:{float(interval)}s"
     attributes = f'hx-get="{escape(url)}?{query}" hx-trigger="{trigger}" hx-swap="outerHTML"'
     return SafeString(f'<div id="poller" {attributes}></div>')
-
-
-def read_poll_state(request: HttpRequest) -> tuple[int, float]:
-    """Return the version the page shows and its current poll interval (0, 0 when absent or garbled)."""
-    try:
-        return int(request.GET.get("v", "0")), max(0.0, min(float(request.GET.get("i", "0")), POLL_MAX_SECONDS))
-    except ValueError:
-        return 0, 0.0

@@ -88,17 +88,17 @@ def section_html(rental: Rental, *, may_act: bool) -> str:
 
 def answer_granted_poll(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse | None:
     """Answer a poll whose token stands in for the full check, or return None to take the checked path."""
-    grant = polling.read_grant(request)
+    query = polling.read_poll_query(request)
+    grant = polling.read_grant(request, query)
     if grant is None:
         return None
     state = polling.live_state(grant)
     # The public id in the URL must be the rental the token names.
     if state is None or state.public_hex != public_id.hex:
         return None
-    seen_version, interval = polling.read_poll_state(request)
-    if state.version == seen_version and interval:
+    if state.version == query.version and query.interval:
         POLL_REQUESTS.labels(outcome="unchanged").inc()
-        return _answer(request, token=grant.token, version=state.version, status=state.status)
+        return _answer(request, query, token=grant.token, version=state.version, status=state.status)
     cached = caches[FRAGMENT_CACHE].get(_section_key(state.public_hex, state.version, grant.may_act))
     if cached is not None:
         version, (status, html) = state.version, cached
@@ -108,17 +108,18 @@ def answer_granted_poll(request: HttpRequest, public_id: uuid.UUID) -> HttpRespo
             return None
         version, status, html = rental.version, rental.status, section_html(rental, may_act=grant.may_act)
     POLL_REQUESTS.labels(outcome="changed").inc()
-    return _answer(request, token=grant.token, version=version, status=status, section=html)
+    return _answer(request, query, token=grant.token, version=version, status=status, section=html)
 
 
 def answer_checked_poll(request: HttpRequest, rental: Rental, *, may_act: bool) -> HttpResponse:
     """Answer a poll after the full session, user and permission check, with a new token."""
+    query = polling.read_poll_query(request)
     token = polling.poll_token(request=request, rental_id=rental.pk, may_act=may_act)
-    seen_version, interval = polling.read_poll_state(request)
-    unchanged = rental.version == seen_version and interval
+    unchanged = rental.version == query.version and query.interval
     POLL_REQUESTS.labels(outcome="checked").inc()
     return _answer(
         request,
+        query,
         token=token,
         version=rental.version,
         status=rental.status,
@@ -126,9 +127,10 @@ def answer_checked_poll(request: HttpRequest, rental: Rental, *, may_act: bool) 
     )
 
 
-def _answer(request: HttpRequest, *, token: str, version: int, status: str, section: str | None = None) -> HttpResponse:
+def _answer(
+    request: HttpRequest, query: polling.PollQuery, *, token: str, version: int, status: str, section: str | None = None
+) -> HttpResponse:
     """The poller (fast after a change, slower while unchanged), then the section when there is one."""
-    seen_version, interval = polling.read_poll_state(request)
-    delay = polling.next_interval(status=status, version=version, seen_version=seen_version, interval=interval)
+    delay = polling.next_interval(status=status, version=version, seen_version=query.version, interval=query.interval)
     html = polling.poller_html(url=request.path, version=version, status=status, interval=delay, token=token)
     return HttpResponse(html if section is None else html + section)

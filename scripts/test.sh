@@ -8,9 +8,11 @@ export RUN_DIR="${RUN_DIR:-$PWD/.run/test}"
 mkdir -p "$RUN_DIR"
 PG_URL="${TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
 REDIS_URL="${TEST_REDIS_URL:-redis://127.0.0.1:6379/15}"
+# The shared cache (sessions, poll state, offer listing, rate limits) on its own database: tests flush it.
+CACHE_REDIS_URL="${TEST_CACHE_URL:-${REDIS_URL%/*}/13}"
 
 echo "== Test suite on the embedded default (SQLite, file-system broker) =="
-env -u DATABASE_URL -u CELERY_BROKER_URL python -m pytest "$@"
+env -u DATABASE_URL -u CELERY_BROKER_URL -u CACHE_URL python -m pytest "$@"
 
 pg_ok=0; redis_ok=0
 python - "$PG_URL" <<'PY' && pg_ok=1 || true
@@ -23,8 +25,9 @@ redis.Redis.from_url(sys.argv[1], socket_connect_timeout=3).ping()
 PY
 
 if [ "$pg_ok$redis_ok" = "11" ]; then
-  echo "== Test suite on PostgreSQL ($PG_URL) and Redis ($REDIS_URL) =="
-  RUN_DIR="$RUN_DIR/pg" DATABASE_URL="$PG_URL" CELERY_BROKER_URL="$REDIS_URL" python -m pytest "$@"
+  echo "== Test suite on PostgreSQL ($PG_URL), a Redis broker ($REDIS_URL) and a Redis cache ($CACHE_REDIS_URL) =="
+  RUN_DIR="$RUN_DIR/pg" DATABASE_URL="$PG_URL" CELERY_BROKER_URL="$REDIS_URL" CACHE_URL="$CACHE_REDIS_URL" \
+    python -m pytest "$@"
 else
   reason="PostgreSQL reachable: $pg_ok, Redis reachable: $redis_ok"
   if [ "${CI:-}" = "true" ]; then
