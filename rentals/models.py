@@ -66,7 +66,9 @@ class Rental(models.Model):
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="rental_status_due"),
             models.Index(fields=["status", "-created_at"], name="rental_status_recent"),
-            models.Index(fields=["customer", "-created_at"], name="rental_customer_recent"),
+            # "My rentals", newest first, paged by (created_at, id): the id makes the order the index's own, so
+            # no page sorts the customer's whole history.
+            models.Index(fields=["customer", "-created_at", "-id"], name="rental_customer_recent_id"),
             # Support search: the newest rentals of a customer ref or of a user come straight off these.
             models.Index(fields=["customer_ref", "-created_at"], name="rental_ref_recent"),
             models.Index(fields=["created_by", "-created_at"], name="rental_creator_recent"),

@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from urllib.parse import parse_qsl
 
 from django.conf import settings
+from django.contrib.sessions.backends.cached_db import KEY_PREFIX as CACHED_DB_SESSION_PREFIX
 from django.contrib.sessions.models import Session
 from django.core import signing
 from django.core.cache import cache
@@ -43,7 +44,6 @@ POLL_STATE_CACHE_SECONDS = 10
 
 DB_SESSIONS = "django.contrib.sessions.backends.db"
 CACHED_DB_SESSIONS = "django.contrib.sessions.backends.cached_db"
-CACHED_DB_SESSION_PREFIX = "django.contrib.sessions.cached_db"  # cached_db's KEY_PREFIX
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,9 @@
 """What a rental's progress section shows, and the polled answer that carries it.
 
-The section is rendered once per (rental, version, may act) and kept in a per-process cache: every write that
-changes what it shows bumps `Rental.version` (in the same transaction as the rows it changes, after them), so
-the HTML stored for a version never goes stale and no process needs to hear of another's writes. The section
+The section is rendered once per (rental, version, may act) and kept in a per-process cache. Every write that
+changes what it shows bumps `Rental.version` once the rows it changes are written (in the same transaction or
+after it), and a render reads the rental row first: the HTML stored for a version is never older than that
+version, no process needs to hear of another's writes, and a new version is simply a new key. The section
 holds no session or user data, not even a CSRF field: its forms get the page's token when submitted
 (`static/js/csrf.js`; the section only ever arrives through htmx, so scripts run).
 """

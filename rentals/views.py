@@ -212,7 +212,8 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     before = _parse_cursor(request.GET.get("before", ""))
     if before is not None:
         at, pk = before
-        rentals = rentals.filter(Q(created_at__lt=at) | Q(created_at=at, id__lt=pk))
+        # created_at <= at first: a range on the index's second column; the OR only settles equal timestamps.
+        rentals = rentals.filter(Q(created_at__lte=at) & (Q(created_at__lt=at) | Q(id__lt=pk)))
     rows = list(rentals[: RENTALS_PER_PAGE + 1])
     page = rows[:RENTALS_PER_PAGE]
     older = _cursor(page[-1]) if len(rows) > RENTALS_PER_PAGE else ""

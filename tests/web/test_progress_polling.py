@@ -59,8 +59,10 @@ def test_a_changed_rental_sends_the_new_progress_and_polls_fast_again(rental, al
     client = client_for(alice)
     page = client.get(f"/rentals/{rental.public_id}/").content.decode()
     Rental.objects.filter(pk=rental.pk).update(status="sending", version=rental.version + 1)
-    html = client.get(poller_url(page).replace("i=2.0", "i=30")).content.decode()
+    answer = client.get(poller_url(page).replace("i=2.0", "i=30"))
+    html = answer.content.decode()
     assert 'hx-swap-oob="true"' in html and "Attempts" in html and "Sending" in html
+    assert "sessionid" not in answer.cookies and "csrftoken" not in answer.cookies, "a poll writes no cookie"
     assert delay(html) == 2.0
     assert f"v={rental.version + 1}&amp;" in html, "the next poll asks about the version it now shows"
 
