@@ -5,17 +5,13 @@ These run in `make test`'s PostgreSQL + Redis pass, which sets CACHE_URL to a re
 
 from __future__ import annotations
 
-import re
-
 import pytest
 from django.conf import settings
 from django.core.cache import cache
 from django.test import Client
 
-from rentals.models import Rental
-from rentals.services import RentOrder, rental_submit
 from rentals.transitions import rental_transition
-from tests.conftest import SSH_KEY
+from tests.web.polls import logged_in, poller_url
 
 pytestmark = [
     pytest.mark.redis,
@@ -27,32 +23,13 @@ pytestmark = [
 ]
 
 
-@pytest.fixture
-def rental(alice, acme, monkeypatch: pytest.MonkeyPatch) -> Rental:
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
-    order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name="job", public_keys=[SSH_KEY])
-    return rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")
-
-
-def poller_url(html: str) -> str:
-    return re.search(r'<div id="poller" hx-get="([^"]+)"', html).group(1).replace("&amp;", "&")
-
-
-def logged_in(user) -> Client:  # type: ignore[no-untyped-def]
-    browser = Client()
-    browser.force_login(user)
-    return browser
-
-
 def test_the_redis_cache_keeps_one_client_and_round_trips_values() -> None:
     assert cache._cache.get_client() is cache._cache.get_client(), "no new client per call"
     cache.set("shared-cache-probe", {"a": 1})
     assert cache.get("shared-cache-probe") == {"a": 1}
 
 
-def test_an_unchanged_poll_reads_no_database_once_the_state_is_cached(
-    rental, alice, django_assert_num_queries
-) -> None:
+def test_an_unchanged_poll_reads_no_database_once_the_state_is_cached(rental, alice, django_assert_num_queries) -> None:
     browser = logged_in(alice)
     url = poller_url(browser.get(f"/rentals/{rental.public_id}/").content.decode())
     with django_assert_num_queries(1):  # the first poll reads the state and leaves it in the cache
@@ -62,9 +39,7 @@ def test_an_unchanged_poll_reads_no_database_once_the_state_is_cached(
     assert html.startswith('<div id="poller"') and "Attempts" not in html
 
 
-def test_a_committed_change_reaches_the_next_poll_at_once(
-    rental, alice, django_capture_on_commit_callbacks
-) -> None:
+def test_a_committed_change_reaches_the_next_poll_at_once(rental, alice, django_capture_on_commit_callbacks) -> None:
     browser = logged_in(alice)
     url = poller_url(browser.get(f"/rentals/{rental.public_id}/").content.decode())
     browser.get(url)  # the state is now cached

@@ -14,32 +14,14 @@ from rentals import polling
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
+from tests.web.polls import logged_in, poller_url
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def rental(alice, acme, monkeypatch: pytest.MonkeyPatch) -> Rental:
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
-    order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name="job", public_keys=[SSH_KEY])
-    return rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")
 
 
 def delay(html: str) -> float | None:
     match = re.search(r'hx-trigger="load delay:([0-9.]+)s"', html)
     return float(match.group(1)) if match else None
-
-
-def poller_url(html: str) -> str:
-    """The URL the page's poller will ask next, as htmx would follow it."""
-    return re.search(r'<div id="poller" hx-get="([^"]+)"', html).group(1).replace("&amp;", "&")
-
-
-def logged_in(user) -> Client:  # type: ignore[no-untyped-def]
-    """A browser of its own (its own session cookie), logged in as `user`."""
-    browser = Client()
-    browser.force_login(user)
-    return browser
 
 
 def test_an_unchanged_rental_gets_only_a_slower_poller(rental, alice, client_for, django_assert_num_queries):
