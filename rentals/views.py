@@ -36,8 +36,10 @@ def _credential_for(request: HttpRequest):  # type: ignore[no-untyped-def]
     return customer.default_credential if customer else None
 
 
-def _listing_or_error(request: HttpRequest, *, refresh: bool = False) -> tuple[OfferListing | None, str]:
-    credential = _credential_for(request)
+def _listing_or_error(
+    request: HttpRequest, *, refresh: bool = False, credential: Any = None
+) -> tuple[OfferListing | None, str]:
+    credential = credential or _credential_for(request)
     if credential is None:
         return None, "You are not a member of any customer with a Lium credential; ask an operator to add you."
     try:
@@ -95,14 +97,14 @@ def rent(request: HttpRequest) -> HttpResponse:
         messages.error(request, "You can browse fabrics, but renting needs a customer membership or the operator role.")
         return redirect("fabric_list")
     fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
-    listing, _error = _listing_or_error(request)
+    credential = _credential_for(request)
+    listing, _error = _listing_or_error(request, credential=credential)
     fabric = listing.fabric(fabric_id) if listing else None
     if listing is None or fabric is None:
         # When the listing failed, the fabrics page says so itself; say nothing twice.
         if listing is not None:
             messages.error(request, "That fabric is not offered any more; pick another one.")
         return redirect("fabric_list")
-    credential = _credential_for(request)
     try:
         templates = offers.cluster_templates(credential=credential)
     except UpstreamError as exc:
