@@ -118,10 +118,8 @@ def rental_submit(
             f"Customer {customer.name} has no active Lium credential; ask an operator to set one.",
             code="no_credential",
         )
-    if submit_token is not None:
-        existing = Rental.objects.filter(submit_token=submit_token).first()
-        if existing is not None:
-            return existing
+    # A repeated `submit_token` (the form's second click) is found by the caller before it validates the form,
+    # or, in a race, by the unique constraint below.
     body = build_request_body(order)
     try:
         with transaction.atomic():

@@ -114,7 +114,8 @@ def rent(request: HttpRequest) -> HttpResponse:
         "fabric": fabric,
         "listing": listing,
         "templates": templates,
-        "customers": customers,
+        # The chosen customer's default credential is the one the rental uses: read it with the customer.
+        "customers": customers.select_related("default_credential"),
         "may_set_customer_ref": is_operator(request.user),
         "saved_keys": SshPublicKey.objects.filter(user_id=request.user.pk or 0),
     }
