@@ -263,6 +263,8 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sweep-rentals": {"task": "rentals.tasks.rentals_sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+    # SQLite keeps no planner statistics by itself (a no-op on PostgreSQL); see rentals.tasks.sqlite_analyze.
+    "sqlite-analyze": {"task": "rentals.tasks.sqlite_analyze", "schedule": 3600.0},
 }
 
 # --- Content-Security-Policy (django-csp) ---------------------------------------------------------------

@@ -11,6 +11,7 @@ from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
+from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
@@ -125,3 +126,19 @@ def rentals_sweep() -> dict[str, int]:
     for rental_id in terminating.values_list("pk", flat=True)[:100]:
         enqueue_cluster_delete(rental_id)
     return {"enqueued": len(due_ids) - settled, "settled": settled, "pollers": len(credential_ids)}
+
+
+@shared_task
+def sqlite_analyze() -> bool:
+    """Refresh SQLite's planner statistics (the embedded default only; PostgreSQL's autovacuum does this).
+
+    Without them SQLite plans "my rentals" by sorting the customer's whole history instead of reading the
+    (customer, -created_at, -id) index: 300 ms instead of a few at 100,000 rentals. `analysis_limit` samples
+    each index, so a run takes milliseconds whatever the size.
+    """
+    if connection.vendor != "sqlite":
+        return False
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA analysis_limit=1000")
+        cursor.execute("ANALYZE")
+    return True
