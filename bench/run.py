@@ -667,6 +667,7 @@ def main(argv: list[str] | None = None) -> int:
         from rentals import offers
         from rentals.models import ClusterMember, Rental, RentAttempt
         from rentals.services import RentOrder, build_request_body, rental_submit
+        from rentals.tasks import sqlite_analyze
 
         credential = UpstreamCredential(name="bench", base_url=f"{sim_url}/api")
         credential.set_secret(SIM_KEY)
@@ -1016,8 +1017,6 @@ def main(argv: list[str] | None = None) -> int:
                     next_id += chunk
                 have = Rental.objects.count()
                 say(f"    {have} rentals now ({time.monotonic() - t0:.1f} s)")
-                from rentals.tasks import sqlite_analyze
-
                 # The hourly beat task a running dashboard has done by the time it holds this many rentals.
                 if sqlite_analyze():
                     say("    SQLite statistics refreshed (rentals.tasks.sqlite_analyze, hourly in beat)")

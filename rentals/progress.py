@@ -75,16 +75,22 @@ def _section_key(public_hex: str, version: int, may_act: bool) -> str:
     return f"rental-progress:{public_hex}:{version}:{int(may_act)}"
 
 
-def section_html(rental: Rental, *, may_act: bool) -> str:
-    """Return the out-of-band progress section of this version of the rental, rendering it once."""
-    key = _section_key(rental.public_id.hex, rental.version, may_act)
-    cached = caches[FRAGMENT_CACHE].get(key)
-    if cached is not None:
-        return cached[1]
+def _cached_section(public_hex: str, version: int, may_act: bool) -> str | None:
+    return caches[FRAGMENT_CACHE].get(_section_key(public_hex, version, may_act))
+
+
+def _render_section(rental: Rental, *, may_act: bool) -> str:
+    """Render the out-of-band progress section of this version of the rental and keep it."""
     context = {**progress_context(rental, may_act=may_act), "oob": True, "csrf_token": NO_CSRF_FIELD}
     html = render_to_string("rentals/rental_detail.html#progress", context)
-    caches[FRAGMENT_CACHE].set(key, (rental.status, html))
+    caches[FRAGMENT_CACHE].set(_section_key(rental.public_id.hex, rental.version, may_act), html)
     return html
+
+
+def section_html(rental: Rental, *, may_act: bool) -> str:
+    """Return the out-of-band progress section of this version of the rental, rendering it once."""
+    cached = _cached_section(rental.public_id.hex, rental.version, may_act)
+    return cached if cached is not None else _render_section(rental, may_act=may_act)
 
 
 def answer_granted_poll(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse | None:
@@ -100,14 +106,14 @@ def answer_granted_poll(request: HttpRequest, public_id: uuid.UUID) -> HttpRespo
     if state.version == query.version and query.interval:
         POLL_REQUESTS.labels(outcome="unchanged").inc()
         return _answer(request, query, token=grant.token, version=state.version, status=state.status)
-    cached = caches[FRAGMENT_CACHE].get(_section_key(state.public_hex, state.version, grant.may_act))
-    if cached is not None:
-        version, (status, html) = state.version, cached
-    else:
+    version, status = state.version, state.status
+    html = _cached_section(state.public_hex, version, grant.may_act)
+    if html is None:
         rental = Rental.objects.filter(pk=grant.rental_id).first()
         if rental is None:
             return None
-        version, status, html = rental.version, rental.status, section_html(rental, may_act=grant.may_act)
+        # The row may be newer than the state just read: show (and key) what was rendered.
+        version, status, html = rental.version, rental.status, _render_section(rental, may_act=grant.may_act)
     POLL_REQUESTS.labels(outcome="changed").inc()
     return _answer(request, query, token=grant.token, version=version, status=status, section=html)
 
