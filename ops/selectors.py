@@ -1,4 +1,4 @@
-"""Reads for staff pages: the overview, the support search, a rental's timeline, usage and the audit log.
+"""Reads for staff pages: the overview, a rental's timeline, usage and the audit log (the search: `ops.search`).
 
 Every function runs a fixed number of queries, whatever the number of rows: aggregates, `select_related`
 and bounded lookups on indexed columns only (the search must stay fast at a million rentals).
@@ -6,24 +6,21 @@ and bounded lookups on indexed columns only (the search must stay fast at a mill
 
 from __future__ import annotations
 
-import ipaddress
 import json
-import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
-from accounts.models import Customer, UpstreamCredential
+from accounts.models import UpstreamCredential
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
-from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentalNode, RentAttempt
+from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentAttempt
 from rentals.states import RentalStatus as S
 
 # How long a rental may sit retrying, queued, or terminating before it shows in the attention queue.
@@ -206,134 +203,6 @@ def overview(*, now: datetime | None = None) -> dict[str, Any]:
         "upstream": upstream_health(now=now),
         "worker": worker_health(now=now),
     }
-
-
-# --- support search ---------------------------------------------------------------------------------------
-
-SEARCH_PER_KIND = 200
-SEARCH_RESULTS = 50
-PREFIX_MIN_LENGTH = 3
-
-
-@dataclass
-class SearchResult:
-    query: str
-    rentals: list[Rental] = field(default_factory=list)
-    # How each rental was found: rental pk -> the identifier kinds that matched.
-    matched: dict[int, list[str]] = field(default_factory=dict)
-    # The single rental an exact identifier points at: the view jumps straight to it.
-    exact: Rental | None = None
-    truncated: bool = False
-
-
-# Kinds that name exactly one thing: when they are the only match, the search jumps to the rental.
-EXACT_KINDS = frozenset(
-    {"rental id", "idempotency key", "pod id", "cluster id", "request id", "overlay IP", "executor id"}
-)
-
-
-def _as_uuid(text: str) -> uuid.UUID | None:
-    try:
-        return uuid.UUID(text)
-    except ValueError:
-        return None
-
-
-def _is_ip(text: str) -> bool:
-    try:
-        ipaddress.ip_address(text)
-    except ValueError:
-        return False
-    return True
-
-
-def _lookups(text: str) -> list[tuple[str, QuerySet[Any]]]:
-    """Return (kind, queryset of (rental pk, rental created_at)) per identifier kind that could match `text`.
-
-    Each one reads at most SEARCH_PER_KIND entries of an index: exact ids match a handful of rows; lookups that
-    can match many rentals (a customer's, a user's, a customer ref's) are ordered newest first by a
-    (key, -created_at) index, so the newest rentals come straight off the index, whatever the table's size.
-    Prefix lookups (pod name, customer ref) use the `varchar_pattern_ops` indexes Django adds for indexed
-    CharFields on PostgreSQL; they stop after SEARCH_PER_KIND rows (no sort over every match).
-    """
-    rentals = Rental.objects.order_by().values_list("pk", "created_at")
-    members = ClusterMember.objects.order_by().values_list("rental_id", "rental__created_at")
-    nodes = RentalNode.objects.order_by().values_list("rental_id", "rental__created_at")
-    attempts = RentAttempt.objects.order_by().values_list("rental_id", "rental__created_at")
-    newest = ("-created_at",)
-    lookups: list[tuple[str, QuerySet[Any]]] = []
-    as_uuid = _as_uuid(text)
-    if as_uuid is not None:
-        lookups.append(("rental id", rentals.filter(public_id=as_uuid)))
-        lookups.append(("idempotency key", rentals.filter(idempotency_key=as_uuid)))
-    if _is_ip(text):
-        lookups.append(("overlay IP", members.filter(overlay_ip=text)))
-    lookups += [
-        ("pod id", members.filter(pod_id=text)),
-        ("cluster id", rentals.filter(cluster_id=text)),
-        ("executor id", nodes.filter(executor_id=text)),
-        ("executor id", members.filter(executor_id=text)),
-        ("request id", rentals.filter(error_request_id=text)),
-        ("request id", attempts.filter(request_id=text)),
-        # A ref is shared by many rentals: its newest come off the (customer_ref, -created_at) index.
-        ("customer ref", rentals.filter(customer_ref=text).order_by(*newest)),
-    ]
-    if len(text) >= PREFIX_MIN_LENGTH:
-        lookups.append(("pod name", rentals.filter(pod_name__startswith=text)))
-        lookups.append(("customer ref", rentals.filter(customer_ref__startswith=text)))
-    else:
-        lookups.append(("pod name", rentals.filter(pod_name=text)))
-    # Customers and users are small tables, resolved first; each one's newest rentals come off its own
-    # (customer, -created_at) / (created_by, -created_at) index (an `IN (subquery)` cannot be read in order).
-    customer_filter = Q(name__istartswith=text) | Q(customer_ref=text)
-    customer_pks = Customer.objects.filter(customer_filter).values_list("pk", flat=True)[:20]
-    lookups += _newest_of("customer", [rentals.filter(customer_id=pk).order_by(*newest) for pk in customer_pks])
-    user_filter = Q(username=text) | Q(email__iexact=text) if "@" in text else Q(username=text)
-    user_pks = User.objects.filter(user_filter).order_by("pk").values_list("pk", flat=True)[:20]
-    lookups += _newest_of("user", [rentals.filter(created_by_id=pk).order_by(*newest) for pk in user_pks])
-    return lookups
-
-
-def _newest_of(kind: str, queries: list[QuerySet[Any]]) -> list[tuple[str, QuerySet[Any]]]:
-    """One lookup per query, or on PostgreSQL one query: a UNION ALL of each one's newest, newest first."""
-    if len(queries) > 1 and connection.features.supports_slicing_ordering_in_compound:
-        sliced = [query[:SEARCH_PER_KIND] for query in queries]
-        return [(kind, sliced[0].union(*sliced[1:], all=True).order_by("-created_at"))]
-    return [(kind, query) for query in queries]
-
-
-def rental_search(*, text: str) -> SearchResult:
-    """Find rentals by any identifier support is given: a union of indexed exact (or prefix) lookups."""
-    text = text.strip()
-    result = SearchResult(query=text)
-    if not text or len(text) > 200:
-        return result
-    created: dict[int, datetime] = {}
-    per_kind: dict[str, dict[int, datetime]] = {}
-    for kind, rows in _lookups(text):
-        found = list(rows[:SEARCH_PER_KIND])
-        result.truncated |= len(found) == SEARCH_PER_KIND
-        per_kind.setdefault(kind, {}).update(found)
-    for kind, by_pk in per_kind.items():
-        # A kind with several lookups (two customers, a ref's exact and prefix matches) keeps its newest.
-        for pk, at in sorted(by_pk.items(), key=lambda item: (item[1], item[0]), reverse=True)[:SEARCH_PER_KIND]:
-            created[pk] = at
-            kinds = result.matched.setdefault(pk, [])
-            if kind not in kinds:
-                kinds.append(kind)
-    if not result.matched:
-        return result
-    # The newest SEARCH_RESULTS of the matches, chosen here: the last query fetches only those rows, by primary key.
-    newest = sorted(created, key=lambda pk: (created[pk], pk), reverse=True)[:SEARCH_RESULTS]
-    result.rentals = list(
-        Rental.objects.select_related("customer", "created_by").filter(pk__in=newest).order_by("-created_at", "-id")
-    )
-    result.truncated |= len(result.matched) > SEARCH_RESULTS
-    if len(result.rentals) == 1 and set(result.matched[result.rentals[0].pk]) & EXACT_KINDS:
-        result.exact = result.rentals[0]
-    for rental in result.rentals:
-        rental.matched_by = result.matched[rental.pk]  # type: ignore[attr-defined]
-    return result
 
 
 # --- timeline ---------------------------------------------------------------------------------------------

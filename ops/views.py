@@ -22,6 +22,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import is_operator, is_staff_reader
+from ops import search as support_search
 from ops import selectors, services
 from ops.forms import ActionForm, AuditFilterForm, ConfirmReconciliationForm, SearchForm, UsageForm
 from rentals.models import Rental
@@ -124,7 +125,7 @@ def search(request: HttpRequest) -> HttpResponse:
     """Find rentals by any identifier; an exact id that names one rental jumps straight to it."""
     form = SearchForm(request.GET)
     text = form.cleaned_data["q"] if form.is_valid() else ""
-    result = selectors.rental_search(text=text)
+    result = support_search.rental_search(text=text)
     if result.exact is not None:
         return redirect("ops_rental", public_id=result.exact.public_id)
     return render(request, "ops/search.html", {"search_form": form, "result": result})

@@ -26,7 +26,8 @@ class NodeSelectionField(forms.MultipleChoiceField):
 class RentForm(forms.Form):
     """Choose nodes of one fabric and the order's options."""
 
-    customer = forms.ModelChoiceField(queryset=Customer.objects.none(), empty_label=None)
+    # The customers the view has already read (with their credentials): choosing one costs no query.
+    customer = forms.ChoiceField()
     executor_ids = NodeSelectionField(
         label="Nodes", widget=forms.CheckboxSelectMultiple, error_messages={"required": "Select at least 2 nodes."}
     )
@@ -90,7 +91,8 @@ class RentForm(forms.Form):
         self.fabric = fabric
         self.listing = listing
         self.templates = templates
-        self.fields["customer"].queryset = customers  # type: ignore[attr-defined]
+        self.customers = {str(customer.pk): customer for customer in customers}
+        self.fields["customer"].choices = [(pk, customer.name) for pk, customer in self.customers.items()]  # type: ignore[attr-defined]
         self.fields["executor_ids"].choices = [(node.id, node.id) for node in fabric.nodes]  # type: ignore[attr-defined]
         self.fields["template_id"].choices = [(t.id, t.label) for t in templates]  # type: ignore[attr-defined]
         if templates:
@@ -102,6 +104,9 @@ class RentForm(forms.Form):
             self.fields["saved_keys"].initial = list(saved_keys)
         else:
             del self.fields["saved_keys"]
+
+    def clean_customer(self) -> Customer:
+        return self.customers[self.cleaned_data["customer"]]
 
     def clean_executor_ids(self) -> list[str]:
         chosen: list[str] = list(self.cleaned_data["executor_ids"])

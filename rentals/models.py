@@ -8,6 +8,8 @@ from django.db import models
 from accounts.models import Customer, UpstreamCredential
 from rentals.states import FINAL_STATES, IN_FLIGHT_STATES, RentalStatus
 
+STATUS_LABELS: dict[str, str] = dict(RentalStatus.choices)
+
 
 class Rental(models.Model):
     """One all-or-nothing cluster order. Key and exact request bytes are fixed at submit."""
@@ -77,6 +79,11 @@ class Rental(models.Model):
 
     def __str__(self) -> str:
         return f"{self.pod_name} ({self.get_status_display()})"
+
+    @property
+    def status_label(self) -> str:
+        """The state's display name; cheaper than `get_status_display()`, which rebuilds the choices each call."""
+        return STATUS_LABELS.get(self.status, self.status)
 
     @property
     def is_final(self) -> bool:

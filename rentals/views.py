@@ -19,7 +19,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts.models import Customer, SshPublicKey
+from accounts.models import SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
 from dashboard import ratelimit
 from rentals import offers, polling, progress, selectors, services
@@ -88,8 +88,9 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def rent(request: HttpRequest) -> HttpResponse:
     """Pick nodes of one fabric and submit the order; on success go to the rental's page."""
-    customers = selectors.customer_list_for_renting(user=request.user)
-    if not customers.exists():
+    # Read once, with each default credential: the rental uses the chosen customer's.
+    customers = list(selectors.customer_list_for_renting(user=request.user).select_related("default_credential"))
+    if not customers:
         if request.method == "POST":
             return HttpResponse(
                 "Support can look but not rent: renting needs a customer or the operator role.", status=403
@@ -97,10 +98,11 @@ def rent(request: HttpRequest) -> HttpResponse:
         messages.error(request, "You can browse fabrics, but renting needs a customer membership or the operator role.")
         return redirect("fabric_list")
     fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
-    credential = _credential_for(request)
+    # The offers shown are the first customer's credential's, as on the fabrics page (`_credential_for`).
+    credential = customers[0].default_credential
     listing, _error = _listing_or_error(request, credential=credential)
     fabric = listing.fabric(fabric_id) if listing else None
-    if listing is None or fabric is None:
+    if listing is None or fabric is None or credential is None:
         # When the listing failed, the fabrics page says so itself; say nothing twice.
         if listing is not None:
             messages.error(request, "That fabric is not offered any more; pick another one.")
@@ -114,37 +116,43 @@ def rent(request: HttpRequest) -> HttpResponse:
         "fabric": fabric,
         "listing": listing,
         "templates": templates,
-        # The chosen customer's default credential is the one the rental uses: read it with the customer.
-        "customers": customers.select_related("default_credential"),
+        "customers": customers,
         "may_set_customer_ref": is_operator(request.user),
         "saved_keys": SshPublicKey.objects.filter(user_id=request.user.pk or 0),
     }
     if request.method == "POST":
-        # A second click on Submit carries the same form token: show the rental the first click created
-        # (its nodes are no longer free, so validating the form again would only confuse).
-        already = selectors.rental_for_submit_token(user=request.user, token=request.POST.get("submit_token", ""))
-        if already is not None:
-            return redirect("rental_detail", public_id=already.public_id)
         form = RentForm(request.POST, **form_kwargs)
-        wait = ratelimit.hit(scope="rent-submit", key=str(request.user.pk), limit=settings.RENT_SUBMIT_RATE_PER_MINUTE)
-        if wait is not None:
-            form.add_error(None, f"Too many orders in a minute; wait {wait} s and submit again.")
-        elif form.is_valid():
-            customer = form.cleaned_data["customer"]
-            override = form.cleaned_data.get("customer_ref") or ""
-            try:
-                rental = services.rental_submit(
-                    user=_user(request),
-                    customer=customer,
-                    order=form.order(),
-                    customer_ref=override or customer.customer_ref or None,
-                    submit_token=form.cleaned_data["submit_token"],
-                )
-            except ValidationError as exc:
-                form.add_error(None, exc)
+        if form.is_valid():
+            wait = ratelimit.hit(
+                scope="rent-submit", key=str(request.user.pk), limit=settings.RENT_SUBMIT_RATE_PER_MINUTE
+            )
+            if wait is not None:
+                form.add_error(None, f"Too many orders in a minute; wait {wait} s and submit again.")
             else:
-                offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
-                return redirect("rental_detail", public_id=rental.public_id)
+                customer = form.cleaned_data["customer"]
+                override = form.cleaned_data.get("customer_ref") or ""
+                try:
+                    # A second click that still validates meets its first rental through the form token's
+                    # unique constraint, and is answered with that rental.
+                    rental = services.rental_submit(
+                        user=_user(request),
+                        customer=customer,
+                        order=form.order(),
+                        customer_ref=override or customer.customer_ref or None,
+                        submit_token=form.cleaned_data["submit_token"],
+                    )
+                except ValidationError as exc:
+                    form.add_error(None, exc)
+                else:
+                    offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
+                    return redirect("rental_detail", public_id=rental.public_id)
+        else:
+            # A second click on Submit usually fails validation (its nodes are no longer free): if its form
+            # token created a rental already, show that rental instead of errors that would only confuse.
+            token = request.POST.get("submit_token", "")
+            already = selectors.rental_for_submit_token(user=request.user, token=token)
+            if already is not None:
+                return redirect("rental_detail", public_id=already.public_id)
     else:
         count = request.GET.get("cheapest", "")
         initial: dict[str, object] = {}
@@ -193,7 +201,7 @@ def rent_summary(request: HttpRequest) -> HttpResponse:
         fabric=fabric,
         listing=listing,
         templates=[],
-        customers=Customer.objects.none(),
+        customers=[],
         may_set_customer_ref=False,
     )
     return render(request, "rentals/rent.html#summary", {"fabric": fabric, **_summary(fabric, form)})

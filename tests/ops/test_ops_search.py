@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ops import selectors
-from rentals.models import ClusterMember, RentAttempt
+from ops.search import SEARCH_RESULTS, rental_search
+from rentals.models import ClusterMember, Rental, RentAttempt
 
 pytestmark = pytest.mark.django_db
 
@@ -75,7 +75,7 @@ def test_names_refs_and_users_list_the_rentals(target, sam, client_for, query: s
 def test_customer_ref_finds_that_customers_rentals_only(make_rental, globex, sam, client_for) -> None:
     mine = make_rental(globex)
     make_rental()
-    result = selectors.rental_search(text="globex")
+    result = rental_search(text="globex")
     assert [r.pk for r in result.rentals] == [mine.pk]
     assert "customer ref" in result.matched[mine.pk]
     response = client_for(sam).get("/ops/search/", {"q": "glob"})
@@ -98,4 +98,50 @@ def test_nothing_found_says_so(target, sam, client_for) -> None:
 
 def test_short_text_matches_exactly_not_by_prefix(make_rental) -> None:
     make_rental(pod_name="ab-cluster")
-    assert selectors.rental_search(text="ab").rentals == []
+    assert rental_search(text="ab").rentals == []
+
+
+def test_a_ref_shared_by_many_rentals_shows_the_newest_page_and_says_there_is_more(make_rental) -> None:
+    now = timezone.now()
+    rentals = [make_rental(customer_ref="team-many") for _ in range(SEARCH_RESULTS + 5)]
+    for age, rental in enumerate(rentals):  # the last one created is the newest
+        Rental.objects.filter(pk=rental.pk).update(created_at=now - timedelta(minutes=len(rentals) - age))
+    result = rental_search(text="team-many")
+    assert result.truncated
+    newest_first = [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
+    assert [rental.pk for rental in result.rentals] == newest_first
+
+
+def test_a_page_that_fits_is_not_called_truncated(make_rental) -> None:
+    for _ in range(3):
+        make_rental(customer_ref="team-few")
+    result = rental_search(text="team-few")
+    assert len(result.rentals) == 3
+    assert not result.truncated
+
+
+def test_like_wildcards_in_the_text_match_themselves(make_rental) -> None:
+    literal = make_rental(pod_name="a_b-run")
+    make_rental(pod_name="axb-run")
+    assert [rental.pk for rental in rental_search(text="a_b").rentals] == [literal.pk]
+    assert rental_search(text="a%b").rentals == []
+
+
+def test_a_rental_found_two_ways_is_listed_once_with_both(target, sam, client_for) -> None:
+    RentAttempt.objects.filter(rental=target).update(request_id="cl-7f3a")  # the cluster id, as a request id too
+    result = rental_search(text="cl-7f3a")
+    assert [rental.pk for rental in result.rentals] == [target.pk]
+    assert result.matched[target.pk] == ["cluster id", "request id"]
+
+
+def test_the_search_runs_the_same_few_queries_however_many_rentals_match(
+    make_rental, sam, client_for, django_assert_max_num_queries
+) -> None:
+    for _ in range(SEARCH_RESULTS + 5):
+        make_rental(customer_ref="team-q")
+    client = client_for(sam)
+    client.get("/ops/search/", {"q": "warm-up"})
+    # Session, user and role, then customers, users, the one union and the page's rows.
+    with django_assert_max_num_queries(8):
+        response = client.get("/ops/search/", {"q": "team-q"})
+    assert response.content.decode().count('href="/ops/rentals/') == SEARCH_RESULTS

@@ -124,6 +124,27 @@ def test_a_double_submit_creates_one_rental(offers, alice, client_for, monkeypat
     assert Rental.objects.count() == 1
 
 
+def test_a_double_submit_that_still_validates_creates_one_rental(offers, alice, client_for, monkeypatch) -> None:
+    # The second click arrives before the first one's nodes left the cached listing: the form validates
+    # again, and the form token's unique constraint still answers with the first rental.
+    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.offers.offers_take", lambda **kwargs: None)
+    client = client_for(alice)
+    data = form_data(client, offers[0]["fabric_id"])
+    first = client.post(f"/rent/?fabric={offers[0]['fabric_id']}", data)
+    second = client.post(f"/rent/?fabric={offers[0]['fabric_id']}", data)
+    assert first.status_code == second.status_code == 302
+    assert first["Location"] == second["Location"]
+    assert Rental.objects.count() == 1
+
+
+def test_a_member_cannot_order_for_another_customer(offers, alice, globex, client_for) -> None:
+    client = client_for(alice)
+    html = post(client, offers[0]["fabric_id"], customer=str(globex.pk))
+    assert "Select a valid choice" in html
+    assert not Rental.objects.exists()
+
+
 def test_a_partly_rented_node_is_refused_and_never_picked_as_cheapest(offers, alice, client_for) -> None:
     fabric, split = next(
         (offer, node)

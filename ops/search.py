@@ -1,0 +1,206 @@
+"""Support search: find rentals from whatever identifier a customer gives support, in one statement.
+
+Every identifier kind that could match the text is one *lookup*: a read of at most `PER_LOOKUP` entries of one
+index. All lookups run as one `UNION ALL` statement that returns (lookup, rental id) newest first, so a search
+costs the same four queries at a thousand rentals or a million: customers and users named by the text (small
+tables), the union, and the page's rows by primary key.
+
+- Exact ids (rental id, idempotency key, pod id, cluster id, executor id, request id, overlay IP) match a handful
+  of rows each.
+- A customer ref, a customer and a user can each match many rentals: their lookups read the newest first,
+  straight off a (key, -created_at) index, whatever the table's size.
+- Prefixes (pod name, customer ref; at least `PREFIX_MIN_LENGTH` characters) use the `varchar_pattern_ops`
+  indexes Django adds for indexed CharFields on PostgreSQL. They stop after `PER_LOOKUP` matches without
+  sorting every match, so for a prefix shared by many rentals these are some of its rentals, not the newest.
+
+The statement is written out here rather than composed with the ORM: composing and compiling a dozen
+querysets cost more than running them (about 20 ms of a 50 ms search on a 2-core machine). It is portable
+SQL (a `LIMIT` inside each derived table, an `ORDER BY` on the union), run on SQLite and PostgreSQL by the tests.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import connection, models
+from django.db.models import Q
+
+from accounts.models import Customer
+from rentals.models import ClusterMember, Rental, RentalNode, RentAttempt
+
+SEARCH_RESULTS = 50
+# One more than a page: enough to fill the page from any one lookup and to know that there is more.
+PER_LOOKUP = SEARCH_RESULTS + 1
+PREFIX_MIN_LENGTH = 3
+MAX_QUERY_LENGTH = 200
+# A name prefix can match many customers (and an e-mail several users): each one is a lookup, so read at most these.
+CUSTOMERS_PER_SEARCH = 20
+USERS_PER_SEARCH = 20
+
+# Kinds that name exactly one thing: when they are the only match, the search jumps to the rental.
+EXACT_KINDS = frozenset(
+    {"rental id", "idempotency key", "pod id", "cluster id", "request id", "overlay IP", "executor id"}
+)
+
+
+@dataclass
+class SearchResult:
+    query: str
+    rentals: list[Rental] = field(default_factory=list)
+    # How each rental was found: rental pk -> the identifier kinds that matched.
+    matched: dict[int, list[str]] = field(default_factory=dict)
+    # The single rental an exact identifier points at: the view jumps straight to it.
+    exact: Rental | None = None
+    truncated: bool = False
+
+
+@dataclass(frozen=True)
+class Lookup:
+    """One identifier kind's read: SQL that selects (`id`, `created_at`) of matching rentals, and its parameters."""
+
+    kind: str
+    sql: str
+    params: tuple[Any, ...]
+
+
+def _table(model: type[Any]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _as_uuid(text: str) -> uuid.UUID | None:
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        return None
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _rental_lookup(kind: str, where: str, *params: Any, newest_first: bool = False) -> Lookup:
+    order = " ORDER BY created_at DESC" if newest_first else ""
+    sql = f"SELECT id, created_at FROM {_table(Rental)} WHERE {where}{order}"  # noqa: S608 - our columns; values are parameters
+    return Lookup(kind, sql, params)
+
+
+def _child_lookup(kind: str, model: type[Any], column: str, value: str) -> Lookup:
+    """A match on a table that belongs to a rental (members, nodes, attempts): the rental's id and creation time."""
+    sql = (
+        f"SELECT c.rental_id AS id, r.created_at AS created_at FROM {_table(model)} c "  # noqa: S608 - as above
+        f"JOIN {_table(Rental)} r ON r.id = c.rental_id WHERE c.{column} = %s"
+    )
+    return Lookup(kind, sql, (value,))
+
+
+def _uuid_param(field_name: str, value: uuid.UUID) -> Any:
+    # A uuid column on PostgreSQL, 32 hex characters on SQLite: the field knows which.
+    uuid_field = Rental._meta.get_field(field_name)
+    assert isinstance(uuid_field, models.UUIDField)
+    return uuid_field.get_db_prep_value(value, connection)
+
+
+def _matching_customers(text: str) -> list[int]:
+    named = Customer.objects.filter(Q(name__istartswith=text) | Q(customer_ref=text))
+    return list(named.order_by("name").values_list("pk", flat=True)[:CUSTOMERS_PER_SEARCH])
+
+
+def _matching_users(text: str) -> list[int]:
+    named = Q(username=text) | Q(email__iexact=text) if "@" in text else Q(username=text)
+    return list(User.objects.filter(named).order_by("pk").values_list("pk", flat=True)[:USERS_PER_SEARCH])
+
+
+def search_lookups(text: str) -> list[Lookup]:
+    """Return one lookup per identifier kind (and per named customer or user) that could match `text`."""
+    lookups: list[Lookup] = []
+    as_uuid = _as_uuid(text)
+    if as_uuid is not None:
+        lookups.append(_rental_lookup("rental id", "public_id = %s", _uuid_param("public_id", as_uuid)))
+        lookups.append(
+            _rental_lookup("idempotency key", "idempotency_key = %s", _uuid_param("idempotency_key", as_uuid))
+        )
+    if _is_ip(text):
+        lookups.append(_child_lookup("overlay IP", ClusterMember, "overlay_ip", text))
+    lookups += [
+        _child_lookup("pod id", ClusterMember, "pod_id", text),
+        _rental_lookup("cluster id", "cluster_id = %s", text),
+        _child_lookup("executor id", RentalNode, "executor_id", text),
+        _child_lookup("executor id", ClusterMember, "executor_id", text),
+        _rental_lookup("request id", "error_request_id = %s", text),
+        _child_lookup("request id", RentAttempt, "request_id", text),
+        _rental_lookup("customer ref", "customer_ref = %s", text, newest_first=True),
+    ]
+    if len(text) >= PREFIX_MIN_LENGTH:
+        # The backend's own LIKE (with its escape clause), on the text with its wildcards escaped.
+        like = connection.operators["startswith"]
+        prefix = connection.ops.prep_for_like_query(text) + "%"
+        lookups.append(_rental_lookup("pod name", f"pod_name {like}", prefix))
+        lookups.append(_rental_lookup("customer ref", f"customer_ref {like}", prefix))
+    else:
+        lookups.append(_rental_lookup("pod name", "pod_name = %s", text))
+    # Each customer's and user's newest rentals come off its own index; `IN (customers)` could not be read in order.
+    for pk in _matching_customers(text):
+        lookups.append(_rental_lookup("customer", "customer_id = %s", pk, newest_first=True))
+    for pk in _matching_users(text):
+        lookups.append(_rental_lookup("user", "created_by_id = %s", pk, newest_first=True))
+    return lookups
+
+
+def _union(lookups: list[Lookup]) -> tuple[str, list[Any]]:
+    """Return one statement yielding (lookup index, rental id), newest rental first, at most PER_LOOKUP per lookup."""
+    parts: list[str] = []
+    params: list[Any] = []
+    for index, lookup in enumerate(lookups):
+        # The index is our own integer, not input; the LIMIT sits inside the derived table so it is per lookup.
+        parts.append(f"SELECT {index} AS lookup, id, created_at FROM ({lookup.sql} LIMIT {PER_LOOKUP}) AS l{index}")  # noqa: S608
+        params += lookup.params
+    return " UNION ALL ".join(parts) + " ORDER BY created_at DESC, id DESC", params
+
+
+def rental_search(*, text: str) -> SearchResult:
+    """Find rentals by any identifier support is given: the newest `SEARCH_RESULTS`, and how each was found."""
+    text = text.strip()
+    result = SearchResult(query=text)
+    if not text or len(text) > MAX_QUERY_LENGTH:
+        return result
+    lookups = search_lookups(text)
+    sql, params = _union(lookups)
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        rows = cursor.fetchall()
+    # Newest first already: the first SEARCH_RESULTS distinct rentals are the page.
+    for index, pk, _created_at in rows:
+        kinds = result.matched.setdefault(pk, [])
+        if lookups[index].kind not in kinds:
+            kinds.append(lookups[index].kind)
+    if not result.matched:
+        return result
+    result.truncated = len(result.matched) > SEARCH_RESULTS
+    newest = list(result.matched)[:SEARCH_RESULTS]
+    result.rentals = list(
+        Rental.objects.select_related("customer", "created_by")
+        .only(
+            "public_id",
+            "pod_name",
+            "status",
+            "customer_ref",
+            "created_at",
+            "customer__name",
+            "created_by__username",
+        )
+        .filter(pk__in=newest)
+        .order_by("-created_at", "-id")
+    )
+    if len(result.rentals) == 1 and set(result.matched[result.rentals[0].pk]) & EXACT_KINDS:
+        result.exact = result.rentals[0]
+    for rental in result.rentals:
+        rental.found_by = ", ".join(result.matched[rental.pk])  # type: ignore[attr-defined]
+    return result
