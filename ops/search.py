@@ -23,14 +23,16 @@ from __future__ import annotations
 import ipaddress
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import connection, models
 from django.db.models import Q
+from django.utils import timezone
 
 from accounts.models import Customer
-from rentals.models import ClusterMember, Rental, RentalNode, RentAttempt
+from rentals.models import STATUS_LABELS, ClusterMember, Rental, RentalNode, RentAttempt
 
 SEARCH_RESULTS = 50
 # One more than a page: enough to fill the page from any one lookup and to know that there is more.
@@ -48,13 +50,31 @@ EXACT_KINDS = frozenset(
 
 
 @dataclass
+class SearchRow:
+    """One rental as the results table shows it: plain values, read without building model instances."""
+
+    pk: int
+    public_id: uuid.UUID
+    pod_name: str
+    status: str
+    status_label: str
+    customer_name: str
+    customer_ref: str  # "—" when none: the table's cells are ready to print (a template filter per cell costs)
+    created_by: str
+    created_at: datetime
+    created: str  # created_at to the minute, UTC
+    found_by: str  # the identifier kinds that matched, "pod name, customer ref"
+    url: str = ""  # set by the view
+
+
+@dataclass
 class SearchResult:
     query: str
-    rentals: list[Rental] = field(default_factory=list)
+    rentals: list[SearchRow] = field(default_factory=list)
     # How each rental was found: rental pk -> the identifier kinds that matched.
     matched: dict[int, list[str]] = field(default_factory=dict)
     # The single rental an exact identifier points at: the view jumps straight to it.
-    exact: Rental | None = None
+    exact: SearchRow | None = None
     truncated: bool = False
 
 
@@ -185,22 +205,36 @@ def rental_search(*, text: str) -> SearchResult:
         return result
     result.truncated = len(result.matched) > SEARCH_RESULTS
     newest = list(result.matched)[:SEARCH_RESULTS]
-    result.rentals = list(
-        Rental.objects.select_related("customer", "created_by")
-        .only(
+    rows = (
+        Rental.objects.filter(pk__in=newest)
+        .order_by("-created_at", "-id")
+        .values_list(
+            "pk",
             "public_id",
             "pod_name",
             "status",
-            "customer_ref",
-            "created_at",
             "customer__name",
+            "customer_ref",
             "created_by__username",
+            "created_at",
         )
-        .filter(pk__in=newest)
-        .order_by("-created_at", "-id")
     )
+    result.rentals = [
+        SearchRow(
+            pk=pk,
+            public_id=public_id,
+            pod_name=pod_name,
+            status=status,
+            status_label=STATUS_LABELS.get(status, status),
+            customer_name=customer_name,
+            customer_ref=customer_ref or "—",
+            created_by=created_by or "—",
+            created_at=created_at,
+            created=timezone.localtime(created_at).strftime("%Y-%m-%d %H:%M"),
+            found_by=", ".join(result.matched[pk]),
+        )
+        for pk, public_id, pod_name, status, customer_name, customer_ref, created_by, created_at in rows
+    ]
     if len(result.rentals) == 1 and set(result.matched[result.rentals[0].pk]) & EXACT_KINDS:
         result.exact = result.rentals[0]
-    for rental in result.rentals:
-        rental.found_by = ", ".join(result.matched[rental.pk])  # type: ignore[attr-defined]
     return result
