@@ -8,7 +8,8 @@ tables), the union, and the page's rows by primary key.
 - Exact ids (rental id, idempotency key, pod id, cluster id, executor id, request id, overlay IP) match a handful
   of rows each.
 - A customer ref, a customer and a user can each match many rentals: their lookups read the newest first,
-  straight off a (key, -created_at) index, whatever the table's size.
+  straight off a (key, -created_at) index, whatever the table's size. Several customers (a name prefix) or
+  users (an e-mail) are one lookup that merges each one's newest.
 - Prefixes (pod name, customer ref; at least `PREFIX_MIN_LENGTH` characters) use the `varchar_pattern_ops`
   indexes Django adds for indexed CharFields on PostgreSQL. They stop after `PER_LOOKUP` matches without
   sorting every match, so for a prefix shared by many rentals these are some of its rentals, not the newest.
@@ -167,11 +168,27 @@ def search_lookups(text: str) -> list[Lookup]:
     else:
         lookups.append(_rental_lookup("pod name", "pod_name = %s", text))
     # Each customer's and user's newest rentals come off its own index; `IN (customers)` could not be read in order.
-    for pk in _matching_customers(text):
-        lookups.append(_rental_lookup("customer", "customer_id = %s", pk, newest_first=True))
-    for pk in _matching_users(text):
-        lookups.append(_rental_lookup("user", "created_by_id = %s", pk, newest_first=True))
+    lookups += _newest_of("customer", "customer_id", _matching_customers(text))
+    lookups += _newest_of("user", "created_by_id", _matching_users(text))
     return lookups
+
+
+def _newest_of(kind: str, column: str, owners: list[int]) -> list[Lookup]:
+    """One lookup for the newest rentals of several customers (or users), merged from each one's own index.
+
+    Each owner's newest come off its (owner, -created_at) index; an `IN (owners)` could not be read in order.
+    Merged under one `ORDER BY ... LIMIT`, PostgreSQL reads them lazily (Merge Append): about `PER_LOOKUP`
+    index entries in all, not `PER_LOOKUP` per owner (20 owners: 70 rows read instead of 1,020).
+    """
+    if not owners:
+        return []
+    arms = " UNION ALL ".join(
+        f"SELECT id, created_at FROM (SELECT id, created_at FROM {_table(Rental)} WHERE {column} = %s "  # noqa: S608 - our columns
+        f"ORDER BY created_at DESC LIMIT {PER_LOOKUP}) AS o{index}"
+        for index in range(len(owners))
+    )
+    sql = f"SELECT id, created_at FROM ({arms}) AS owners ORDER BY created_at DESC"  # noqa: S608 - as above
+    return [Lookup(kind, sql, tuple(owners))]
 
 
 def _union(lookups: list[Lookup]) -> tuple[str, list[Any]]:

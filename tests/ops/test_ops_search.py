@@ -145,3 +145,17 @@ def test_the_search_runs_the_same_few_queries_however_many_rentals_match(
     with django_assert_max_num_queries(8):
         response = client.get("/ops/search/", {"q": "team-q"})
     assert response.content.decode().count('href="/ops/rentals/') == SEARCH_RESULTS
+
+
+def test_a_name_prefix_lists_the_newest_rentals_of_every_customer_it_names(make_rental, acme) -> None:
+    from accounts.models import Customer
+
+    first = Customer.objects.create(name="Prefixed One", default_credential=acme.default_credential)
+    second = Customer.objects.create(name="Prefixed Two", default_credential=acme.default_credential)
+    now = timezone.now()
+    rentals = [make_rental(first), make_rental(second), make_rental(first), make_rental(second)]
+    for age, rental in enumerate(rentals):  # the last one created is the newest
+        Rental.objects.filter(pk=rental.pk).update(created_at=now - timedelta(minutes=len(rentals) - age))
+    result = rental_search(text="Prefixed")
+    assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)]
+    assert all(result.matched[rental.pk] == ["customer"] for rental in rentals)
