@@ -24,7 +24,6 @@ from __future__ import annotations
 import ipaddress
 import uuid
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -40,7 +39,7 @@ SEARCH_RESULTS = 50
 PER_LOOKUP = SEARCH_RESULTS + 1
 PREFIX_MIN_LENGTH = 3
 MAX_QUERY_LENGTH = 200
-# A name prefix can match many customers (and an e-mail several users): each one is a lookup, so read at most these.
+# A name prefix can match many customers (and an e-mail several users): merge the newest of at most these.
 CUSTOMERS_PER_SEARCH = 20
 USERS_PER_SEARCH = 20
 
@@ -62,8 +61,7 @@ class SearchRow:
     customer_name: str
     customer_ref: str  # "—" when none: the table's cells are ready to print (a template filter per cell costs)
     created_by: str
-    created_at: datetime
-    created: str  # created_at to the minute, UTC
+    created: str  # when it was created, to the minute (UTC)
     found_by: str  # the identifier kinds that matched, "pod name, customer ref"
     url: str = ""  # set by the view
 
@@ -140,7 +138,7 @@ def _matching_users(text: str) -> list[int]:
 
 
 def search_lookups(text: str) -> list[Lookup]:
-    """Return one lookup per identifier kind (and per named customer or user) that could match `text`."""
+    """Return one lookup per identifier kind that could match `text` (the named customers and users: one each)."""
     lookups: list[Lookup] = []
     as_uuid = _as_uuid(text)
     if as_uuid is not None:
@@ -167,7 +165,6 @@ def search_lookups(text: str) -> list[Lookup]:
         lookups.append(_rental_lookup("customer ref", f"customer_ref {like}", prefix))
     else:
         lookups.append(_rental_lookup("pod name", "pod_name = %s", text))
-    # Each customer's and user's newest rentals come off its own index; `IN (customers)` could not be read in order.
     lookups += _newest_of("customer", "customer_id", _matching_customers(text))
     lookups += _newest_of("user", "created_by_id", _matching_users(text))
     return lookups
@@ -212,9 +209,9 @@ def rental_search(*, text: str) -> SearchResult:
     sql, params = _union(lookups)
     with connection.cursor() as cursor:
         cursor.execute(sql, params)
-        rows = cursor.fetchall()
+        found = cursor.fetchall()
     # Newest first already: the first SEARCH_RESULTS distinct rentals are the page.
-    for index, pk, _created_at in rows:
+    for index, pk, _created_at in found:
         kinds = result.matched.setdefault(pk, [])
         if lookups[index].kind not in kinds:
             kinds.append(lookups[index].kind)
@@ -246,7 +243,6 @@ def rental_search(*, text: str) -> SearchResult:
             customer_name=customer_name,
             customer_ref=customer_ref or "—",
             created_by=created_by or "—",
-            created_at=created_at,
             created=timezone.localtime(created_at).strftime("%Y-%m-%d %H:%M"),
             found_by=", ".join(result.matched[pk]),
         )
