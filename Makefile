@@ -40,7 +40,7 @@ bench: install ## Benchmarks: latency, poll cost, page cost, search, engine thro
 
 lint: install ## Ruff and mypy
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check . || true
+	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 
 clean:

@@ -90,30 +90,48 @@ def parse_sizes(text: str) -> list[int]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="bench/run.py", description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    p = argparse.ArgumentParser(
+        prog="bench/run.py",
+        description=__doc__.split("\n\n")[0],
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
     p.add_argument("--submit-rentals", type=int, default=200, help="rentals for the submit-to-upstream latency")
     p.add_argument("--poll-seconds", type=float, default=10.0, help="seconds per poll load run (one per round)")
     p.add_argument("--poll-clients", type=int, default=50, help="concurrent clients for the poll benchmark")
     p.add_argument("--poll-rounds", type=int, default=5, help="rounds of the poll benchmark (ratio: median of rounds)")
     p.add_argument("--page-rows", default="10000,100000", help="rental counts for the page-cost benchmark")
     p.add_argument("--page-samples", type=int, default=15, help="requests per page and size (median taken)")
-    p.add_argument("--search-rows", default="100000",
-                   help="rental counts for the support search (PostgreSQL only), e.g. 100000,1000000")
+    p.add_argument(
+        "--search-rows",
+        default="100000",
+        help="rental counts for the support search (PostgreSQL only), e.g. 100000,1000000",
+    )
     p.add_argument("--search-samples", type=int, default=40, help="searches per identifier kind and size")
     p.add_argument("--engine-rentals", type=int, default=60, help="rentals per worker count for engine throughput")
     p.add_argument("--engine-workers", default="1,2,4", help="worker process counts for engine throughput")
-    p.add_argument("--submit-budget", type=float, default=150.0,
-                   help="seconds at most for the submit phase (the embedded broker is slow: fewer rentals then)")
+    p.add_argument(
+        "--submit-budget",
+        type=float,
+        default=150.0,
+        help="seconds at most for the submit phase (the embedded broker is slow: fewer rentals then)",
+    )
     p.add_argument("--engine-budget", type=float, default=45.0, help="seconds at most per engine run")
-    p.add_argument("--fs-polling-interval", type=float, default=None,
-                   help="experiment: the file-system broker's polling interval (not the project's setting)")
+    p.add_argument(
+        "--fs-polling-interval",
+        type=float,
+        default=None,
+        help="experiment: the file-system broker's polling interval (not the project's setting)",
+    )
     p.add_argument("--fabrics", type=int, default=64)
     p.add_argument("--nodes-per-fabric", type=int, default=32)
     p.add_argument("--web-workers", type=int, default=2, help="gunicorn workers (WEB_CONCURRENCY)")
     p.add_argument("--web-threads", type=int, default=4, help="gunicorn threads per worker")
-    p.add_argument("--load-tool", choices=["auto", "wrk", "python"], default="auto",
-                   help="auto: wrk if installed (installed with apt-get when root), else the Python client")
+    p.add_argument(
+        "--load-tool",
+        choices=["auto", "wrk", "python"],
+        default="auto",
+        help="auto: wrk if installed (installed with apt-get when root), else the Python client",
+    )
     p.add_argument("--db-name", default="lium_bench", help="dedicated database name on the PostgreSQL server")
     p.add_argument("--keep-db", action="store_true", help="keep the PostgreSQL bench database at the end")
     p.add_argument("--keep-run-dir", action="store_true", help="keep the run folder (logs) at the end")
@@ -133,8 +151,15 @@ class Processes:
 
     def start(self, args: list[str], *, log_name: str, env: dict[str, str]) -> subprocess.Popen:
         with open(self.run_dir / log_name, "ab") as log:
-            process = subprocess.Popen(args, cwd=REPO_ROOT, env=env, start_new_session=True, stdout=log,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            process = subprocess.Popen(
+                args,
+                cwd=REPO_ROOT,
+                env=env,
+                start_new_session=True,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+            )
         self.children.append(process)
         return process
 
@@ -181,7 +206,7 @@ def children_of(pid: int) -> list[int]:
         except OSError:
             continue
         # The command name is in parentheses and may contain spaces: split after the last ")".
-        fields = stat[stat.rfind(")") + 2:].split()
+        fields = stat[stat.rfind(")") + 2 :].split()
         if len(fields) > 1 and int(fields[1]) == pid:
             found.append(int(entry.name))
     return found
@@ -212,9 +237,21 @@ class Workers:
         self.stop()
         self.count += 1
         log_name = f"worker-{self.count}.log"
-        args = [sys.executable, "-m", "celery", "-A", "dashboard", "worker", "--loglevel=INFO",
-                f"--concurrency={concurrency}", "--without-gossip", "--without-mingle", "--without-heartbeat",
-                "--beat", f"--schedule={self.procs.run_dir / f'beat-{self.count}'}"]
+        args = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dashboard",
+            "worker",
+            "--loglevel=INFO",
+            f"--concurrency={concurrency}",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            "--beat",
+            f"--schedule={self.procs.run_dir / f'beat-{self.count}'}",
+        ]
         self.process = self.procs.start(args, log_name=log_name, env=self.env)
         log = self.procs.run_dir / log_name
         deadline = time.monotonic() + 60
@@ -277,9 +314,14 @@ def ensure_wrk(choice: str) -> str | None:
     if os.geteuid() == 0 and shutil.which("apt-get"):
         say("installing wrk (apt-get install -y wrk) ...")
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-            subprocess.run(["apt-get", "install", "-y", "-q", "wrk"], check=False, timeout=180,
-                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                           env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})
+            subprocess.run(
+                ["apt-get", "install", "-y", "-q", "wrk"],
+                check=False,
+                timeout=180,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"},
+            )
         binary = shutil.which("wrk")
     if binary is None and choice == "wrk":
         raise RuntimeError("--load-tool wrk: wrk is not installed and could not be installed")
@@ -295,8 +337,20 @@ def _wrk_ms(text: str) -> float:
 
 
 def load_wrk(wrk: str, url: str, cookie: str, clients: int, seconds: float) -> dict[str, Any]:
-    args = [wrk, "-t2", f"-c{clients}", f"-d{max(1, round(seconds))}s", "--latency", "--timeout", "10s",
-            "-H", f"Cookie: {cookie}", "-H", "HX-Request: true", url]
+    args = [
+        wrk,
+        "-t2",
+        f"-c{clients}",
+        f"-d{max(1, round(seconds))}s",
+        "--latency",
+        "--timeout",
+        "10s",
+        "-H",
+        f"Cookie: {cookie}",
+        "-H",
+        "HX-Request: true",
+        url,
+    ]
     out = subprocess.run(args, capture_output=True, text=True, timeout=seconds + 60, check=False).stdout
     rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
     p50 = re.search(r"^\s+50%\s+(\S+)", out, re.M)
@@ -349,8 +403,14 @@ def load_python(url: str, cookie: str, clients: int, seconds: float) -> dict[str
             return time.monotonic() - started
 
     elapsed = asyncio.run(main())
-    return {"rps": round(len(latencies) / elapsed, 1), "p50_ms": r(pct(latencies, 50)),
-            "p99_ms": r(pct(latencies, 99)), "requests": len(latencies), "non_2xx": bad, "socket_errors": ""}
+    return {
+        "rps": round(len(latencies) / elapsed, 1),
+        "p50_ms": r(pct(latencies, 50)),
+        "p99_ms": r(pct(latencies, 99)),
+        "requests": len(latencies),
+        "non_2xx": bad,
+        "socket_errors": "",
+    }
 
 
 # --- Bulk rows ----------------------------------------------------------------------------------------
@@ -371,11 +431,15 @@ class Bulk:
         self.convert = []
         for f in self.fields:
             if isinstance(f, models.UUIDField):
-                self.convert.append((lambda v: None if v is None else str(v)) if self.pg
-                                    else (lambda v: None if v is None else v.hex))
+                self.convert.append(
+                    (lambda v: None if v is None else str(v)) if self.pg else (lambda v: None if v is None else v.hex)
+                )
             elif isinstance(f, models.DateTimeField):
-                self.convert.append((lambda v: None if v is None else v.isoformat()) if self.pg
-                                    else (lambda v: None if v is None else v.replace(tzinfo=None).isoformat(" ")))
+                self.convert.append(
+                    (lambda v: None if v is None else v.isoformat())
+                    if self.pg
+                    else (lambda v: None if v is None else v.replace(tzinfo=None).isoformat(" "))
+                )
             elif isinstance(f, models.JSONField):
                 self.convert.append(json.dumps)
             elif isinstance(f, models.DecimalField):
@@ -426,18 +490,29 @@ def bench_tenants(credential: Any) -> list[tuple[int, int, str]]:
     if not Customer.objects.filter(name=names[0]).exists():
         Customer.objects.bulk_create(
             Customer(name=name, customer_ref=f"tenant-{i:03d}", default_credential=credential)
-            for i, name in enumerate(names))
+            for i, name in enumerate(names)
+        )
         User.objects.bulk_create(
-            User(username=f"bench-tenant-{i:03d}", email=f"Ops+{i:03d}@Tenant{i:03d}.invalid",
-                 password=make_password(None))
-            for i in range(BENCH_TENANTS))
+            User(
+                username=f"bench-tenant-{i:03d}",
+                email=f"Ops+{i:03d}@Tenant{i:03d}.invalid",
+                password=make_password(None),
+            )
+            for i in range(BENCH_TENANTS)
+        )
     customers = dict(Customer.objects.filter(name__in=names).values_list("name", "pk"))
     users = dict(User.objects.filter(username__startswith="bench-tenant-").values_list("username", "pk"))
     return [(customers[name], users[f"bench-tenant-{i:03d}"], f"tenant-{i:03d}") for i, name in enumerate(names)]
 
 
 def bulk_rentals(
-    *, start: int, count: int, customer: Any, credential: Any, user: Any, samples: dict[str, list],
+    *,
+    start: int,
+    count: int,
+    customer: Any,
+    credential: Any,
+    user: Any,
+    samples: dict[str, list],
     tenants: list[tuple[int, int, str]] | None = None,
 ) -> None:
     """Insert `count` historical rentals (ids start+1..) with nodes, members and one attempt each.
@@ -454,15 +529,35 @@ def bulk_rentals(
     rng = random.Random(start)  # noqa: S311 - reproducible data, not crypto
     now = datetime.now(UTC)
     rentals, nodes, members, attempts = (Bulk(m, connection) for m in (Rental, RentalNode, ClusterMember, RentAttempt))
-    statuses = ["terminated"] * 70 + ["ready"] * 12 + ["refused"] * 6 + ["failed"] * 4 + ["cancelled"] * 3 + \
-        ["degraded"] * 2 + ["unknown"] * 1 + ["not_rented"] * 2
+    statuses = (
+        ["terminated"] * 70
+        + ["ready"] * 12
+        + ["refused"] * 6
+        + ["failed"] * 4
+        + ["cancelled"] * 3
+        + ["degraded"] * 2
+        + ["unknown"] * 1
+        + ["not_rented"] * 2
+    )
     sample_every = max(1, count // 400)
     body = json.dumps({"pod_name": "x", "executor_uuids": ["a", "b"], "user_public_key": [SSH_KEY]}).encode()
     base = {
-        "created_by_id": user.pk, "customer_id": customer.pk, "credential_id": credential.pk, "gpu_type": "NVIDIA H100",
-        "gpus_per_node": 8, "price_per_hour": "34.0000", "submit_token": None, "request_body": body,
-        "body_sha256": "0" * 64, "next_attempt_at": None, "lease_until": None, "lease_token": None,
-        "error_message": "", "error_hint": "", "replayed": False, "removal_scheduled_at": None,
+        "created_by_id": user.pk,
+        "customer_id": customer.pk,
+        "credential_id": credential.pk,
+        "gpu_type": "NVIDIA H100",
+        "gpus_per_node": 8,
+        "price_per_hour": "34.0000",
+        "submit_token": None,
+        "request_body": body,
+        "body_sha256": "0" * 64,
+        "next_attempt_at": None,
+        "lease_until": None,
+        "lease_token": None,
+        "error_message": "",
+        "error_hint": "",
+        "replayed": False,
+        "removal_scheduled_at": None,
     }
     with transaction.atomic():
         for n in range(start + 1, start + count + 1):
@@ -482,35 +577,67 @@ def bulk_rentals(
                 ref = f"team-{n % 997}"
             public_id = uuid.UUID(int=rng.getrandbits(128), version=4)
             idempotency_key = uuid.UUID(int=rng.getrandbits(128), version=4)
-            rentals.add({
-                **base, **owner, "id": n, "public_id": public_id,
-                "fabric_id": f"hot:infiniband:0x{n % 64:x}:0x7fff:NVIDIA H100 80GB HBM3:8",
-                "executor_ids": executor_ids, "pod_name": pod_name, "customer_ref": ref,
-                "idempotency_key": idempotency_key, "status": status,
-                "attempt_count": 1, "first_sent_at": created, "last_sent_at": created,
-                "possibly_sent": status != "refused", "pod_ids": pod_ids, "cluster_id": cluster_id,
-                "error_code": "executor_not_available" if status == "refused" else "",
-                "error_request_id": request_id if status in ("refused", "failed", "unknown") else "",
-                "created_at": created, "updated_at": created + timedelta(minutes=5), "version": 4,
-            })
+            rentals.add(
+                {
+                    **base,
+                    **owner,
+                    "id": n,
+                    "public_id": public_id,
+                    "fabric_id": f"hot:infiniband:0x{n % 64:x}:0x7fff:NVIDIA H100 80GB HBM3:8",
+                    "executor_ids": executor_ids,
+                    "pod_name": pod_name,
+                    "customer_ref": ref,
+                    "idempotency_key": idempotency_key,
+                    "status": status,
+                    "attempt_count": 1,
+                    "first_sent_at": created,
+                    "last_sent_at": created,
+                    "possibly_sent": status != "refused",
+                    "pod_ids": pod_ids,
+                    "cluster_id": cluster_id,
+                    "error_code": "executor_not_available" if status == "refused" else "",
+                    "error_request_id": request_id if status in ("refused", "failed", "unknown") else "",
+                    "created_at": created,
+                    "updated_at": created + timedelta(minutes=5),
+                    "version": 4,
+                }
+            )
             for executor_id in executor_ids:
                 nodes.add({"rental_id": n, "executor_id": executor_id})
             for rank, pod_id in enumerate(pod_ids):
-                members.add({
-                    "rental_id": n, "pod_id": pod_id, "rank": rank, "overlay_ip": f"10.42.0.{rank + 1}",
-                    "status": "RUNNING", "phase": "", "eta_seconds": None,
-                    "ssh_command": f"ssh root@198.18.{n % 250}.{rank} -p 2200{rank}",
-                    "executor_id": executor_ids[rank], "price_per_hour": "17.0000", "gpu_count": 8,
-                    "first_seen_at": created, "running_since": created + timedelta(seconds=9),
-                    "gone_at": created + timedelta(hours=3) if status == "terminated" else None,
-                    "updated_at": created + timedelta(minutes=5),
-                })
-            attempts.add({
-                "rental_id": n, "number": 1, "started_at": created, "duration_ms": 40,
-                "http_status": 409 if status == "refused" else 200,
-                "classification": "refused" if status == "refused" else "confirmed",
-                "error_code": "", "message": "", "replayed": False, "request_id": request_id,
-            })
+                members.add(
+                    {
+                        "rental_id": n,
+                        "pod_id": pod_id,
+                        "rank": rank,
+                        "overlay_ip": f"10.42.0.{rank + 1}",
+                        "status": "RUNNING",
+                        "phase": "",
+                        "eta_seconds": None,
+                        "ssh_command": f"ssh root@198.18.{n % 250}.{rank} -p 2200{rank}",
+                        "executor_id": executor_ids[rank],
+                        "price_per_hour": "17.0000",
+                        "gpu_count": 8,
+                        "first_seen_at": created,
+                        "running_since": created + timedelta(seconds=9),
+                        "gone_at": created + timedelta(hours=3) if status == "terminated" else None,
+                        "updated_at": created + timedelta(minutes=5),
+                    }
+                )
+            attempts.add(
+                {
+                    "rental_id": n,
+                    "number": 1,
+                    "started_at": created,
+                    "duration_ms": 40,
+                    "http_status": 409 if status == "refused" else 200,
+                    "classification": "refused" if status == "refused" else "confirmed",
+                    "error_code": "",
+                    "message": "",
+                    "replayed": False,
+                    "request_id": request_id,
+                }
+            )
             if n % sample_every == 0:
                 samples["rental id"].append(str(public_id))
                 samples["idempotency key"].append(str(idempotency_key))
@@ -526,8 +653,10 @@ def bulk_rentals(
     if connection.vendor == "postgresql":
         with connection.cursor() as cursor:
             table = Rental._meta.db_table
-            cursor.execute(f"SELECT setval(pg_get_serial_sequence('\"{table}\"', 'id'), "
-                           f"(SELECT COALESCE(MAX(id), 1) FROM \"{table}\"))")
+            cursor.execute(
+                f"SELECT setval(pg_get_serial_sequence('\"{table}\"', 'id'), "
+                f'(SELECT COALESCE(MAX(id), 1) FROM "{table}"))'
+            )
             # VACUUM too: autovacuum would otherwise start on the fresh rows while the searches are timed. A
             # dashboard that grew to this size has had them vacuumed long ago.
             for model in (Rental, RentalNode, ClusterMember, RentAttempt):
@@ -571,8 +700,14 @@ def machine() -> dict[str, Any]:
         mem_gb = round(int(Path("/proc/meminfo").read_text().split()[1]) / 1024 / 1024, 1)
     except (OSError, ValueError, IndexError):
         mem_gb = None
-    return {"cpu": cpu, "cpus": len(os.sched_getaffinity(0)), "mem_gb": mem_gb, "kernel": platform.release(),
-            "python": platform.python_version(), "hostname": platform.node()}
+    return {
+        "cpu": cpu,
+        "cpus": len(os.sched_getaffinity(0)),
+        "mem_gb": mem_gb,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "hostname": platform.node(),
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -633,9 +768,11 @@ def main(argv: list[str] | None = None) -> int:
             app.control.purge()
         cache_backend = settings.CACHES["default"]["BACKEND"].rsplit(".", 1)[-1]
         stack = {
-            "database": connection.vendor, "database_name": str(connection.settings_dict["NAME"]),
+            "database": connection.vendor,
+            "database_name": str(connection.settings_dict["NAME"]),
             "embedded_default": connection.vendor == "sqlite" and broker_url.startswith("filesystem://"),
-            "broker": broker_label, "cache": cache_backend,
+            "broker": broker_label,
+            "cache": cache_backend,
             "web": f"gunicorn -c deploy/gunicorn.conf.py, {args.web_workers} workers x {args.web_threads} threads",
             "simulator": f"{args.fabrics} fabrics x {args.nodes_per_fabric} nodes, replenish, pod limiter off",
         }
@@ -646,19 +783,43 @@ def main(argv: list[str] | None = None) -> int:
         say(f"cache:    {cache_backend}")
         say(f"run dir:  {run_dir}")
 
-        sim = procs.start([sys.executable, "-m", "simulator", "--mode", "test", "--port", str(sim_port),
-                           "--start-seconds", "1", "--replenish", "--pods-rate-limit", "0",
-                           "--fabrics", str(args.fabrics), "--nodes-per-fabric", str(args.nodes_per_fabric)],
-                          log_name="simulator.log", env=child_env)
+        sim = procs.start(
+            [
+                sys.executable,
+                "-m",
+                "simulator",
+                "--mode",
+                "test",
+                "--port",
+                str(sim_port),
+                "--start-seconds",
+                "1",
+                "--replenish",
+                "--pods-rate-limit",
+                "0",
+                "--fabrics",
+                str(args.fabrics),
+                "--nodes-per-fabric",
+                str(args.nodes_per_fabric),
+            ],
+            log_name="simulator.log",
+            env=child_env,
+        )
         wait_http(f"{sim_url}/api/version", sim)
-        web_env = {**child_env, "WEB_CONCURRENCY": str(args.web_workers), "GUNICORN_THREADS": str(args.web_threads),
-                   "GUNICORN_BIND": f"127.0.0.1:{web_port}", "GUNICORN_LOG_LEVEL": "warning",
-                   # Recycling would reset the peak memory figure and add restarts to the load runs.
-                   "GUNICORN_MAX_REQUESTS": "0",
-                   # One user submits 200 rentals in a few minutes here: the per-user limit is not measured.
-                   "RENT_SUBMIT_RATE_PER_MINUTE": "100000"}
-        gunicorn = procs.start([sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py"],
-                               log_name="gunicorn.log", env=web_env)
+        web_env = {
+            **child_env,
+            "WEB_CONCURRENCY": str(args.web_workers),
+            "GUNICORN_THREADS": str(args.web_threads),
+            "GUNICORN_BIND": f"127.0.0.1:{web_port}",
+            "GUNICORN_LOG_LEVEL": "warning",
+            # Recycling would reset the peak memory figure and add restarts to the load runs.
+            "GUNICORN_MAX_REQUESTS": "0",
+            # One user submits 200 rentals in a few minutes here: the per-user limit is not measured.
+            "RENT_SUBMIT_RATE_PER_MINUTE": "100000",
+        }
+        gunicorn = procs.start(
+            [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py"], log_name="gunicorn.log", env=web_env
+        )
         wait_http(f"{web}/healthz", gunicorn)
         say(f"simulator {sim_url}, gunicorn {web} (pid {gunicorn.pid})")
 
@@ -682,9 +843,14 @@ def main(argv: list[str] | None = None) -> int:
         def login(username: str) -> httpx.Client:
             client = httpx.Client(base_url=web, timeout=30.0)
             client.get("/accounts/login/")
-            response = client.post("/accounts/login/", data={
-                "username": username, "password": PASSWORD,
-                "csrfmiddlewaretoken": client.cookies.get("csrftoken", "")})
+            response = client.post(
+                "/accounts/login/",
+                data={
+                    "username": username,
+                    "password": PASSWORD,
+                    "csrfmiddlewaretoken": client.cookies.get("csrftoken", ""),
+                },
+            )
             if response.status_code != 302:
                 raise RuntimeError(f"login as {username} failed: {response.status_code}")
             return client
@@ -702,10 +868,13 @@ def main(argv: list[str] | None = None) -> int:
             """Pairs of free, whole, unused nodes on one fabric, from the simulator's current listing."""
             pairs: list[tuple[str, list[str]]] = []
             for offer in sim_http.get("/api/executors/infiniband-clusters").raise_for_status().json():
-                free = [n["id"] for n in offer["nodes"] if n["id"] not in used
-                        and n.get("available_gpu_count", n.get("gpu_count")) == n.get("gpu_count")]
+                free = [
+                    n["id"]
+                    for n in offer["nodes"]
+                    if n["id"] not in used and n.get("available_gpu_count", n.get("gpu_count")) == n.get("gpu_count")
+                ]
                 for i in range(0, len(free) - 1, 2):
-                    pairs.append((offer["fabric_id"], free[i:i + 2]))
+                    pairs.append((offer["fabric_id"], free[i : i + 2]))
             pairs = pairs[:count]
             if len(pairs) < count:
                 raise RuntimeError(f"the simulator offers only {len(pairs)} free node pairs, {count} needed")
@@ -730,15 +899,29 @@ def main(argv: list[str] | None = None) -> int:
 
         def direct_rent(fabric_id: str, ids: list[str], index: int) -> tuple[str, float, float]:
             """One rent call straight to the simulator with the dashboard's body: (key, t0 epoch, round trip ms)."""
-            body = build_request_body(RentOrder(fabric_id=fabric_id, executor_ids=ids, pod_name=f"direct-{index}",
-                                                public_keys=[SSH_KEY], template_id=template_id))
+            body = build_request_body(
+                RentOrder(
+                    fabric_id=fabric_id,
+                    executor_ids=ids,
+                    pod_name=f"direct-{index}",
+                    public_keys=[SSH_KEY],
+                    template_id=template_id,
+                )
+            )
             key = str(uuid.uuid4())
             with httpx.Client(base_url=sim_url, timeout=30.0) as client:  # a new connection, as the worker's
                 t0 = time.time()
                 p0 = time.perf_counter()
-                response = client.post("/api/executors/cluster/rent", content=body, headers={
-                    "X-API-Key": SIM_KEY, "Idempotency-Key": key, "X-Customer-Ref": "bench",
-                    "Content-Type": "application/json"})
+                response = client.post(
+                    "/api/executors/cluster/rent",
+                    content=body,
+                    headers={
+                        "X-API-Key": SIM_KEY,
+                        "Idempotency-Key": key,
+                        "X-Customer-Ref": "bench",
+                        "Content-Type": "application/json",
+                    },
+                )
                 rtt = (time.perf_counter() - p0) * 1000
             if response.status_code != 200:
                 raise RuntimeError(f"direct rent answered {response.status_code}: {response.text[:300]}")
@@ -763,10 +946,16 @@ def main(argv: list[str] | None = None) -> int:
                     say(f"    budget of {args.submit_budget:g} s reached after {index} rentals")
                     break
                 data = {
-                    "csrfmiddlewaretoken": user_http.cookies.get("csrftoken", ""), "fabric": fabric_id,
-                    "customer": str(customer.pk), "executor_ids": ids, "pod_name": f"bench-{index}",
-                    "ssh_public_keys": SSH_KEY, "template_id": template_id, "enable_volume_encryption": "on",
-                    "enable_backups": "on", "submit_token": str(uuid.uuid4()),
+                    "csrfmiddlewaretoken": user_http.cookies.get("csrftoken", ""),
+                    "fabric": fabric_id,
+                    "customer": str(customer.pk),
+                    "executor_ids": ids,
+                    "pod_name": f"bench-{index}",
+                    "ssh_public_keys": SSH_KEY,
+                    "template_id": template_id,
+                    "enable_volume_encryption": "on",
+                    "enable_backups": "on",
+                    "submit_token": str(uuid.uuid4()),
                 }
                 t0 = time.time()
                 p0 = time.perf_counter()
@@ -787,8 +976,11 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(0.005)
             workers.sample_memory()
             receipts = sim_receipts()
-            keys = dict(Rental.objects.filter(public_id__in=[p for p, _, _ in posts])
-                        .values_list("public_id", "idempotency_key"))
+            keys = dict(
+                Rental.objects.filter(public_id__in=[p for p, _, _ in posts]).values_list(
+                    "public_id", "idempotency_key"
+                )
+            )
             latencies = []
             post_times = []
             for public_id, t0, post_ms in posts:
@@ -808,12 +1000,20 @@ def main(argv: list[str] | None = None) -> int:
             d50, d99 = pct(latencies, 50), pct(latencies, 99)
             r50, r99 = pct(direct_lat, 50), pct(direct_lat, 99)
             result["submit"] = {
-                "broker": broker_label, "rentals": len(latencies), "requested": n, "form_errors": form_errors,
+                "broker": broker_label,
+                "rentals": len(latencies),
+                "requested": n,
+                "form_errors": form_errors,
                 "budget_reached": len(posts) + form_errors < n,
-                "p50_ms": r(d50), "p99_ms": r(d99), "mean_ms": r(statistics.fmean(latencies) if latencies else None),
-                "post_response_p50_ms": r(pct(post_times, 50)), "post_response_p99_ms": r(pct(post_times, 99)),
-                "direct_p50_ms": r(r50), "direct_p99_ms": r(r99),
-                "direct_roundtrip_p50_ms": r(pct(direct_rtt, 50)), "direct_roundtrip_p99_ms": r(pct(direct_rtt, 99)),
+                "p50_ms": r(d50),
+                "p99_ms": r(d99),
+                "mean_ms": r(statistics.fmean(latencies) if latencies else None),
+                "post_response_p50_ms": r(pct(post_times, 50)),
+                "post_response_p99_ms": r(pct(post_times, 99)),
+                "direct_p50_ms": r(r50),
+                "direct_p99_ms": r(r99),
+                "direct_roundtrip_p50_ms": r(pct(direct_rtt, 50)),
+                "direct_roundtrip_p99_ms": r(pct(direct_rtt, 99)),
                 "overhead_p50_ms": r(d50 - r50) if d50 is not None and r50 is not None else None,
                 "overhead_p99_ms": r(d99 - r99) if d99 is not None and r99 is not None else None,
                 "ratio_p50": r(d50 / max(r50, 1.0)) if d50 is not None and r50 is not None else None,
@@ -821,9 +1021,11 @@ def main(argv: list[str] | None = None) -> int:
                 "clock": "simulator GET /_sim/requests `at` (wall clock, ms) minus client time.time() before the POST",
             }
             s = result["submit"]
-            say(f"    dashboard p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms (POST answered p50 "
+            say(
+                f"    dashboard p50 {s['p50_ms']} ms, p99 {s['p99_ms']} ms (POST answered p50 "
                 f"{s['post_response_p50_ms']} ms); direct p50 {s['direct_p50_ms']} ms "
-                f"(round trip {s['direct_roundtrip_p50_ms']} ms); overhead p50 {s['overhead_p50_ms']} ms")
+                f"(round trip {s['direct_roundtrip_p50_ms']} ms); overhead p50 {s['overhead_p50_ms']} ms"
+            )
             summary.append(("submit p50 / p99 (ms)", f"{s['p50_ms']} / {s['p99_ms']}"))
             summary.append(("submit overhead p50 (ms), ratio", f"{s['overhead_p50_ms']}, x{s['ratio_p50']}"))
 
@@ -838,9 +1040,18 @@ def main(argv: list[str] | None = None) -> int:
                 t_start = time.monotonic()
                 ids = []
                 for index, (fabric_id, node_ids) in enumerate(pairs):
-                    rental = rental_submit(user=alice, customer=customer, customer_ref="bench", order=RentOrder(
-                        fabric_id=fabric_id, executor_ids=node_ids, pod_name=f"engine-{count}-{index}",
-                        public_keys=[SSH_KEY], template_id=template_id))
+                    rental = rental_submit(
+                        user=alice,
+                        customer=customer,
+                        customer_ref="bench",
+                        order=RentOrder(
+                            fabric_id=fabric_id,
+                            executor_ids=node_ids,
+                            pod_name=f"engine-{count}-{index}",
+                            public_keys=[SSH_KEY],
+                            template_id=template_id,
+                        ),
+                    )
                     ids.append(rental.pk)
                 deadline = time.monotonic() + args.engine_budget
                 settled = 0
@@ -874,40 +1085,82 @@ def main(argv: list[str] | None = None) -> int:
                 ref_elapsed = time.monotonic() - t_ref
                 rate = settled / elapsed
                 ref_rate = n / ref_elapsed
-                run = {"workers": count, "settled": settled, "confirmed": confirmed, "seconds": r(elapsed),
-                       "rentals_per_s": r(rate), "direct_per_s": r(ref_rate), "ratio": r(rate / ref_rate, 3)}
+                run = {
+                    "workers": count,
+                    "settled": settled,
+                    "confirmed": confirmed,
+                    "seconds": r(elapsed),
+                    "rentals_per_s": r(rate),
+                    "direct_per_s": r(ref_rate),
+                    "ratio": r(rate / ref_rate, 3),
+                }
                 result["engine"]["runs"].append(run)
-                say(f"    {count} worker process(es): {rate:.1f} rentals/s ({settled}/{n} settled, {confirmed} "
-                    f"confirmed, {elapsed:.1f} s); direct x{count}: {ref_rate:.1f}/s; ratio {rate / ref_rate:.3f}")
+                say(
+                    f"    {count} worker process(es): {rate:.1f} rentals/s ({settled}/{n} settled, {confirmed} "
+                    f"confirmed, {elapsed:.1f} s); direct x{count}: {ref_rate:.1f}/s; ratio {rate / ref_rate:.3f}"
+                )
                 summary.append((f"engine {count} worker(s) rentals/s (ratio)", f"{rate:.1f} (x{rate / ref_rate:.3f})"))
         workers.stop()
-        result["memory"] = {"celery_pool_peak_rss_mb": workers.peak_pool_mb or None,
-                            "celery_main_peak_rss_mb": workers.peak_main_mb or None}
+        result["memory"] = {
+            "celery_pool_peak_rss_mb": workers.peak_pool_mb or None,
+            "celery_main_peak_rss_mb": workers.peak_main_mb or None,
+        }
 
         # 2. Poll cost ---------------------------------------------------------------------------------------
         if "poll" in phases:
             wrk = ensure_wrk(args.load_tool)
             tool = "wrk" if wrk else "python-httpx-asyncio"
-            say(f"\n[2] poll cost: {args.poll_clients} clients, {args.poll_seconds:g} s per run, "
-                f"{args.poll_rounds} rounds, {tool}")
+            say(
+                f"\n[2] poll cost: {args.poll_clients} clients, {args.poll_seconds:g} s per run, "
+                f"{args.poll_rounds} rounds, {tool}"
+            )
             now = datetime.now(UTC)
-            rental = rental_submit(user=alice, customer=customer, customer_ref="bench", order=RentOrder(
-                fabric_id="poll-fabric", executor_ids=["poll-a", "poll-b", "poll-c", "poll-d"], pod_name="poll-bench",
-                public_keys=[SSH_KEY], template_id=template_id))
+            rental = rental_submit(
+                user=alice,
+                customer=customer,
+                customer_ref="bench",
+                order=RentOrder(
+                    fabric_id="poll-fabric",
+                    executor_ids=["poll-a", "poll-b", "poll-c", "poll-d"],
+                    pod_name="poll-bench",
+                    public_keys=[SSH_KEY],
+                    template_id=template_id,
+                ),
+            )
             # In flight: rented, two members running and two starting, one confirmed attempt (no worker runs).
-            Rental.objects.filter(pk=rental.pk).update(status="rented", attempt_count=1, first_sent_at=now,
-                                                       last_sent_at=now, cluster_id="poll-cluster", version=3)
-            RentAttempt.objects.create(rental=rental, number=1, started_at=now, duration_ms=40, http_status=200,
-                                       classification="confirmed", request_id="req_poll")
+            Rental.objects.filter(pk=rental.pk).update(
+                status="rented",
+                attempt_count=1,
+                first_sent_at=now,
+                last_sent_at=now,
+                cluster_id="poll-cluster",
+                version=3,
+            )
+            RentAttempt.objects.create(
+                rental=rental,
+                number=1,
+                started_at=now,
+                duration_ms=40,
+                http_status=200,
+                classification="confirmed",
+                request_id="req_poll",
+            )
             for rank in range(4):
                 running = rank < 2
                 ClusterMember.objects.create(
-                    rental=rental, pod_id=f"poll-pod-{rank}", rank=rank, overlay_ip=f"10.42.0.{rank + 1}",
-                    status="RUNNING" if running else "PENDING", phase="" if running else "pulling_image",
+                    rental=rental,
+                    pod_id=f"poll-pod-{rank}",
+                    rank=rank,
+                    overlay_ip=f"10.42.0.{rank + 1}",
+                    status="RUNNING" if running else "PENDING",
+                    phase="" if running else "pulling_image",
                     eta_seconds=None if running else 20,
                     ssh_command=f"ssh root@198.18.0.{rank} -p 22" if running else "",
-                    executor_id=f"poll-{'abcd'[rank]}", price_per_hour="17", gpu_count=8,
-                    running_since=now if running else None)
+                    executor_id=f"poll-{'abcd'[rank]}",
+                    price_per_hour="17",
+                    gpu_count=8,
+                    running_since=now if running else None,
+                )
             base = f"{web}/rentals/{rental.public_id}/progress/"
             cookie = cookie_header(user_http)
             # Every poll is exactly what an open page asks: the URL in its poller (the version it shows, its
@@ -920,8 +1173,8 @@ def main(argv: list[str] | None = None) -> int:
             # Then the rental changes as the engine's member sync changes it: the third member starts running
             # (a new version). The page's next poll gets the new progress section and a new poller.
             ClusterMember.objects.filter(rental=rental, rank=2).update(
-                status="RUNNING", phase="", eta_seconds=None, ssh_command="ssh root@198.18.0.2 -p 22",
-                running_since=now)
+                status="RUNNING", phase="", eta_seconds=None, ssh_command="ssh root@198.18.0.2 -p 22", running_since=now
+            )
             Rental.objects.filter(pk=rental.pk).update(version=4)
             changed = user_http.get(progress_url).text
             if 'hx-swap-oob="true"' not in changed or "Nodes starting 3/4" not in changed:
@@ -932,8 +1185,12 @@ def main(argv: list[str] | None = None) -> int:
             unchanged = web + poller.group(1).replace("&amp;", "&")
             # Without the token (first poll of a new session, or a token past its 5 minutes): the full check.
             checked = f"{base}?v=3&i=2.0"
-            targets = {"trivial": f"{web}/bench/trivial/", "progress": progress_url,
-                       "progress_unchanged": unchanged, "progress_checked": checked}
+            targets = {
+                "trivial": f"{web}/bench/trivial/",
+                "progress": progress_url,
+                "progress_unchanged": unchanged,
+                "progress_checked": checked,
+            }
             for name, url in targets.items():  # each answers 200 before it is loaded
                 code = user_http.get(url).status_code
                 if code != 200:
@@ -946,8 +1203,10 @@ def main(argv: list[str] | None = None) -> int:
                     else:
                         figures = load_python(url, cookie, args.poll_clients, args.poll_seconds)
                     runs[name].append(figures)
-                    say(f"    {name:19s} {figures['rps']:8.1f} req/s  p99 {figures['p99_ms']} ms"
-                        f"  (non-2xx {figures['non_2xx']})")
+                    say(
+                        f"    {name:19s} {figures['rps']:8.1f} req/s  p99 {figures['p99_ms']} ms"
+                        f"  (non-2xx {figures['non_2xx']})"
+                    )
             poll: dict[str, Any] = {"tool": tool, "clients": args.poll_clients, "seconds_per_run": args.poll_seconds}
             for name, items in runs.items():
                 poll[f"{name}_rps"] = r(statistics.fmean(item["rps"] for item in items), 1)
@@ -956,8 +1215,11 @@ def main(argv: list[str] | None = None) -> int:
                 poll[f"{name}_errors"] = sum(item["non_2xx"] for item in items)
             # Each round measures the trivial view just before the polls, so a ratio compares runs seconds apart;
             # the median over rounds keeps one noisy run (a neighbour's burst on a shared host) from deciding it.
-            for key, name in (("ratio", "progress"), ("ratio_unchanged", "progress_unchanged"),
-                              ("ratio_checked", "progress_checked")):
+            for key, name in (
+                ("ratio", "progress"),
+                ("ratio_unchanged", "progress_unchanged"),
+                ("ratio_checked", "progress_checked"),
+            ):
                 per_round = [run["rps"] / base["rps"] for run, base in zip(runs[name], runs["trivial"], strict=True)]
                 poll[key] = r(statistics.median(per_round), 3)
                 poll[f"{key}_rounds"] = [r(value, 3) for value in per_round]
@@ -968,15 +1230,25 @@ def main(argv: list[str] | None = None) -> int:
             # What an open page sends while its rental has not changed (most polls): the not-modified shortcut.
             poll["meets_goal_unchanged"] = poll["ratio_unchanged"] >= 0.6
             result["poll"] = poll
-            summary.append(("poll progress / trivial req/s", f"{poll['progress_rps']} / {poll['trivial_rps']} "
-                                                              f"(ratio {poll['ratio']})"))
-            summary.append(("poll unchanged req/s (ratio)", f"{poll['progress_unchanged_rps']} "
-                                                             f"({poll['ratio_unchanged']})"))
-            summary.append(("poll checked (no token) req/s (ratio)", f"{poll['progress_checked_rps']} "
-                                                                      f"({poll['ratio_checked']})"))
-            summary.append(("poll p99 progress / unchanged / checked / trivial (ms)",
-                            f"{poll['progress_p99_ms']} / {poll['progress_unchanged_p99_ms']} / "
-                            f"{poll['progress_checked_p99_ms']} / {poll['trivial_p99_ms']}"))
+            summary.append(
+                (
+                    "poll progress / trivial req/s",
+                    f"{poll['progress_rps']} / {poll['trivial_rps']} (ratio {poll['ratio']})",
+                )
+            )
+            summary.append(
+                ("poll unchanged req/s (ratio)", f"{poll['progress_unchanged_rps']} ({poll['ratio_unchanged']})")
+            )
+            summary.append(
+                ("poll checked (no token) req/s (ratio)", f"{poll['progress_checked_rps']} ({poll['ratio_checked']})")
+            )
+            summary.append(
+                (
+                    "poll p99 progress / unchanged / checked / trivial (ms)",
+                    f"{poll['progress_p99_ms']} / {poll['progress_unchanged_p99_ms']} / "
+                    f"{poll['progress_checked_p99_ms']} / {poll['trivial_p99_ms']}",
+                )
+            )
             summary.append(("progress section render, uncached (ms)", f"{poll['section_render_ms']}"))
 
         # 3 + 4. Page cost and support search at scale ------------------------------------------------------
@@ -986,8 +1258,10 @@ def main(argv: list[str] | None = None) -> int:
         pg = connection.vendor == "postgresql"
         search_sizes = parse_sizes(args.search_rows) if "search" in phases and pg else []
         if "search" in phases and not pg:
-            result["search"] = {"skipped": "support search is measured on PostgreSQL only; DATABASE_URL is not "
-                                           "PostgreSQL (run with DATABASE_URL=postgres://...)"}
+            result["search"] = {
+                "skipped": "support search is measured on PostgreSQL only; DATABASE_URL is not "
+                "PostgreSQL (run with DATABASE_URL=postgres://...)"
+            }
         elif "search" in phases and ops_present is not True:
             result["search"] = {"skipped": f"ops is not installed ({ops_present})"}
             search_sizes = []
@@ -1001,8 +1275,19 @@ def main(argv: list[str] | None = None) -> int:
         in_process = {"user": Client(), "staff": Client()}
         in_process["user"].force_login(alice)
         in_process["staff"].force_login(User.objects.get(username="bench-admin"))
-        samples: dict[str, list[str]] = {k: [] for k in ("rental id", "idempotency key", "pod id", "cluster id",
-                                                         "executor id", "request id", "pod name", "customer ref")}
+        samples: dict[str, list[str]] = {
+            k: []
+            for k in (
+                "rental id",
+                "idempotency key",
+                "pod id",
+                "cluster id",
+                "executor id",
+                "request id",
+                "pod name",
+                "customer ref",
+            )
+        }
         tenants = bench_tenants(credential) if page_sizes or search_sizes else []
         have = Rental.objects.count()
         next_id = (Rental.objects.order_by("-id").values_list("id", flat=True).first() or 0) + 1000
@@ -1014,8 +1299,15 @@ def main(argv: list[str] | None = None) -> int:
                 step = 100_000
                 for offset in range(0, target_extra, step):
                     chunk = min(step, target_extra - offset)
-                    bulk_rentals(start=next_id, count=chunk, customer=customer, credential=credential, user=alice,
-                                 samples=samples, tenants=tenants)
+                    bulk_rentals(
+                        start=next_id,
+                        count=chunk,
+                        customer=customer,
+                        credential=credential,
+                        user=alice,
+                        samples=samples,
+                        tenants=tenants,
+                    )
                     next_id += chunk
                 have = Rental.objects.count()
                 say(f"    {have} rentals now ({time.monotonic() - t0:.1f} s)")
@@ -1028,8 +1320,11 @@ def main(argv: list[str] | None = None) -> int:
                 # links would reach it.
                 deep = Rental.objects.filter(customer=customer).order_by("-created_at", "-id")[2474]
                 cursor = quote(f"{deep.created_at.isoformat()}_{deep.pk}")
-                pages = {"fabric_list": ("user", "/fabrics/"), "rental_list": ("user", "/rentals/"),
-                         "rental_list_page_100": ("user", f"/rentals/?before={cursor}")}
+                pages = {
+                    "fabric_list": ("user", "/fabrics/"),
+                    "rental_list": ("user", "/rentals/"),
+                    "rental_list_page_100": ("user", f"/rentals/?before={cursor}"),
+                }
                 if ops_present is True:
                     pages["ops_overview"] = ("staff", "/ops/")
                 figures: dict[str, Any] = {}
@@ -1044,8 +1339,11 @@ def main(argv: list[str] | None = None) -> int:
                             raise RuntimeError(f"{path} answered {response.status_code}")
                     with CaptureQueriesContext(connection) as queries:
                         in_process[who].get(path)
-                    figures[name] = {"median_ms": r(statistics.median(times)), "queries": len(queries),
-                                     "first_ms": r(times[0])}
+                    figures[name] = {
+                        "median_ms": r(statistics.median(times)),
+                        "queries": len(queries),
+                        "first_ms": r(times[0]),
+                    }
                     say(f"    {name:22s} median {statistics.median(times):8.1f} ms   queries {len(queries)}")
                 result["pages"]["sizes"][str(size)] = figures
             if size in search_sizes:
@@ -1077,13 +1375,17 @@ def main(argv: list[str] | None = None) -> int:
                     per_kind[kind] = {"median_ms": r(statistics.median(times)), "p95_ms": r(pct(times, 95))}
                     say(f"    {kind:16s} median {statistics.median(times):7.1f} ms   p95 {pct(times, 95):7.1f} ms")
                 worst = max(v["p95_ms"] for v in per_kind.values())
-                result["search"]["sizes"][str(size)] = {"kinds": per_kind, "worst_p95_ms": worst,
-                                                        "first_ms": r(first_ms)}
+                result["search"]["sizes"][str(size)] = {
+                    "kinds": per_kind,
+                    "worst_p95_ms": worst,
+                    "first_ms": r(first_ms),
+                }
                 summary.append((f"search worst p95 at {size} (ms)", str(worst)))
         if page_sizes:
             sizes = result["pages"]["sizes"]
-            constant = all(len({sizes[str(s)][page]["queries"] for s in page_sizes}) == 1
-                           for page in sizes[str(page_sizes[0])])
+            constant = all(
+                len({sizes[str(s)][page]["queries"] for s in page_sizes}) == 1 for page in sizes[str(page_sizes[0])]
+            )
             result["pages"]["queries_constant"] = constant
             for s in page_sizes:
                 line = ", ".join(f"{name} {v['median_ms']} ms/{v['queries']}q" for name, v in sizes[str(s)].items())
@@ -1094,9 +1396,12 @@ def main(argv: list[str] | None = None) -> int:
         result["memory"]["gunicorn_worker_peak_rss_mb"] = max((vm_hwm_mb(p) or 0 for p in web_workers), default=None)
         result["memory"]["gunicorn_workers"] = {str(p): vm_hwm_mb(p) for p in web_workers}
         result["memory"]["gunicorn_master_peak_rss_mb"] = vm_hwm_mb(gunicorn.pid)
-        summary.append(("peak RSS web worker / celery pool (MB)",
-                        f"{result['memory']['gunicorn_worker_peak_rss_mb']} / "
-                        f"{result['memory']['celery_pool_peak_rss_mb']}"))
+        summary.append(
+            (
+                "peak RSS web worker / celery pool (MB)",
+                f"{result['memory']['gunicorn_worker_peak_rss_mb']} / {result['memory']['celery_pool_peak_rss_mb']}",
+            )
+        )
         result["ok"] = True
         result["duration_s"] = r(time.monotonic() - started, 1)
 

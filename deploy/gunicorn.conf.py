@@ -41,9 +41,7 @@ def _usable_cpus() -> int:
                 quota = int(q) / int(p)
     except (OSError, ValueError):
         try:  # cgroup v1
-            with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as fq, open(
-                "/sys/fs/cgroup/cpu/cpu.cfs_period_us"
-            ) as fp:
+            with open("/sys/fs/cgroup/cpu/cpu.cfs_quota_us") as fq, open("/sys/fs/cgroup/cpu/cpu.cfs_period_us") as fp:
                 q1, p1 = int(fq.read()), int(fp.read())
                 if q1 > 0 and p1 > 0:
                     quota = q1 / p1
