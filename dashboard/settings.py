@@ -9,40 +9,40 @@ the real stack; `DASHBOARD_ENV=production` makes the secrets mandatory.
 import base64
 import contextlib
 import hashlib
-import os
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
+from environs import Env
+from marshmallow.validate import OneOf, Range
+
+# Every variable is read through `env`: a bad value stops the start with a message that names the variable and
+# what it expects (`Environment variable "RENT_MAX_ATTEMPTS" invalid: Not a valid integer.`). `env.dump()`
+# lists what was read; a test checks the README's configuration table against it.
+env = Env()
+POSITIVE = Range(min=1)
+NOT_NEGATIVE = Range(min=0)
 
 BASE_DIR = Path(__file__).resolve().parent.parent
-RUN_DIR = Path(os.environ.get("RUN_DIR", BASE_DIR / ".run"))
+RUN_DIR = env.path("RUN_DIR", BASE_DIR / ".run")
 # The embedded database, broker folders and beat schedule live here; make it on first use. (A production
 # container may not be allowed to write there, and does not need to: its state is in PostgreSQL and Redis.)
 with contextlib.suppress(OSError):
     RUN_DIR.mkdir(parents=True, exist_ok=True)
 
-DASHBOARD_ENV = os.environ.get("DASHBOARD_ENV", "development")
+DASHBOARD_ENV = env.str("DASHBOARD_ENV", "development", validate=OneOf(["development", "production"]))
 PRODUCTION = DASHBOARD_ENV == "production"
 
 
-def env_bool(name: str, default: bool) -> bool:
-    """Read a yes/no environment variable."""
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
 def env_list(name: str, default: str = "") -> list[str]:
-    """Read a comma-separated environment variable."""
-    return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
+    """Read a comma-separated variable, ignoring blanks around and between the items."""
+    return [item.strip() for item in env.list(name, default) if item.strip()]
 
 
 def required_in_production(name: str, development_default: str) -> str:
     """Return the variable; in production refuse to start without it, naming it."""
-    value = os.environ.get(name)
+    value = env.str(name, "")
     if value:
         return value
     if PRODUCTION:
@@ -51,7 +51,7 @@ def required_in_production(name: str, development_default: str) -> str:
 
 
 SECRET_KEY = required_in_production("SECRET_KEY", "dev-only-insecure-secret-key-change-me-0123456789abcdef")
-DEBUG = env_bool("DEBUG", not PRODUCTION)
+DEBUG = env.bool("DEBUG", not PRODUCTION)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "" if PRODUCTION else "127.0.0.1,localhost,testserver")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
@@ -93,12 +93,13 @@ AUTHENTICATION_BACKENDS = [
     "django.contrib.auth.backends.ModelBackend",
 ]
 # Throttle password guessing: 5 failures for one username from one address lock it for 15 minutes.
-AXES_FAILURE_LIMIT = int(os.environ.get("AXES_FAILURE_LIMIT", "5"))
-AXES_COOLOFF_TIME = timedelta(minutes=int(os.environ.get("AXES_COOLOFF_MINUTES", "15")))
+AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", 5, validate=POSITIVE)
+AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", 15, validate=POSITIVE))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-AXES_IPWARE_PROXY_COUNT = int(os.environ.get("TRUSTED_PROXY_COUNT", "0")) or None
+TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", 0, validate=NOT_NEGATIVE)
+AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT or None
 
 ROOT_URLCONF = "dashboard.urls"
 WSGI_APPLICATION = "dashboard.wsgi.application"
@@ -120,9 +121,9 @@ TEMPLATES = [
 ]
 
 DATABASES = {
-    "default": dj_database_url.config(
-        default=f"sqlite:///{RUN_DIR / 'db.sqlite3'}",
-        conn_max_age=int(os.environ.get("DB_CONN_MAX_AGE", "60")),
+    "default": dj_database_url.parse(
+        env.str("DATABASE_URL", f"sqlite:///{RUN_DIR / 'db.sqlite3'}"),
+        conn_max_age=env.int("DB_CONN_MAX_AGE", 60, validate=NOT_NEGATIVE),
     )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -168,10 +169,11 @@ STORAGES = {
     },
 }
 
+CACHE_URL = env.str("CACHE_URL", "")
 CACHES = {
     "default": (
-        {"BACKEND": "dashboard.redis_cache.ReusingRedisCache", "LOCATION": os.environ["CACHE_URL"]}
-        if os.environ.get("CACHE_URL")
+        {"BACKEND": "dashboard.redis_cache.ReusingRedisCache", "LOCATION": CACHE_URL}
+        if CACHE_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     ),
     # Rendered progress sections, keyed by rental version: what is stored for a version never changes, so a
@@ -187,15 +189,11 @@ CACHES = {
 # With a shared cache (Redis), sessions are read from it and written through to the database: the many
 # polls of open rental pages then cost no session query. A per-process memory cache would let one process
 # keep a session that another logged out, so without CACHE_URL sessions stay in the database only.
-SESSION_ENGINE = (
-    "django.contrib.sessions.backends.cached_db"
-    if os.environ.get("CACHE_URL")
-    else "django.contrib.sessions.backends.db"
-)
+SESSION_ENGINE = "django.contrib.sessions.backends.cached_db" if CACHE_URL else "django.contrib.sessions.backends.db"
 
 # With a shared cache, unchanged polls read the rental's version from it instead of the database (every
 # version bump drops the entry). A per-process cache cannot see another process's writes: off without one.
-POLL_STATE_CACHE = bool(os.environ.get("CACHE_URL"))
+POLL_STATE_CACHE = bool(CACHE_URL)
 
 # --- Upstream secrets at rest -------------------------------------------------------------------------
 # Comma-separated Fernet keys, newest first: MultiFernet encrypts with the first and decrypts with any,
@@ -206,28 +204,28 @@ FIELD_ENCRYPTION_KEYS = env_list("FIELD_ENCRYPTION_KEYS") or (
 )
 
 # --- Upstream (Lium) ----------------------------------------------------------------------------------
-LIUM_BASE_URL = os.environ.get("LIUM_BASE_URL", "http://127.0.0.1:8100/api")
-LIUM_TIMEOUT_SECONDS = float(os.environ.get("LIUM_TIMEOUT_SECONDS", "30"))
-LIUM_CONNECT_TIMEOUT_SECONDS = float(os.environ.get("LIUM_CONNECT_TIMEOUT_SECONDS", "5"))
+LIUM_BASE_URL = env.str("LIUM_BASE_URL", "http://127.0.0.1:8100/api")
+LIUM_TIMEOUT_SECONDS = env.float("LIUM_TIMEOUT_SECONDS", 30, validate=Range(min=0, min_inclusive=False))
+LIUM_CONNECT_TIMEOUT_SECONDS = env.float("LIUM_CONNECT_TIMEOUT_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
 # How long the fabric listing is reused before the upstream is asked again.
-LIUM_OFFERS_CACHE_SECONDS = int(os.environ.get("LIUM_OFFERS_CACHE_SECONDS", "15"))
+LIUM_OFFERS_CACHE_SECONDS = env.int("LIUM_OFFERS_CACHE_SECONDS", 15, validate=NOT_NEGATIVE)
 
 # --- Rent engine --------------------------------------------------------------------------------------
 # Automatic retries stop inside the upstream's 24 h idempotency window; past this only a human decides.
-RENT_RETRY_WINDOW = timedelta(seconds=min(int(os.environ.get("RENT_RETRY_WINDOW_SECONDS", str(2 * 3600))), 23 * 3600))
-RENT_MAX_ATTEMPTS = int(os.environ.get("RENT_MAX_ATTEMPTS", "8"))
-RENT_BACKOFF_BASE_SECONDS = float(os.environ.get("RENT_BACKOFF_BASE_SECONDS", "2"))
-RENT_BACKOFF_CAP_SECONDS = float(os.environ.get("RENT_BACKOFF_CAP_SECONDS", "120"))
+RENT_RETRY_WINDOW = timedelta(seconds=min(env.int("RENT_RETRY_WINDOW_SECONDS", 2 * 3600, validate=POSITIVE), 23 * 3600))
+RENT_MAX_ATTEMPTS = env.int("RENT_MAX_ATTEMPTS", 8, validate=POSITIVE)
+RENT_BACKOFF_BASE_SECONDS = env.float("RENT_BACKOFF_BASE_SECONDS", 2, validate=NOT_NEGATIVE)
+RENT_BACKOFF_CAP_SECONDS = env.float("RENT_BACKOFF_CAP_SECONDS", 120, validate=NOT_NEGATIVE)
 # A worker holds a rental in `sending` for at most this long; past it the sweeper lets another worker retry.
-RENT_LEASE_SECONDS = int(os.environ.get("RENT_LEASE_SECONDS", str(int(LIUM_TIMEOUT_SECONDS) + 30)))
+RENT_LEASE_SECONDS = env.int("RENT_LEASE_SECONDS", int(LIUM_TIMEOUT_SECONDS) + 30, validate=POSITIVE)
 # A `queued` rental whose message has not been picked up after this long is re-enqueued by the sweeper.
-RENT_QUEUED_STUCK_SECONDS = int(os.environ.get("RENT_QUEUED_STUCK_SECONDS", "30"))
+RENT_QUEUED_STUCK_SECONDS = env.int("RENT_QUEUED_STUCK_SECONDS", 30, validate=POSITIVE)
 # The upstream caps pod listings at about 60 a minute per account; one poller per credential stays below.
-POD_POLL_MIN_INTERVAL_SECONDS = float(os.environ.get("POD_POLL_MIN_INTERVAL_SECONDS", "3"))
-SWEEP_INTERVAL_SECONDS = float(os.environ.get("SWEEP_INTERVAL_SECONDS", "5"))
+POD_POLL_MIN_INTERVAL_SECONDS = env.float("POD_POLL_MIN_INTERVAL_SECONDS", 3, validate=NOT_NEGATIVE)
+SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
 
 # --- Celery -------------------------------------------------------------------------------------------
-CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL", "filesystem://")
+CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
     _broker_dir = RUN_DIR / "broker"
@@ -286,21 +284,22 @@ CONTENT_SECURITY_POLICY = {
 
 # --- Operations ---------------------------------------------------------------------------------------
 # With a token set, /metrics answers only `Authorization: Bearer <token>`.
-METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_TOKEN = env.str("METRICS_TOKEN", "")
 # Per-user limits (fixed one-minute windows in the cache; use a shared CACHE_URL with several web processes).
-RENT_SUBMIT_RATE_PER_MINUTE = int(os.environ.get("RENT_SUBMIT_RATE_PER_MINUTE", "20"))
-API_RATE_PER_MINUTE = int(os.environ.get("API_RATE_PER_MINUTE", "120"))
+RENT_SUBMIT_RATE_PER_MINUTE = env.int("RENT_SUBMIT_RATE_PER_MINUTE", 20, validate=POSITIVE)
+API_RATE_PER_MINUTE = env.int("API_RATE_PER_MINUTE", 120, validate=POSITIVE)
 # Request bodies: a rent form is a few kilobytes; refuse anything absurd before parsing it.
-DATA_UPLOAD_MAX_MEMORY_SIZE = int(os.environ.get("DATA_UPLOAD_MAX_MEMORY_SIZE", str(256 * 1024)))
+DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024, validate=POSITIVE)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 2000
 
 # --- Demo data ----------------------------------------------------------------------------------------
-DEMO_PASSWORD = os.environ.get("DEMO_PASSWORD", "demo")
-SIMULATOR_API_KEY = os.environ.get("LIUM_SIM_API_KEY", "sim-demo-key")
+DEMO_PASSWORD = env.str("DEMO_PASSWORD", "demo")
+SIMULATOR_API_KEY = env.str("LIUM_SIM_API_KEY", "sim-demo-key")
 
 # --- Logging ------------------------------------------------------------------------------------------
 # JSON lines in production (one object per line, with the bound rental/user context), plain text locally.
-LOG_FORMAT = os.environ.get("LOG_FORMAT", "json" if PRODUCTION else "plain")
+LOG_FORMAT = env.str("LOG_FORMAT", "json" if PRODUCTION else "plain", validate=OneOf(["json", "plain"]))
+LOG_LEVEL = env.str("LOG_LEVEL", "INFO", validate=OneOf(["DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"]))
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
@@ -316,7 +315,7 @@ LOGGING = {
     "handlers": {
         "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]},
     },
-    "root": {"handlers": ["console"], "level": os.environ.get("LOG_LEVEL", "INFO")},
+    "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
         # httpx and httpcore log request lines and, at DEBUG, headers: keep them quiet so an upstream
         # key can never reach a log through them.
@@ -325,15 +324,19 @@ LOGGING = {
     },
 }
 
+# Read in every environment (so a typo fails in development too), used in production only.
+_hsts_seconds = env.int("SECURE_HSTS_SECONDS", 365 * 24 * 3600, validate=NOT_NEGATIVE)
+_ssl_redirect = env.bool("SECURE_SSL_REDIRECT", True)
+_trust_forwarded_proto = env.bool("TRUST_X_FORWARDED_PROTO", False)
 if PRODUCTION:
     SESSION_COOKIE_SECURE = True
     CSRF_COOKIE_SECURE = True
-    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", str(365 * 24 * 3600)))
+    SECURE_HSTS_SECONDS = _hsts_seconds
     SECURE_HSTS_INCLUDE_SUBDOMAINS = True
     SECURE_HSTS_PRELOAD = True
-    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", True)
+    SECURE_SSL_REDIRECT = _ssl_redirect
     # Probes from a load balancer often speak plain HTTP inside the network.
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
     SECURE_CONTENT_TYPE_NOSNIFF = True
-    if env_bool("TRUST_X_FORWARDED_PROTO", False):
+    if _trust_forwarded_proto:
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
