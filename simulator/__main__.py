@@ -78,6 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        state.stopping.set()
         server.server_close()
     return 0
 

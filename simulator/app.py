@@ -14,23 +14,26 @@ from . import routes_api as api
 from . import routes_sim as sim
 from .errors import ApiError, envelope, new_request_id
 from .httpkit import DropConnection, drop, json_response
+from .misbehaviour import cookie_header, trickle_existing
+from .request_log import open_entry
 from .routes_rent import handle_rent
 from .state import State
 
 log = logging.getLogger("simulator")
 
-PUBLIC: list[tuple[str, list[str], Callable[..., Response]]] = [
-    ("/version", ["GET"], api.version),
-    ("/executors/infiniband-clusters", ["GET"], api.offers),
-    ("/templates", ["GET"], api.templates),
-    ("/ssh-keys", ["GET"], api.list_ssh_keys),
-    ("/ssh-keys", ["POST"], api.add_ssh_key),
-    ("/executors/cluster/rent", ["POST"], handle_rent),
-    ("/pods", ["GET"], api.list_pods),
-    ("/clusters/<path:cluster_id>", ["DELETE"], api.delete_cluster),
-    ("/pods/<pod_id>/schedule-removal", ["POST", "DELETE"], api.schedule_removal),
-    ("/pods/<pod_id>/events", ["GET"], api.pod_events),
-    ("/users/me", ["GET"], api.users_me),
+# (path, methods, handler, route name as used by fault rules and the request log)
+PUBLIC: list[tuple[str, list[str], Callable[..., Response], str]] = [
+    ("/version", ["GET"], api.version, "version"),
+    ("/executors/infiniband-clusters", ["GET"], api.offers, "offers"),
+    ("/templates", ["GET"], api.templates, "templates"),
+    ("/ssh-keys", ["GET"], api.list_ssh_keys, "ssh-keys"),
+    ("/ssh-keys", ["POST"], api.add_ssh_key, "ssh-keys"),
+    ("/executors/cluster/rent", ["POST"], handle_rent, "rent"),
+    ("/pods", ["GET"], api.list_pods, "pods"),
+    ("/clusters/<path:cluster_id>", ["DELETE"], api.delete_cluster, "delete"),
+    ("/pods/<pod_id>/schedule-removal", ["POST", "DELETE"], api.schedule_removal, "schedule-removal"),
+    ("/pods/<pod_id>/events", ["GET"], api.pod_events, "events"),
+    ("/users/me", ["GET"], api.users_me, "users"),
 ]
 
 CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
@@ -45,12 +48,14 @@ CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
 
 def create_app(state: State) -> Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]:
     """Build the WSGI app; control routes exist only outside prod mode."""
-    routes = PUBLIC + (CONTROL if state.options.mode != "prod" else [])
-    handlers: dict[str, Callable[..., Response]] = {}
+    routes: list[tuple[str, list[str], Callable[..., Response], str | None]] = list(PUBLIC)
+    if state.options.mode != "prod":
+        routes += [(path, methods, handler, None) for path, methods, handler in CONTROL]
+    handlers: dict[str, tuple[Callable[..., Response], str | None]] = {}
     rules = []
-    for i, (path, methods, handler) in enumerate(routes):
+    for i, (path, methods, handler, route) in enumerate(routes):
         endpoint = f"r{i}"
-        handlers[endpoint] = handler
+        handlers[endpoint] = (handler, route)
         rules.append(Rule(path, methods=methods, endpoint=endpoint))
     url_map = Map(rules, strict_slashes=False, merge_slashes=False)
 
@@ -62,16 +67,25 @@ def create_app(state: State) -> Callable[[dict[str, Any], Callable[..., Any]], I
         # Serve every route at /<path> and /api/<path>, so ".../api" works as a base URL.
         if path == "/api" or path.startswith("/api/"):
             path = path[4:] or "/"
+        route: str | None = None  # set for public routes only; control calls are not logged
+        entry: dict[str, Any] | None = None
         try:
             adapter = url_map.bind_to_environ(environ)
             endpoint, args = adapter.match(path, method=request.method)
-            response = handlers[endpoint](state, request, **args)
+            handler, route = handlers[endpoint]
+            if route is not None:
+                entry = open_entry(state, request, rid, route)
+                environ["lium_sim.log_entry"] = entry
+            response = handler(state, request, **args)
         except DropConnection:
+            if entry is not None:
+                entry["dropped"] = True
             drop(environ)
             start_response("500 Dropped", [("Content-Length", "0")])
             return [b""]
         except ApiError as err:
-            response = json_response(envelope(err, rid), err.status, err.headers)
+            shown = environ.get("lium_sim.shown_request_id", rid)
+            response = json_response(envelope(err, shown), err.status, err.headers)
         except MethodNotAllowed as exc:
             not_allowed = ApiError(405, "method_not_allowed", f"Method {request.method} not allowed on {path}")
             allow = {"Allow": ", ".join(exc.valid_methods or [])}
@@ -84,7 +98,23 @@ def create_app(state: State) -> Callable[[dict[str, Any], Callable[..., Any]], I
         except Exception:
             log.exception("unhandled error on %s %s", request.method, path)
             response = json_response(envelope(ApiError(500, "internal_error", "Internal server error"), rid), 500)
-        response.headers["X-Request-Id"] = rid
+        response.headers["X-Request-Id"] = environ.get("lium_sim.shown_request_id", rid)
+        if route is not None:
+            response = _misbehave(state, route, response)
+        if entry is not None:
+            entry["status"] = response.status_code
         return response(environ, start_response)
 
     return app
+
+
+def _misbehave(state: State, route: str, response: Response) -> Response:
+    """Apply the rules that work on any route's finished answer: set_cookie and trickle."""
+    cookie = state.faults.take("set_cookie", route)
+    if cookie:
+        response.headers.add("Set-Cookie", cookie_header(cookie.get("name", "lium_session")))
+    # The rent route trickles by itself, because there the rule also decides whether the order commits.
+    trickle = state.faults.take("trickle", route) if route != "rent" else None
+    if trickle:
+        response = trickle_existing(response, trickle, state.stopping)
+    return response

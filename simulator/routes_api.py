@@ -8,10 +8,17 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from . import __version__
+from . import __version__, misbehaviour
 from .clock import iso, parse_iso
 from .errors import ApiError
-from .httpkit import after_commit_faults, before_commit_faults, json_body, json_response, pre_faults
+from .httpkit import (
+    DropConnection,
+    after_commit_faults,
+    before_commit_faults,
+    json_body,
+    json_response,
+    pre_faults,
+)
 from .state import State
 from .validation import ssh_key_problem
 
@@ -28,7 +35,10 @@ def version(state: State, request: Request) -> Response:
     """Return the version and optional features (no credential needed)."""
     pre_faults(state, "version")
     before_commit_faults(state, "version")
-    return json_response({"version": f"lium-sim-{__version__}", "features": list(state.config["features"])})
+    features = list(state.config["features"])
+    if not state.config["honour_idempotency_key"]:
+        features = [f for f in features if f != "rent_idempotency"]  # we do not promise what we do not keep
+    return json_response({"version": f"lium-sim-{__version__}", "features": features})
 
 
 def offers(state: State, request: Request) -> Response:
@@ -118,9 +128,17 @@ def list_pods(state: State, request: Request) -> Response:
     state.require_scope(cred, "read")
     _pods_limiter(state, cred["account_id"])
     before_commit_faults(state, "pods")
+    malformed = state.faults.take("pods_malformed", "pods")
+    if malformed:
+        return misbehaviour.malformed_pods(malformed.get("shape", "object"))
+    if state.faults.take("pods_empty", "pods"):
+        return json_response([])
     with state.lock:
         state.refresh()
         rows = [state.render_pod(p) for p in state.visible_pods(cred, request.args.get("api_key_id"))]
+    if state.faults.take("long_ids", "pods"):
+        rows = misbehaviour.lengthen_pod_rows(rows)
+        request.environ["lium_sim.shown_request_id"] = misbehaviour.long_id(request.environ["lium_sim.request_id"])
     return json_response(rows)
 
 
@@ -129,6 +147,16 @@ def delete_cluster(state: State, request: Request, cluster_id: str) -> Response:
     pre_faults(state, "delete")
     cred = state.authenticate(request.headers)
     before_commit_faults(state, "delete")
+    outage = state.faults.take("delete_outage", "delete")
+    if outage:
+        if outage.get("drop"):
+            raise DropConnection()
+        raise ApiError(
+            int(outage.get("status", 503)),
+            "service_unavailable",
+            "Cluster deletion is temporarily unavailable (injected outage); nothing was removed",
+            hint="Retry the delete later.",
+        )
     now = state.clock.now()
     with state.lock:
         state.refresh()

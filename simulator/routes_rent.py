@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import hashlib
 import time
 from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from . import idempotency, rent
+from . import idempotency, misbehaviour, rent
 from .clock import iso
 from .errors import ApiError, envelope
 from .httpkit import DropConnection, before_commit_faults, dumps, json_response, pre_faults
@@ -19,35 +18,15 @@ ROUTE = "rent"
 
 
 def handle_rent(state: State, request: Request) -> Response:
-    """Serve one rent call and log it in the request journal."""
+    """Serve one rent call; the app has opened its request journal entry."""
     rid = request.environ["lium_sim.request_id"]
     raw = request.get_data(cache=True)
-    entry: dict[str, Any] = {
-        "at": iso(state.clock.now()),
-        "request_id": rid,
-        "idempotency_key": request.headers.get("Idempotency-Key"),
-        "body_sha256": hashlib.sha256(raw).hexdigest(),
-        "customer_ref": None,
-        "api_key_id": None,
-        "status": None,
-        "replayed": False,
-        "dropped": False,
-    }
-    with state.lock:
-        state.requests.append(entry)
-    try:
-        response = _rent(state, request, rid, raw, entry)
-    except ApiError as err:
-        entry["status"] = err.status
-        raise
-    except DropConnection:
-        entry["dropped"] = True
-        raise
-    entry["status"] = response.status_code
-    return response
+    return _rent(state, request, rid, raw, request.environ["lium_sim.log_entry"])
 
 
-def _fresh_checks(state: State, request: Request, entry: dict[str, Any]) -> tuple[dict[str, Any], str | None]:
+def _fresh_checks(
+    state: State, request: Request, entry: dict[str, Any], honour_key: bool
+) -> tuple[dict[str, Any], str | None]:
     """Run the checks that come before the key lookup; their refusals are never stored."""
     pre_faults(state, ROUTE)
     cred = state.authenticate(request.headers)
@@ -67,7 +46,7 @@ def _fresh_checks(state: State, request: Request, entry: dict[str, Any]) -> tupl
     customer_ref = header_ref if header_ref is not None else cred["customer_ref"]
     entry["customer_ref"] = customer_ref
     key = entry["idempotency_key"]
-    if key is not None and not IDEMPOTENCY_KEY_RE.match(key):
+    if honour_key and key is not None and not IDEMPOTENCY_KEY_RE.match(key):
         raise ApiError(
             422,
             "invalid_idempotency_key",
@@ -77,9 +56,11 @@ def _fresh_checks(state: State, request: Request, entry: dict[str, Any]) -> tupl
 
 
 def _rent(state: State, request: Request, rid: str, raw: bytes, entry: dict[str, Any]) -> Response:
-    cred, customer_ref = _fresh_checks(state, request, entry)
+    honour_key = bool(state.config["honour_idempotency_key"])
+    cred, customer_ref = _fresh_checks(state, request, entry, honour_key)
     account = cred["account_id"]
-    key = entry["idempotency_key"]
+    # A backend that does not honour the key never looks it up: a repeat is a new order.
+    key = entry["idempotency_key"] if honour_key else None
     if key is not None:
         stored = idempotency.claim(state, account, key, entry["body_sha256"])
         if stored is not None:
@@ -96,6 +77,11 @@ def _rent(state: State, request: Request, rid: str, raw: bytes, entry: dict[str,
         if slow:
             time.sleep(float(slow.get("seconds", 2)))  # the claim stays in_progress meanwhile
         unknown = state.faults.take("outcome_unknown", ROUTE)
+        garble = None if unknown else _take_garble(state)
+        if garble and not garble.get("commit", True):
+            if key is not None:
+                idempotency.release(state, account, key)  # nothing was rented, so the key is free again
+            return _garbled(state, garble, rid, 200, None)
         do_process = True
         if unknown:
             commit = unknown.get("commit", True)
@@ -112,12 +98,20 @@ def _rent(state: State, request: Request, rid: str, raw: bytes, entry: dict[str,
                 "Upstream error (injected; outcome not recorded)",
             )
         if key is not None:
-            idempotency.store(state, account, key, status, body)
+            idempotency.store(state, account, key, status, body)  # the real answer, whatever this one looks like
         rule = state.faults.take("error_after_commit", ROUTE)
         if rule:
             raise ApiError(int(rule.get("status", 502)), "bad_gateway", "Upstream error (injected after commit)")
         if state.faults.take("drop_after_commit", ROUTE):
             raise DropConnection()
+        if garble:
+            return _garbled(state, garble, rid, status, body)
+        if status == 200 and state.faults.take("no_pod_ids", ROUTE):
+            body = dumps({"success": True})
+        if state.faults.take("long_ids", ROUTE):
+            shown = misbehaviour.long_id(rid)
+            request.environ["lium_sim.shown_request_id"] = shown
+            body = misbehaviour.lengthen_answer(body, shown)
         return json_response(body, status)
     except (ApiError, DropConnection):
         raise
@@ -125,6 +119,39 @@ def _rent(state: State, request: Request, rid: str, raw: bytes, entry: dict[str,
         if key is not None:
             idempotency.mark_unknown(state, account, key)  # we cannot tell whether it rented
         raise
+
+
+# Rules that replace the whole answer; each may first commit the order (option ``commit``).
+GARBLES = ("html_2xx", "empty_2xx", "trickle")
+
+
+def _take_garble(state: State) -> dict[str, Any] | None:
+    """Return the first answer-replacing rule that fires on this call."""
+    for name in GARBLES:
+        rule = state.faults.take(name, ROUTE)
+        if rule:
+            return rule
+    return None
+
+
+def _garbled(state: State, rule: dict[str, Any], rid: str, status: int, body: bytes | None) -> Response:
+    """Build the replacement answer; ``body`` is the real answer, or None when nothing was rented."""
+    if rule["fault"] == "html_2xx":
+        return misbehaviour.html_response(int(rule.get("status", 200)))
+    if rule["fault"] == "empty_2xx":
+        return misbehaviour.empty_response(int(rule.get("status", 200)))
+    if body is None:
+        # The headers already said 200 when the backend gave up: the body is all that tells.
+        failure = ApiError(504, "gateway_timeout", "Upstream timed out (injected); nothing was rented")
+        body = dumps(envelope(failure, rid))
+    return misbehaviour.trickle_response(
+        body,
+        status,
+        {"Content-Type": "application/json"},
+        interval=float(rule.get("interval", 1.0)),
+        seconds=float(rule.get("seconds", 120)),
+        stop=state.stopping,
+    )
 
 
 def _decide(

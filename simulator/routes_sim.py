@@ -8,8 +8,9 @@ from werkzeug.wrappers import Request, Response
 
 from .clock import iso
 from .errors import ApiError
-from .faults import FaultConfigError
+from .faults import ROUTES, FaultConfigError
 from .httpkit import json_body, json_response
+from .request_log import view
 from .state import State
 
 CONFIG_TYPES: dict[str, tuple[type, ...]] = {
@@ -20,6 +21,7 @@ CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "replenish": (bool,),
     "features": (list,),
     "idempotency_ttl_seconds": (int, float),
+    "honour_idempotency_key": (bool,),
 }
 
 
@@ -78,9 +80,11 @@ def ledger(state: State, request: Request) -> Response:
 
 
 def requests_log(state: State, request: Request) -> Response:
-    """List every rent call received, in order (never a secret)."""
-    with state.lock:
-        return json_response([dict(e) for e in state.requests])
+    """List the rent calls received, in order; ``?route=*`` or ``?route=<name>`` for other routes."""
+    route = request.args.get("route")
+    if route is not None and route not in ROUTES:
+        raise ApiError(422, "validation_error", f"unknown route {route!r}; known: {sorted(ROUTES)}")
+    return json_response(view(state, route))
 
 
 def reset(state: State, request: Request) -> Response:

@@ -21,6 +21,7 @@ from .seed import PHASES, build_accounts, build_fabrics, build_templates, make_n
 
 CREATION_FAILED_TTL = 180.0  # upstream: a failed create is listed for about 3 minutes
 ETA_BASES = ["executor_history", "class_median", "cold_pull_estimate", "fleet_default"]
+REQUEST_LOG_LIMIT = 10_000  # recent calls of every route; rent calls are also kept in full
 
 
 @dataclass
@@ -47,6 +48,7 @@ class State:
         self.lock = threading.RLock()
         self.clock = Clock()
         self.faults = FaultEngine()
+        self.stopping = threading.Event()  # set on shutdown so trickling answers end at once
         self.reset()
 
     # -- lifecycle of the world -------------------------------------------------------------
@@ -64,6 +66,7 @@ class State:
                 "replenish": opts.replenish,
                 "features": list(opts.features),
                 "idempotency_ttl_seconds": 24 * 3600,
+                "honour_idempotency_key": True,
             }
             self.accounts, creds = build_accounts()
             self.creds_by_secret = {c["secret"]: c for c in creds}
@@ -82,6 +85,7 @@ class State:
             self.idempotency: dict[tuple[str, str], dict[str, Any]] = {}
             self.ledger: list[dict[str, Any]] = []
             self.requests: list[dict[str, Any]] = []
+            self.request_log: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUEST_LOG_LIMIT)
             self.pod_hits: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
             self.next_port = 40000
 
