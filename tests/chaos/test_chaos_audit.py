@@ -1,0 +1,152 @@
+"""The chaos run's verdict (scripts/chaos.py's audit) and its simulator set-up (scripts/harness.py).
+
+The audit is what turns a run into "all zeros" or a failure, so it is tested on hand-made ledgers,
+request logs and pod lists; the simulator set-up is tested against a fake control route.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import httpx
+
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
+_spec = importlib.util.spec_from_file_location("chaos_script", SCRIPTS / "chaos.py")
+assert _spec is not None and _spec.loader is not None
+chaos = importlib.util.module_from_spec(_spec)
+sys.modules["chaos_script"] = chaos  # dataclasses look their module up while the class is made
+_spec.loader.exec_module(chaos)
+import harness  # noqa: E402 - found through the scripts folder put on the path above
+
+RentalView = chaos.RentalView
+audit = chaos.audit
+
+
+def rental(pk: int, status: str, *, cluster_id: str = "") -> RentalView:
+    return RentalView(
+        pk=pk, pod_name=f"chaos-{pk:04d}", idempotency_key=f"key-{pk}", status=status, cluster_id=cluster_id
+    )
+
+
+def committed(pk: int, cluster_id: str) -> dict:
+    return {"idempotency_key": f"key-{pk}", "pod_name": f"chaos-{pk:04d}", "cluster_id": cluster_id}
+
+
+def rent_call(pk: int, body: str = "b1") -> dict:
+    return {"route": "rent", "idempotency_key": f"key-{pk}", "body_sha256": body}
+
+
+def pod(cluster_id: str, status: str = "RUNNING") -> dict:
+    return {"id": f"pod-{cluster_id}-{status}", "cluster_id": cluster_id, "status": status}
+
+
+def test_terminated_while_its_pods_still_run_is_untruthful():
+    found = audit([rental(1, "terminated", cluster_id="c1")], [committed(1, "c1")], [], [pod("c1")])
+
+    assert found.count("untruthful") == 1
+    assert "still lists 1 live pod" in found.problems["untruthful"][0][1]
+
+
+def test_terminated_with_its_pods_gone_or_deleting_is_truthful():
+    found = audit(
+        [rental(1, "terminated", cluster_id="c1"), rental(2, "terminated", cluster_id="c2")],
+        [committed(1, "c1"), committed(2, "c2")],
+        [],
+        [pod("c2", "DELETING")],
+    )
+
+    assert found.count("untruthful") == 0
+
+
+def test_ready_without_a_live_pod_is_untruthful_but_only_when_the_pods_were_read():
+    views = [rental(1, "ready", cluster_id="c1")]
+
+    assert audit(views, [committed(1, "c1")], [], []).count("untruthful") == 1
+    assert audit(views, [committed(1, "c1")], [], None).count("untruthful") == 0
+
+
+def test_nothing_rented_with_a_cluster_in_the_ledger_is_untruthful():
+    found = audit([rental(1, "not_rented"), rental(2, "refused")], [committed(1, "c1")], [], [])
+
+    assert [subject.pk for subject, _ in found.problems["untruthful"]] == [1]
+
+
+def test_unknown_counts_as_unknown_with_cluster_only_when_the_ledger_has_one():
+    found = audit([rental(1, "unknown"), rental(2, "unknown")], [committed(1, "c1")], [], [pod("c1")])
+
+    assert [r.pk for r in found.unknown_with_cluster] == [1]
+    assert found.count("untruthful") == 0
+
+
+def test_a_key_that_rented_twice_is_a_duplicate():
+    found = audit([rental(1, "ready", cluster_id="c1")], [committed(1, "c1"), committed(1, "c2")], [], None)
+
+    assert found.count("duplicates") == 1
+
+
+def test_delete_calls_are_counted_per_rental_from_the_routed_request_log():
+    log = [
+        rent_call(1),
+        {"route": "delete", "path": "/api/clusters/c1"},
+        {"route": "delete", "path": "/clusters/c1"},
+        {"route": "delete", "cluster_id": "c2"},
+        {"route": "pods"},
+    ]
+    views = [rental(1, "terminated", cluster_id="c1"), rental(2, "terminated", cluster_id="c2")]
+
+    found = audit(views, [committed(1, "c1"), committed(2, "c2")], log, [])
+
+    assert found.delete_calls_max_per_rental == 2
+    assert found.rent_calls == 1
+
+
+def test_delete_calls_are_not_known_from_a_log_of_rent_calls_only():
+    log = [{"idempotency_key": "key-1", "body_sha256": "b1"}]
+
+    found = audit([rental(1, "ready", cluster_id="c1")], [committed(1, "c1")], log, None)
+
+    assert found.delete_calls_max_per_rental is None
+    assert found.rent_calls == 1
+
+
+def test_key_reuse_looks_only_at_rent_calls():
+    log = [rent_call(1, "b1"), rent_call(1, "b1"), {"route": "pods", "idempotency_key": "key-1", "body_sha256": "x"}]
+    assert audit([rental(1, "rented", cluster_id="c1")], [committed(1, "c1")], log, None).count("key_reused") == 0
+
+    log.append(rent_call(1, "b2"))
+    assert audit([rental(1, "rented", cluster_id="c1")], [committed(1, "c1")], log, None).count("key_reused") == 1
+
+
+def test_set_faults_leaves_out_the_faults_the_simulator_does_not_know():
+    posted: list[dict] = []
+
+    def control(request: httpx.Request) -> httpx.Response:
+        spec = json.loads(request.content)
+        posted.append(spec)
+        for rule in spec["rules"]:
+            if rule["fault"] == "html_2xx":
+                error = {"code": "invalid_faults", "message": "unknown fault 'html_2xx'; known: [...]"}
+                return httpx.Response(422, json={"success": False, "error": error})
+        return httpx.Response(200, json=spec)
+
+    sim = harness.Simulator(
+        None,
+        name="simulator",
+        seed=1,
+        fabrics=1,
+        nodes_per_fabric=1,
+        faults={},
+        env={},  # type: ignore[arg-type]
+    )
+    sim.control = httpx.Client(base_url="http://sim.invalid", transport=httpx.MockTransport(control))
+    rules = [{"fault": "latency", "probability": 0.1}, {"fault": "html_2xx", "probability": 0.1, "commit": True}]
+
+    refused = sim.set_faults({"seed": 3, "rules": rules})
+
+    assert list(refused) == ["html_2xx"]
+    assert "unknown fault 'html_2xx'" in refused["html_2xx"]
+    assert posted[-1] == {"seed": 3, "rules": [{"fault": "latency", "probability": 0.1}]}
