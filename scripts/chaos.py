@@ -277,11 +277,13 @@ def audit(
     ledger: list[dict[str, Any]],
     requests_log: list[dict[str, Any]],
     pods: list[dict[str, Any]] | None,
+    delete_calls: list[dict[str, Any]] | None = None,
 ) -> Audit:
-    """Compare every rental's final state with the simulators' ledger, request log and pod list.
+    """Compare every rental's final state with the simulators' ledger, rent calls and pod list.
 
     `pods` is the simulators' listing taken with the faults off (None when it could not be read: then a
-    terminated or ready rental is judged by the ledger alone).
+    terminated or ready rental is judged by the ledger alone). `delete_calls` are the logged
+    DELETE /clusters/{id} calls (None when the simulator does not log them).
     """
     found = Audit()
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -294,9 +296,8 @@ def audit(
     bodies_by_key: dict[str, set[str]] = defaultdict(set)
     for entry in rent_calls:
         bodies_by_key[str(entry.get("idempotency_key"))].add(str(entry.get("body_sha256")))
-    routes_logged = any("route" in entry for entry in requests_log)
     deletes: Counter[str] = Counter()
-    for entry in requests_log:
+    for entry in delete_calls or []:
         cluster = delete_call_cluster(entry)
         if cluster is not None:
             deletes[cluster] += 1
@@ -343,7 +344,7 @@ def audit(
             )
         mine = clusters | ({rental.cluster_id} if rental.cluster_id else set())
         most_deletes = max(most_deletes, sum(deletes[c] for c in mine))
-    found.delete_calls_max_per_rental = most_deletes if routes_logged else None
+    found.delete_calls_max_per_rental = most_deletes if delete_calls is not None else None
     # A committed rent that no rental of ours accounts for is a cluster nobody will ever see.
     found.foreign = [
         e for e in ledger if str(e.get("idempotency_key")) not in our_keys and str(e.get("pod_name")) not in our_names
@@ -423,10 +424,11 @@ class Operator:
         from ops.services import ops_retry_now
 
         now = time.monotonic()
-        for pk in self._rentals("ready").exclude(pk__in=self.decided).values_list("pk", flat=True):
-            self.decided.add(pk)
-            if self.rng.random() < self.terminate_share:
-                self.due.append((now + self.rng.uniform(0.5, 4.0), pk))
+        if self.random_actions:  # after the final pass, no new terminations: the run is winding down
+            for pk in self._rentals("ready").exclude(pk__in=self.decided).values_list("pk", flat=True):
+                self.decided.add(pk)
+                if self.rng.random() < self.terminate_share:
+                    self.due.append((now + self.rng.uniform(0.5, 4.0), pk))
         for item in [item for item in self.due if item[0] <= now]:
             self.due.remove(item)
             self.terminate(item[1])
@@ -618,11 +620,15 @@ def main(argv: list[str] | None = None) -> int:
         if len(sims) > 1:
             refusal = sims[1].set_config({"honour_idempotency_key": False, "features": ["rent_by_spec"]})
             if refusal:
-                say(f"note: the simulator refused honour_idempotency_key=false ({refusal}); every rental goes")
-                say("      to the idempotent simulator, so no rental meets an upstream that rents twice")
+                say("note: the simulator does not know honour_idempotency_key=false; every rental goes to the")
+                say("      idempotent simulator, so no rental meets an upstream that rents twice")
+                say(f"      (it says: {refusal[:200]})")
                 sims.pop().control.close()
-        for name, why in sorted(skipped.items()):
-            say(f"note: the simulator does not know fault {name!r} ({why}); the run goes on without it")
+        if skipped:
+            names = ", ".join(repr(name) for name in sorted(skipped))
+            first = skipped[min(skipped)]
+            say(f"note: the simulator does not know fault(s) {names}; the run goes on without them")
+            say(f"      (it says: {first[:200]})")
         rules = adversarial_rules(args.seed, args.fault_scale)["rules"] if adversarial else standard_faults["rules"]
         say(
             f"simulator: {sims[0].url} ({fabrics} fabrics x {nodes_per_fabric} nodes, replenished), faults: "
@@ -847,14 +853,17 @@ def main(argv: list[str] | None = None) -> int:
         ledger: list[dict[str, Any]] = []
         requests_log: list[dict[str, Any]] = []
         pods: list[dict[str, Any]] | None = []
+        delete_calls: list[dict[str, Any]] | None = []
         for sim in sims:
             ledger += sim.ledger()
             requests_log += sim.requests()
+            logged = sim.delete_calls()
+            delete_calls = None if delete_calls is None or logged is None else delete_calls + logged
             # The pod list is read honestly: faults off first (the run is over, nothing is in flight).
             sim.clear_faults()
             listed = sim.pods()
             pods = None if pods is None or listed is None else pods + listed
-        found = audit(views, ledger, requests_log, pods)
+        found = audit(views, ledger, requests_log, pods, delete_calls)
         problems = found.problems
         final_counts = found.final_counts
         lost = found.count("lost") + submit_errors
@@ -895,7 +904,7 @@ def main(argv: list[str] | None = None) -> int:
             ),
             (
                 "deletes per rental, most",
-                str(deletes) if deletes is not None else "not known (the request log has no `route` field)",
+                str(deletes) if deletes is not None else "not known (this simulator logs only rent calls)",
             ),
             ("pods checked", "yes (terminated and ready against live pods)" if found.pods_checked else "no"),
             (
@@ -954,7 +963,7 @@ def main(argv: list[str] | None = None) -> int:
                     f"    event {event.at:%H:%M:%S.%f} {event.from_status or '-'} -> {event.to_status or '-'}: "
                     f"{event.message[:100]}"
                 )
-            for entry in requests_log:
+            for entry in requests_log + (delete_calls or []):
                 mine = entry.get("idempotency_key") == subject.idempotency_key
                 if mine or (subject.cluster_id and delete_call_cluster(entry) == subject.cluster_id):
                     say(

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SIM_KEY = "sim-demo-key"
@@ -235,6 +235,7 @@ class Offers:
 
     def refresh(self) -> None:
         offers = self.http.get("/api/executors/infiniband-clusters").raise_for_status().json()
+        self.http.cookies.clear()  # a set_cookie fault must not make this client send cookies back
         pool: dict[str, list[dict[str, Any]]] = {}
         for offer in offers:
             nodes = [
@@ -338,11 +339,20 @@ class Simulator:
         entries = body["ledger"] if isinstance(body, dict) else body
         return [{**entry, "sim": self.name} for entry in entries]
 
-    def requests(self) -> list[dict[str, Any]]:
-        """Return the request log (every rent call; every call when the simulator logs all routes)."""
-        body = self.control.get("/_sim/requests").raise_for_status().json()
+    def requests(self, route: str | None = None) -> list[dict[str, Any]]:
+        """Return the request log: every rent call, or with `route` the recent calls of that route."""
+        params = {"route": route} if route else None
+        body = self.control.get("/_sim/requests", params=params).raise_for_status().json()
         entries = body["requests"] if isinstance(body, dict) else body
         return [{**entry, "sim": self.name} for entry in entries]
+
+    def delete_calls(self) -> list[dict[str, Any]] | None:
+        """Return the logged DELETE /clusters/{id} calls, or None when the simulator logs only rent calls
+        (it then ignores `?route=` and answers with rent calls, which carry no `route` field)."""
+        entries = self.requests("delete")
+        if any(entry.get("route") != "delete" for entry in entries):
+            return None
+        return entries
 
     def pods(self) -> list[dict[str, Any]] | None:
         """Return the account's pod rows as the public GET /pods lists them, or None if it will not say."""
@@ -379,5 +389,5 @@ def delete_call_cluster(entry: dict[str, Any]) -> str | None:
         return None
     if entry.get("cluster_id"):
         return str(entry["cluster_id"])
-    match = DELETE_PATH.search(str(entry.get("path") or entry.get("url") or ""))
-    return match.group(1) if match else ""
+    match = DELETE_PATH.search(str(entry.get("path") or ""))
+    return unquote(match.group(1)) if match else ""

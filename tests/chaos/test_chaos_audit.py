@@ -88,29 +88,25 @@ def test_a_key_that_rented_twice_is_a_duplicate():
     assert found.count("duplicates") == 1
 
 
-def test_delete_calls_are_counted_per_rental_from_the_routed_request_log():
-    log = [
-        rent_call(1),
-        {"route": "delete", "path": "/api/clusters/c1"},
-        {"route": "delete", "path": "/clusters/c1"},
-        {"route": "delete", "cluster_id": "c2"},
-        {"route": "pods"},
+def test_delete_calls_are_counted_per_rental_from_the_logged_delete_calls():
+    deletes = [
+        {"route": "delete", "method": "DELETE", "path": "/api/clusters/c1"},
+        {"route": "delete", "method": "DELETE", "path": "/clusters/c1"},
+        {"route": "delete", "method": "DELETE", "path": "/api/clusters/c2"},
     ]
     views = [rental(1, "terminated", cluster_id="c1"), rental(2, "terminated", cluster_id="c2")]
 
-    found = audit(views, [committed(1, "c1"), committed(2, "c2")], log, [])
+    found = audit(views, [committed(1, "c1"), committed(2, "c2")], [rent_call(1)], [], deletes)
 
     assert found.delete_calls_max_per_rental == 2
     assert found.rent_calls == 1
 
 
-def test_delete_calls_are_not_known_from_a_log_of_rent_calls_only():
-    log = [{"idempotency_key": "key-1", "body_sha256": "b1"}]
+def test_no_delete_calls_logged_is_zero_and_no_log_at_all_is_not_known():
+    views = [rental(1, "ready", cluster_id="c1")]
 
-    found = audit([rental(1, "ready", cluster_id="c1")], [committed(1, "c1")], log, None)
-
-    assert found.delete_calls_max_per_rental is None
-    assert found.rent_calls == 1
+    assert audit(views, [committed(1, "c1")], [], None, []).delete_calls_max_per_rental == 0
+    assert audit(views, [committed(1, "c1")], [], None, None).delete_calls_max_per_rental is None
 
 
 def test_key_reuse_looks_only_at_rent_calls():
