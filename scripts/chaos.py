@@ -461,9 +461,11 @@ class Operator:
         from ops.services import ops_confirm_reconciliation, ops_reconcile
 
         finding = self._do("reconcile", lambda: ops_reconcile(rental=rental, actor=self.user, reason="chaos: look"))
-        if finding is None or self.rng.random() >= confirm_chance:
+        if finding is None:
             return
         self.counts[f"finding {finding.result}"] += 1
+        if self.rng.random() >= confirm_chance:
+            return
         quiet = rental.last_sent_at is None or timezone.now() - rental.last_sent_at >= QUIET_BEFORE_NOT_RENTED
         if finding.result == "match" and len(finding.cluster_ids) == 1:
             cluster_id = finding.cluster_ids[0]

@@ -146,3 +146,73 @@ def test_set_faults_leaves_out_the_faults_the_simulator_does_not_know():
     assert list(refused) == ["html_2xx"]
     assert "unknown fault 'html_2xx'" in refused["html_2xx"]
     assert posted[-1] == {"seed": 3, "rules": [{"fault": "latency", "probability": 0.1}]}
+
+
+class FakeRental:
+    def __init__(self, sent_seconds_ago: float) -> None:
+        from datetime import timedelta
+
+        from django.utils import timezone
+
+        self.pk = 1
+        self.last_sent_at = timezone.now() - timedelta(seconds=sent_seconds_ago)
+
+
+def operator_confirming(monkeypatch, finding) -> tuple[object, list]:
+    """Return an operator whose reconcile finds `finding`, and the list its confirmations land in."""
+    import random
+
+    from ops import services
+
+    confirmed: list = []
+    monkeypatch.setattr(services, "ops_reconcile", lambda **kwargs: finding)
+    monkeypatch.setattr(
+        services, "ops_confirm_reconciliation", lambda **kwargs: confirmed.append(kwargs["cluster_id"]) or True
+    )
+    operator = chaos.Operator(user=None, customers=[], rng=random.Random(1), every=0, terminate_share=0)
+    return operator, confirmed
+
+
+def finding(result: str, cluster_ids: list[str]):
+    from rentals.services import ReconcileFinding
+
+    return ReconcileFinding(result, cluster_ids, "")
+
+
+def test_the_operator_confirms_not_rented_only_once_the_last_send_is_quiet(monkeypatch):
+    operator, confirmed = operator_confirming(monkeypatch, finding("no_match", []))
+
+    operator.reconcile(FakeRental(sent_seconds_ago=5))
+    assert confirmed == []
+
+    operator.reconcile(FakeRental(sent_seconds_ago=30))
+    assert confirmed == [None]
+
+
+def test_the_operator_confirms_a_single_match_and_leaves_an_ambiguous_one(monkeypatch):
+    operator, confirmed = operator_confirming(monkeypatch, finding("match", ["c1"]))
+    operator.reconcile(FakeRental(sent_seconds_ago=1))
+    assert confirmed == ["c1"]
+
+    operator, confirmed = operator_confirming(monkeypatch, finding("ambiguous", ["c1", "c2"]))
+    operator.reconcile(FakeRental(sent_seconds_ago=60))
+    assert confirmed == []
+
+
+def test_an_upstream_error_is_expected_but_any_other_exception_is_reported(monkeypatch):
+    from ops import services
+    from rentals import upstream
+
+    operator, _ = operator_confirming(monkeypatch, None)
+
+    def lying_listing(**kwargs):
+        raise upstream.UpstreamUnavailable("the pod listing is not a list")
+
+    monkeypatch.setattr(services, "ops_reconcile", lying_listing)
+    operator.reconcile(FakeRental(sent_seconds_ago=60))
+    assert operator.counts["reconcile upstream error"] == 1
+    assert operator.unexpected == []
+
+    monkeypatch.setattr(services, "ops_reconcile", lambda **kwargs: 1 / 0)
+    operator.reconcile(FakeRental(sent_seconds_ago=60))
+    assert operator.unexpected == ["reconcile: ZeroDivisionError: division by zero"]
