@@ -255,7 +255,7 @@ class Audit:
     unknown_with_cluster: list[RentalView] = field(default_factory=list)
     foreign: list[dict[str, Any]] = field(default_factory=list)
     rent_calls: int = 0
-    # None when the request log does not tell the routes apart (an older simulator logs only rent calls).
+    # None when the simulator does not log delete calls (an older one logs only rent calls).
     delete_calls_max_per_rental: int | None = None
     pods_checked: bool = False
 
