@@ -14,6 +14,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from rentals import engine
 from rentals import services as rental_services
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.models import Rental, RentalEvent
@@ -78,6 +79,10 @@ def retry_refusal(rental: Rental, now: datetime | None = None) -> str:
         return "Replaying an outcome-unknown rental is not enabled yet (unknown → retrying); reconcile instead."
     if rental.status == S.UNKNOWN and rental.error_code in NO_REPLAY_ERRORS:
         return f"A replay would only repeat Lium's answer ({rental.error_code}); reconcile instead."
+    # The engine's claim refuses such a re-send anyway; say so here rather than offer a button that cannot work.
+    possibly_sent = rental.possibly_sent or rental.status == S.UNKNOWN
+    if possibly_sent and not engine.idempotency_promise_for_display(rental.credential):
+        return f"An earlier attempt may have reached Lium, and {engine.NO_PROMISE_MESSAGE}."
     return ""
 
 
@@ -115,6 +120,8 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
                 message=f"Replay the stored order now (same key, same bytes). {reason}",
                 data={"action": "retry_now", "reason": reason},
                 next_attempt_at=now,
+                # An outcome-unknown order may have reached Lium: the claim re-checks the idempotency promise.
+                possibly_sent=True,
                 # Let the engine keep retrying up to the hard limit (first send + 23 h) for this replay.
                 retry_until=rental.first_sent_at + MAX_RETRY_WINDOW if rental.first_sent_at else None,
             )

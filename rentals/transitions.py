@@ -29,6 +29,7 @@ def rental_transition(
     from_status: str,
     to_status: str,
     expect_lease: uuid.UUID | None = None,
+    expect_version: int | None = None,
     actor: User | None = None,
     message: str = "",
     data: dict[str, Any] | None = None,
@@ -42,6 +43,9 @@ def rental_transition(
     if expect_lease is not None:
         # Only the worker that still holds the lease may settle the attempt.
         rows = rows.filter(lease_token=expect_lease)
+    if expect_version is not None:
+        # The row is exactly as the caller read it (e.g. a claim that computed the next attempt number from it).
+        rows = rows.filter(version=expect_version)
     with transaction.atomic():
         changed = rows.update(status=to_status, version=F("version") + 1, updated_at=timezone.now(), **fields)
         if changed:
