@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from rentals.models import Rental, RentalEvent
 from rentals.polling import forget_poll_state
+from rentals.states import RentalStatus as S
 from rentals.states import can_transition
 
 
@@ -39,6 +40,7 @@ def rental_transition(
     """Move a rental from `from_status` to `to_status` and record the event; return whether it moved."""
     if not can_transition(from_status, to_status):
         raise IllegalTransition(f"A rental cannot go from {from_status} to {to_status}.")
+    fields = {**_entering(to_status), **fields}
     rows = Rental.objects.filter(pk=rental_id, status=from_status)
     if expect_lease is not None:
         # Only the worker that still holds the lease may settle the attempt.
@@ -60,6 +62,14 @@ def rental_transition(
                 data=data or {},
             )
     return changed == 1
+
+
+def _entering(to_status: str) -> dict[str, Any]:
+    """Return the bookkeeping a state starts with (a caller's own values win)."""
+    if to_status == S.TERMINATING:
+        # A new removal starts its own DELETE retry chain, not held back by an earlier one's backoff.
+        return {"next_delete_at": None, "delete_attempts": 0}
+    return {}
 
 
 def rental_touch(*, rental_id: int, **fields: Any) -> None:
