@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from rentals import engine, members, removal, services
+from rentals import engine, members, reconcile, removal, services
 from rentals.models import Heartbeat, Rental
 from rentals.states import RentalStatus as S
 from rentals.upstream import UpstreamError
@@ -46,6 +46,10 @@ def enqueue_schedule_removal(rental_id: int) -> None:
 
 def enqueue_cluster_delete(rental_id: int) -> None:
     _enqueue(rental_delete_cluster, rental_id)
+
+
+def enqueue_reconcile_look(rental_id: int, countdown: float | None = None) -> None:
+    _enqueue(rental_reconcile_look, rental_id, countdown=countdown)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -85,6 +89,15 @@ def rental_delete_cluster(rental_id: int) -> str:
 
 def enqueue_cluster_delete_later(rental_id: int, countdown: float) -> None:
     _enqueue(rental_delete_cluster, rental_id, countdown=countdown)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def rental_reconcile_look(rental_id: int) -> str:
+    """Look for an unknown rental's cluster if its look is due; only the look's claimer enqueues the next."""
+    result = reconcile.rental_reconcile_look(rental_id=rental_id)
+    if result.next_in is not None:
+        enqueue_reconcile_look(rental_id, countdown=result.next_in)
+    return result.outcome
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(UpstreamError,), retry_backoff=5, max_retries=8)
@@ -134,6 +147,12 @@ def rentals_sweep() -> dict[str, int]:
     for rental_id in delete_ids:
         enqueue_cluster_delete(rental_id)
     Rental.objects.filter(lost_delete, pk__in=delete_ids).update(next_delete_at=now)
+    # The same for an unknown rental's automatic look.
+    lost_look = Q(status=S.UNKNOWN, next_reconcile_at__lte=overdue)
+    look_ids = list(Rental.objects.filter(lost_look).values_list("pk", flat=True)[:100])
+    for rental_id in look_ids:
+        enqueue_reconcile_look(rental_id)
+    Rental.objects.filter(lost_look, pk__in=look_ids).update(next_reconcile_at=now)
     return {"enqueued": len(due_ids) - settled, "settled": settled, "pollers": len(credential_ids)}
 
 
