@@ -336,6 +336,8 @@ class ReconcileFinding:
     result: str  # "match", "no_match" or "ambiguous"
     cluster_ids: list[str]
     message: str
+    # Per candidate cluster: its pod ids and executors (what an automatic settle cites as evidence).
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 def rental_reconcile(*, rental: Rental, actor: User | None = None) -> ReconcileFinding:
@@ -357,12 +359,23 @@ def rental_reconcile(*, rental: Rental, actor: User | None = None) -> ReconcileF
         executors_match = executors == wanted_executors or not any(executors - {"None"})
         if names_match and len(members) == rental.node_count and executors_match and _created_after(members, rental):
             candidates.append(cluster_id)
+    evidence = {
+        cluster_id: {
+            "pod_ids": [str(member.get("id")) for member in clusters[cluster_id]],
+            "executors": sorted(str((member.get("executor") or {}).get("id")) for member in clusters[cluster_id]),
+        }
+        for cluster_id in candidates
+    }
     if len(candidates) == 1:
-        finding = ReconcileFinding("match", candidates, f"Found cluster {candidates[0]} matching this order.")
+        finding = ReconcileFinding(
+            "match", candidates, f"Found cluster {candidates[0]} matching this order.", evidence[candidates[0]]
+        )
     elif not candidates:
         finding = ReconcileFinding("no_match", [], "No cluster matching this order exists upstream.")
     else:
-        finding = ReconcileFinding("ambiguous", candidates, f"{len(candidates)} clusters match this order.")
+        finding = ReconcileFinding(
+            "ambiguous", candidates, f"{len(candidates)} clusters match this order; an operator must choose."
+        )
     RentalEvent.objects.create(
         rental=rental,
         kind=RentalEvent.Kind.RECONCILE,
