@@ -223,6 +223,18 @@ RENT_QUEUED_STUCK_SECONDS = env.int("RENT_QUEUED_STUCK_SECONDS", 30, validate=PO
 # The upstream caps pod listings at about 60 a minute per account; one poller per credential stays below.
 POD_POLL_MIN_INTERVAL_SECONDS = env.float("POD_POLL_MIN_INTERVAL_SECONDS", 3, validate=NOT_NEGATIVE)
 SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
+# A `rented` rental whose members have not appeared after this long needs attention (and may be reconciled).
+RENT_MEMBERS_GRACE_SECONDS = env.int("RENT_MEMBERS_GRACE_SECONDS", 600, validate=POSITIVE)
+# While DELETE /clusters/{id} fails, one retry chain per rental backs off from the base to the cap.
+CLUSTER_DELETE_BACKOFF_BASE_SECONDS = env.float("CLUSTER_DELETE_BACKOFF_BASE_SECONDS", 15, validate=POSITIVE)
+CLUSTER_DELETE_BACKOFF_CAP_SECONDS = env.float("CLUSTER_DELETE_BACKOFF_CAP_SECONDS", 300, validate=POSITIVE)
+# An `unknown` rental is looked for upstream by itself this many times, backing off from the base.
+RECONCILE_LOOK_BASE_SECONDS = env.float("RECONCILE_LOOK_BASE_SECONDS", 15, validate=POSITIVE)
+RECONCILE_MAX_LOOKS = env.int("RECONCILE_MAX_LOOKS", 6, validate=NOT_NEGATIVE)
+# The ops overview flags rentals stuck this long in retrying, queued or terminating.
+OPS_RETRYING_ATTENTION_MINUTES = env.int("OPS_RETRYING_ATTENTION_MINUTES", 15, validate=POSITIVE)
+OPS_QUEUED_ATTENTION_MINUTES = env.int("OPS_QUEUED_ATTENTION_MINUTES", 5, validate=POSITIVE)
+OPS_TERMINATING_ATTENTION_MINUTES = env.int("OPS_TERMINATING_ATTENTION_MINUTES", 15, validate=POSITIVE)
 
 # --- Celery -------------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", "filesystem://")

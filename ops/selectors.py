@@ -25,9 +25,9 @@ from rentals.selectors import members_grace, rented_without_members
 from rentals.states import RentalStatus as S
 
 # How long a rental may sit retrying, queued, or terminating before it shows in the attention queue.
-RETRYING_ATTENTION_MINUTES = getattr(settings, "OPS_RETRYING_ATTENTION_MINUTES", 15)
-QUEUED_ATTENTION_MINUTES = getattr(settings, "OPS_QUEUED_ATTENTION_MINUTES", 5)
-TERMINATING_ATTENTION_MINUTES = getattr(settings, "OPS_TERMINATING_ATTENTION_MINUTES", 15)
+RETRYING_ATTENTION_MINUTES = settings.OPS_RETRYING_ATTENTION_MINUTES
+QUEUED_ATTENTION_MINUTES = settings.OPS_QUEUED_ATTENTION_MINUTES
+TERMINATING_ATTENTION_MINUTES = settings.OPS_TERMINATING_ATTENTION_MINUTES
 ATTENTION_LIMIT = 50
 SWEEPER_HEARTBEAT = "sweeper"
 UPSTREAM_KEY_WINDOW = timedelta(hours=24)
@@ -189,7 +189,7 @@ def worker_health(*, now: datetime) -> dict[str, Any]:
     except Exception as exc:  # the broker is down: say so instead of failing the page
         depth_error = f"broker unreachable ({type(exc).__name__})"
     heartbeat = Heartbeat.objects.filter(name=SWEEPER_HEARTBEAT).first()
-    interval = float(getattr(settings, "SWEEP_INTERVAL_SECONDS", 5))
+    interval = settings.SWEEP_INTERVAL_SECONDS
     sweeper_age = (now - heartbeat.at).total_seconds() if heartbeat else None
     return {
         "broker_redis": settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")),

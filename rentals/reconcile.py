@@ -35,12 +35,12 @@ LOOK_HELD_SECONDS = 120
 
 def max_looks() -> int:
     """Return how many automatic looks an `unknown` rental gets."""
-    return int(getattr(settings, "RECONCILE_MAX_LOOKS", 6))
+    return settings.RECONCILE_MAX_LOOKS
 
 
 def look_delay(*, looks_done: int) -> float:
     """Return seconds until the next automatic look: base, then doubling, with a little jitter."""
-    base = float(getattr(settings, "RECONCILE_LOOK_BASE_SECONDS", 15))
+    base = settings.RECONCILE_LOOK_BASE_SECONDS
     # Jitter spreads the looks of many rentals that went unknown together (S311: not for security).
     return base * 2**looks_done * random.uniform(0.75, 1.0)  # noqa: S311
 

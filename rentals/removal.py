@@ -26,8 +26,8 @@ RECHECK_AFTER_STARTED_SECONDS = 300
 
 def delete_backoff(*, attempts: int) -> float:
     """Return seconds to wait after `attempts` failed DELETEs: exponential, capped, with jitter."""
-    base = float(getattr(settings, "CLUSTER_DELETE_BACKOFF_BASE_SECONDS", 15))
-    cap = float(getattr(settings, "CLUSTER_DELETE_BACKOFF_CAP_SECONDS", 300))
+    base = settings.CLUSTER_DELETE_BACKOFF_BASE_SECONDS
+    cap = settings.CLUSTER_DELETE_BACKOFF_CAP_SECONDS
     backoff = min(cap, base * 2 ** max(attempts - 1, 0))
     # Jitter spreads the retries of many clusters that failed together (S311: not for security).
     return backoff * random.uniform(0.5, 1.0)  # noqa: S311

@@ -78,7 +78,7 @@ def rental_for_submit_token(*, user: AbstractBaseUser | AnonymousUser, token: st
 
 def members_grace() -> timedelta:
     """Return how long a `rented` rental's members may take to appear in the pod list (RENT_MEMBERS_GRACE_SECONDS)."""
-    return timedelta(seconds=int(getattr(settings, "RENT_MEMBERS_GRACE_SECONDS", 600)))
+    return timedelta(seconds=settings.RENT_MEMBERS_GRACE_SECONDS)
 
 
 def rented_without_members(*, now: datetime) -> Q:

@@ -458,18 +458,22 @@ class Operator:
         """Reconcile one outcome-unknown rental, then (maybe) confirm what was found."""
         from django.utils import timezone
 
+        from ops.selectors import latest_finding
         from ops.services import ops_confirm_reconciliation, ops_reconcile
 
-        finding = self._do("reconcile", lambda: ops_reconcile(rental=rental, actor=self.user, reason="chaos: look"))
-        if finding is None:
+        said = self._do("reconcile", lambda: ops_reconcile(rental=rental, actor=self.user, reason="chaos: look"))
+        # As the ops page does: the confirmation offers what the latest finding on the timeline says.
+        event = latest_finding(rental=rental) if said is not None else None
+        if event is None:
             return
-        self.counts[f"finding {finding.result}"] += 1
+        result, cluster_ids = event.data.get("result"), list(event.data.get("cluster_ids") or [])
+        self.counts[f"finding {result}"] += 1
         if self.rng.random() >= confirm_chance:
             return
         quiet = rental.last_sent_at is None or timezone.now() - rental.last_sent_at >= QUIET_BEFORE_NOT_RENTED
-        if finding.result == "match" and len(finding.cluster_ids) == 1:
-            cluster_id = finding.cluster_ids[0]
-        elif finding.result == "no_match" and quiet:
+        if result == "match" and len(cluster_ids) == 1:
+            cluster_id = cluster_ids[0]
+        elif result == "no_match" and quiet:
             cluster_id = None
         else:
             return

@@ -162,10 +162,11 @@ def operator_confirming(monkeypatch, finding) -> tuple[object, list]:
     """Return an operator whose reconcile finds `finding`, and the list its confirmations land in."""
     import random
 
-    from ops import services
+    from ops import selectors, services
 
     confirmed: list = []
-    monkeypatch.setattr(services, "ops_reconcile", lambda **kwargs: finding)
+    monkeypatch.setattr(services, "ops_reconcile", lambda **kwargs: "said")
+    monkeypatch.setattr(selectors, "latest_finding", lambda **kwargs: finding)
     monkeypatch.setattr(
         services, "ops_confirm_reconciliation", lambda **kwargs: confirmed.append(kwargs["cluster_id"]) or True
     )
@@ -174,9 +175,10 @@ def operator_confirming(monkeypatch, finding) -> tuple[object, list]:
 
 
 def finding(result: str, cluster_ids: list[str]):
-    from rentals.services import ReconcileFinding
+    """A reconciliation event on the timeline, as the ops page reads it."""
+    from types import SimpleNamespace
 
-    return ReconcileFinding(result, cluster_ids, "")
+    return SimpleNamespace(data={"result": result, "cluster_ids": cluster_ids})
 
 
 def test_the_operator_confirms_not_rented_only_once_the_last_send_is_quiet(monkeypatch):
