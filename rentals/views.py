@@ -98,14 +98,18 @@ def rent(request: HttpRequest) -> HttpResponse:
         messages.error(request, "You can browse fabrics, but renting needs a customer membership or the operator role.")
         return redirect("fabric_list")
     fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
-    # The offers shown are the first customer's credential's, as on the fabrics page (`_credential_for`).
-    credential = customers[0].default_credential
-    listing, _error = _listing_or_error(request, credential=credential)
+    # Offers, node checks, prices and the spend cap all use the chosen customer's credential, the one the
+    # order is sent with (customers may rent on different Lium accounts).
+    chosen = _chosen_customer(customers, (request.POST if request.method == "POST" else request.GET).get("customer"))
+    credential = chosen.default_credential
+    listing, _error = _listing_or_error(request, credential=credential) if credential else (None, "")
     fabric = listing.fabric(fabric_id) if listing else None
     if listing is None or fabric is None or credential is None:
         # When the listing failed, the fabrics page says so itself; say nothing twice.
-        if listing is not None:
-            messages.error(request, "That fabric is not offered any more; pick another one.")
+        if credential is None:
+            messages.error(request, f"{chosen.name} has no Lium credential; ask an operator to set one.")
+        elif listing is not None:
+            messages.error(request, f"That fabric is not offered to {chosen.name} any more; pick another one.")
         return redirect("fabric_list")
     try:
         templates = offers.cluster_templates(credential=credential)
@@ -116,7 +120,8 @@ def rent(request: HttpRequest) -> HttpResponse:
         "fabric": fabric,
         "listing": listing,
         "templates": templates,
-        "customers": customers,
+        # Only the chosen customer: the nodes shown are its account's, so the order must be its too.
+        "customers": [chosen],
         "may_set_customer_ref": is_operator(request.user),
         "saved_keys": SshPublicKey.objects.filter(user_id=request.user.pk or 0),
     }
@@ -167,8 +172,21 @@ def rent(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "rentals/rent.html",
-        {"form": form, "fabric": fabric, "listing": listing, "spend": spend, **_summary(fabric, form)},
+        {
+            "form": form,
+            "fabric": fabric,
+            "listing": listing,
+            "spend": spend,
+            "customers": customers,
+            "chosen_customer": chosen,
+            **_summary(fabric, form),
+        },
     )
+
+
+def _chosen_customer(customers: list[Any], wanted: object) -> Any:
+    """Return the customer named by the `customer` parameter (a pk) if the user may rent for it, else the first."""
+    return next((customer for customer in customers if str(customer.pk) == str(wanted or "")), customers[0])
 
 
 def _summary(fabric: Fabric, form: RentForm) -> dict[str, object]:
@@ -190,7 +208,10 @@ def _summary(fabric: Fabric, form: RentForm) -> dict[str, object]:
 @login_required
 def rent_summary(request: HttpRequest) -> HttpResponse:
     """The live order summary (htmx): recomputed whenever the node selection changes."""
-    listing, error = _listing_or_error(request)
+    # Priced with the offers of the customer the form rents for (its account may differ from the first's).
+    customers = list(selectors.customer_list_for_renting(user=request.user).select_related("default_credential"))
+    credential = _chosen_customer(customers, request.GET.get("customer")).default_credential if customers else None
+    listing, error = _listing_or_error(request, credential=credential)
     fabric = listing.fabric(request.GET.get("fabric", "")) if listing else None
     if listing is None or fabric is None:
         # Answer 200 so htmx swaps the message in (it ignores 4xx), and the next change can recover.
