@@ -27,6 +27,7 @@ from rentals.forms import RentForm
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing
 from rentals.states import RentalStatus as S
+from rentals.support_audit import support_reads
 from rentals.upstream import UpstreamError
 
 
@@ -294,6 +295,7 @@ def _parse_cursor(value: str) -> tuple[datetime, int] | None:
 def rental_detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Show one rental with its live progress, attempts and members."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    support_reads(user=request.user, rentals=[rental])
     may_act = _may_act(request)
     interval = polling.next_interval(status=rental.status, version=rental.version, seen_version=0, interval=0)
     poller = polling.poller_html(
@@ -319,6 +321,7 @@ def rental_progress(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    support_reads(user=request.user, rentals=[rental])
     return progress.answer_checked_poll(request, rental, may_act=_may_act(request))
 
 
