@@ -163,7 +163,9 @@ def rent(request: HttpRequest) -> HttpResponse:
         count = request.GET.get("cheapest", "")
         initial: dict[str, object] = {}
         if count.isascii() and count.isdigit():
-            initial["executor_ids"] = [node.id for node in fabric.cheapest(int(count))]
+            # A longer number than any fabric's node count means "all"; int() refuses over 4300 digits.
+            wanted = int(count) if len(count) <= 6 else len(fabric.nodes)
+            initial["executor_ids"] = [node.id for node in fabric.cheapest(wanted)]
         form = RentForm(initial=initial, **form_kwargs)
     spend = [
         {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
@@ -237,7 +239,9 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     if status in S.values:
         rentals = rentals.filter(status=status)
     ref = request.GET.get("ref", "").strip()
-    if ref:
+    if "\x00" in ref:
+        rentals = rentals.none()  # no ref holds a NUL, and PostgreSQL refuses one in a query
+    elif ref:
         rentals = rentals.filter(customer_ref=ref)
     # The list never shows the stored request bytes or long error texts: do not load them.
     rentals = rentals.defer("request_body", "error_message", "error_hint").order_by("-created_at", "-id")
@@ -335,7 +339,7 @@ def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
     if request.method == "GET":
         return render(request, "rentals/terminate_confirm.html", {"rental": rental})
     try:
-        if services.rental_terminate(rental=rental, actor=_user(request), reason=request.POST.get("reason", "")):
+        if services.rental_terminate(rental=rental, actor=_user(request), reason=_reason(request)):
             messages.success(request, "Removing the cluster.")
         else:
             messages.error(request, "This rental has no cluster to remove.")
@@ -351,11 +355,19 @@ def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request):
         return HttpResponse("Support can look but not change rentals.", status=403)
-    if services.rental_cancel(rental=rental, actor=_user(request), reason=request.POST.get("reason", "")):
+    if services.rental_cancel(rental=rental, actor=_user(request), reason=_reason(request)):
         messages.success(request, "Cancelled. Nothing was rented.")
     else:
         messages.error(request, "Too late to cancel: the order has already been sent.")
     return redirect(reverse("rental_detail", kwargs={"public_id": rental.public_id}))
+
+
+REASON_MAX_LENGTH = 1000
+
+
+def _reason(request: HttpRequest) -> str:
+    """Return the posted reason fit for the timeline: no NUL (PostgreSQL refuses it), at most 1000 characters."""
+    return str(request.POST.get("reason", "")).replace("\x00", "")[:REASON_MAX_LENGTH]
 
 
 def _may_act(request: HttpRequest) -> bool:

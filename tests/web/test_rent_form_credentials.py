@@ -3,37 +3,17 @@
 from __future__ import annotations
 
 import re
-import time
 from decimal import Decimal
 
 import pytest
 
 from accounts.models import Customer, Membership, UpstreamCredential
 from rentals.models import Rental
-from rentals.offers import Fabric, Node, OfferListing, Template
 from tests.conftest import SSH_KEY
+from tests.web import offer_fakes
+from tests.web.offer_fakes import FABRIC, node
 
 pytestmark = pytest.mark.django_db
-
-FABRIC = "ib:fabric-1"
-
-
-def node(node_id: str, price_per_gpu: str) -> Node:
-    return Node(
-        id=node_id,
-        machine_name="H100",
-        gpu_count=8,
-        price_per_gpu=Decimal(price_per_gpu),
-        location="",
-        country_code="",
-        reliability_score=None,
-        max_cuda_version="",
-        nvlink=True,
-        gpu_power_limited=False,
-        last_verified_at="",
-        ip="",
-    )
-
 
 # Two Lium accounts offer different nodes of the same fabric at different prices.
 LISTINGS = {
@@ -54,17 +34,7 @@ def two_accounts(monkeypatch: pytest.MonkeyPatch, acme):  # type: ignore[no-unty
     Customer.objects.filter(pk=acme.pk).update(default_credential=credentials["east"])
     globex = Customer.objects.create(name="Globex", customer_ref="globex", default_credential=credentials["west"])
 
-    def offers_get(*, credential, refresh=False):  # type: ignore[no-untyped-def]
-        nodes = LISTINGS[credential.name]
-        fabric = Fabric(fabric_id=FABRIC, fabric_type="infiniband", link_rate="400G", measured=True, node_count=2)
-        return OfferListing(fabrics=[Fabric(**{**fabric.__dict__, "nodes": nodes})], fetched_at=time.time())
-
-    def cluster_templates(*, credential):  # type: ignore[no-untyped-def]
-        return [Template(id=f"tpl-{credential.name}", name="cluster", image="daturaai/lium-cluster", tag="1")]
-
-    monkeypatch.setattr("rentals.offers.offers_get", offers_get)
-    monkeypatch.setattr("rentals.offers.cluster_templates", cluster_templates)
-    monkeypatch.setattr("rentals.offers.offers_take", lambda **kwargs: None)
+    offer_fakes.install(monkeypatch, lambda credential: LISTINGS[credential.name])
     monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
     return {"acme": Customer.objects.get(pk=acme.pk), "globex": globex, **credentials}
 
