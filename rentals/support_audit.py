@@ -19,7 +19,7 @@ from rentals.models import Rental, RentalEvent
 
 def support_reads(*, user: AbstractBaseUser | AnonymousUser, rentals: Iterable[Rental]) -> None:
     """Record a support view of each rental that is not of the reader's own customers (operators: none)."""
-    if not is_staff_reader(user) or is_operator(user):
+    if not is_staff_reader(user) or is_operator(user) or user.pk is None:
         return
     rentals = list(rentals)
     if not rentals:
