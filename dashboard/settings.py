@@ -98,8 +98,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", 15, valida
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Proxies in front of the app (each appends to X-Forwarded-For): the login and API-key throttles count
+# failures per real client address (`dashboard.client_address`), not per proxy.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", 0, validate=NOT_NEGATIVE)
-AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT or None
+AXES_CLIENT_IP_CALLABLE = "dashboard.client_address.client_ip"
 
 ROOT_URLCONF = "dashboard.urls"
 WSGI_APPLICATION = "dashboard.wsgi.application"
@@ -300,6 +302,10 @@ METRICS_TOKEN = env.str("METRICS_TOKEN", "")
 # Per-user limits (fixed one-minute windows in the cache; use a shared CACHE_URL with several web processes).
 RENT_SUBMIT_RATE_PER_MINUTE = env.int("RENT_SUBMIT_RATE_PER_MINUTE", 20, validate=POSITIVE)
 API_RATE_PER_MINUTE = env.int("API_RATE_PER_MINUTE", 120, validate=POSITIVE)
+# Bad API keys from one client address: after this many in the window, further bad keys get 429 (valid keys
+# are always checked first and served).
+API_AUTH_FAILURE_LIMIT = env.int("API_AUTH_FAILURE_LIMIT", 10, validate=POSITIVE)
+API_AUTH_FAILURE_WINDOW_SECONDS = env.int("API_AUTH_FAILURE_WINDOW_SECONDS", 60, validate=POSITIVE)
 # Request bodies: a rent form is a few kilobytes; refuse anything absurd before parsing it.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024, validate=POSITIVE)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 2000
