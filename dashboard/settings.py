@@ -301,7 +301,7 @@ CONTENT_SECURITY_POLICY = {
 METRICS_TOKEN = env.str("METRICS_TOKEN", "")
 # Per-user limits (fixed one-minute windows in the cache; use a shared CACHE_URL with several web processes).
 RENT_SUBMIT_RATE_PER_MINUTE = env.int("RENT_SUBMIT_RATE_PER_MINUTE", 20, validate=POSITIVE)
-API_RATE_PER_MINUTE = env.int("API_RATE_PER_MINUTE", 120, validate=POSITIVE)
+API_RATE_PER_MINUTE = env.int("API_RATE_PER_MINUTE", 120, validate=NOT_NEGATIVE)  # 0: no limit
 # Bad API keys from one client address: after this many in the window, further bad keys get 429 (valid keys
 # are always checked first and served).
 API_AUTH_FAILURE_LIMIT = env.int("API_AUTH_FAILURE_LIMIT", 10, validate=POSITIVE)
