@@ -220,6 +220,15 @@ RENT_BACKOFF_BASE_SECONDS = float(os.environ.get("RENT_BACKOFF_BASE_SECONDS", "2
 RENT_BACKOFF_CAP_SECONDS = float(os.environ.get("RENT_BACKOFF_CAP_SECONDS", "120"))
 # A worker holds a rental in `sending` for at most this long; past it the sweeper lets another worker retry.
 RENT_LEASE_SECONDS = int(os.environ.get("RENT_LEASE_SECONDS", str(int(LIUM_TIMEOUT_SECONDS) + 30)))
+# Every upstream call (all redirect hops and the whole body) is abandoned after LIUM_TIMEOUT_SECONDS; the lease
+# must outlast it with room to record the answer, or a second worker could re-send while the first still waits.
+RENT_LEASE_MARGIN_SECONDS = 10
+if RENT_LEASE_SECONDS <= LIUM_TIMEOUT_SECONDS + RENT_LEASE_MARGIN_SECONDS:
+    raise ImproperlyConfigured(
+        f"RENT_LEASE_SECONDS ({RENT_LEASE_SECONDS}) must be greater than LIUM_TIMEOUT_SECONDS "
+        f"({LIUM_TIMEOUT_SECONDS:g}) + {RENT_LEASE_MARGIN_SECONDS} s, the longest an upstream call may take plus "
+        "room to record its answer; raise RENT_LEASE_SECONDS or lower LIUM_TIMEOUT_SECONDS."
+    )
 # A `queued` rental whose message has not been picked up after this long is re-enqueued by the sweeper.
 RENT_QUEUED_STUCK_SECONDS = int(os.environ.get("RENT_QUEUED_STUCK_SECONDS", "30"))
 # The upstream caps pod listings at about 60 a minute per account; one poller per credential stays below.
