@@ -222,12 +222,12 @@ RENT_BACKOFF_CAP_SECONDS = float(os.environ.get("RENT_BACKOFF_CAP_SECONDS", "120
 RENT_LEASE_SECONDS = int(os.environ.get("RENT_LEASE_SECONDS", str(int(LIUM_TIMEOUT_SECONDS) + 30)))
 # Every upstream call (all redirect hops and the whole body) is abandoned after LIUM_TIMEOUT_SECONDS; the lease
 # must outlast it with room to record the answer, or a second worker could re-send while the first still waits.
-RENT_LEASE_MARGIN_SECONDS = 10
+RENT_LEASE_MARGIN_SECONDS = max(2.0, LIUM_TIMEOUT_SECONDS / 5)
 if RENT_LEASE_SECONDS <= LIUM_TIMEOUT_SECONDS + RENT_LEASE_MARGIN_SECONDS:
     raise ImproperlyConfigured(
         f"RENT_LEASE_SECONDS ({RENT_LEASE_SECONDS}) must be greater than LIUM_TIMEOUT_SECONDS "
-        f"({LIUM_TIMEOUT_SECONDS:g}) + {RENT_LEASE_MARGIN_SECONDS} s, the longest an upstream call may take plus "
-        "room to record its answer; raise RENT_LEASE_SECONDS or lower LIUM_TIMEOUT_SECONDS."
+        f"({LIUM_TIMEOUT_SECONDS:g}) + {RENT_LEASE_MARGIN_SECONDS:g} s, the longest an upstream call may take plus "
+        "room to claim and record it; raise RENT_LEASE_SECONDS or lower LIUM_TIMEOUT_SECONDS."
     )
 # A `queued` rental whose message has not been picked up after this long is re-enqueued by the sweeper.
 RENT_QUEUED_STUCK_SECONDS = int(os.environ.get("RENT_QUEUED_STUCK_SECONDS", "30"))
