@@ -368,14 +368,23 @@ class LiumClient:
         url = httpx.URL(self.base_url + path, params=params)
         origin = (url.scheme, url.host, url.port)
         all_headers = {**CLIENT_HEADERS, **(headers or {}), **self.auth.headers()}
-        for _hop in range(MAX_REDIRECTS + 1):
+        for hop in range(MAX_REDIRECTS + 1):
             left = _time_left(deadline)
             timeout = httpx.Timeout(
                 min(float(settings.LIUM_TIMEOUT_SECONDS), left),
                 connect=min(float(settings.LIUM_CONNECT_TIMEOUT_SECONDS), left),
             )
             request = self.http.build_request(method, url, content=content, headers=all_headers, timeout=timeout)
-            response = self.http.send(request, follow_redirects=False, stream=True)
+            try:
+                response = self.http.send(request, follow_redirects=False, stream=True)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                if hop == 0:
+                    raise
+                # The server did receive the first request (it answered with a redirect): not "never sent".
+                raise httpx.RemoteProtocolError(
+                    f"A redirect hop could not connect ({type(exc).__name__}) after the first request was answered.",
+                    request=request,
+                ) from exc
             try:
                 if response.status_code not in (301, 302, 303, 307, 308):
                     return Answer(

@@ -167,3 +167,20 @@ def test_a_301_keeps_a_get_a_get() -> None:
     )
     assert client(recorder).list_pods() == []
     assert [r.method for r in recorder.sent] == ["GET", "GET"]
+
+
+def test_a_rent_whose_redirect_hop_cannot_connect_is_inconclusive_not_never_sent() -> None:
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        request.read()
+        sent.append(request)
+        if len(sent) == 1:
+            return redirect(307, "/api/executors/cluster/rent-v2")
+        raise httpx.ConnectError("connection refused")
+
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    result = upstream.LiumClient(
+        base_url=BASE_URL, auth=upstream.Auth(scheme="api_key", secret="sk-secret"), http=http
+    ).rent_cluster(body=BODY, idempotency_key=KEY, customer_ref=None)
+    assert len(sent) == 2 and result.classification == C.INCONCLUSIVE, "the first request reached the server"
