@@ -222,7 +222,8 @@ RENT_BACKOFF_CAP_SECONDS = float(os.environ.get("RENT_BACKOFF_CAP_SECONDS", "120
 RENT_LEASE_SECONDS = int(os.environ.get("RENT_LEASE_SECONDS", str(int(LIUM_TIMEOUT_SECONDS) + 30)))
 # Every upstream call (all redirect hops and the whole body) is abandoned after LIUM_TIMEOUT_SECONDS; the lease
 # must outlast it with room to record the answer, or a second worker could re-send while the first still waits.
-RENT_LEASE_MARGIN_SECONDS = max(2.0, LIUM_TIMEOUT_SECONDS / 5)
+# (2-10 s: the default lease, timeout + 30 s, always passes.)
+RENT_LEASE_MARGIN_SECONDS = min(10.0, max(2.0, LIUM_TIMEOUT_SECONDS / 5))
 if RENT_LEASE_SECONDS <= LIUM_TIMEOUT_SECONDS + RENT_LEASE_MARGIN_SECONDS:
     raise ImproperlyConfigured(
         f"RENT_LEASE_SECONDS ({RENT_LEASE_SECONDS}) must be greater than LIUM_TIMEOUT_SECONDS "

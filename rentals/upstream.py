@@ -328,8 +328,9 @@ class LiumClient:
         """Send one request and read its whole answer within the call's deadline, or raise DeadlineExceeded.
 
         The exchange runs in a helper thread and this one waits at most until the deadline: httpx's timeouts
-        apply per phase and per read, so only a watch from outside bounds a trickling answer. The helper
-        stops by itself soon after (its timeouts are capped by the time left, it checks between chunks).
+        apply per phase and per read, so only a watch from outside bounds a trickling answer. The abandoned
+        helper stops by itself: it checks the deadline between body chunks, and each of its reads is capped by
+        the time that was left when its hop began.
         """
         budget = float(settings.LIUM_TIMEOUT_SECONDS)
         deadline = time.monotonic() + budget

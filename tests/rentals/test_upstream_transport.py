@@ -158,3 +158,8 @@ def test_settings_refuse_a_rent_lease_not_longer_than_the_call_deadline(monkeypa
         runpy.run_path(path)
     monkeypatch.setenv("RENT_LEASE_SECONDS", "60")
     assert runpy.run_path(path)["RENT_LEASE_SECONDS"] == 60
+    # The default (timeout + 30 s) always passes, whatever the timeout.
+    monkeypatch.delenv("RENT_LEASE_SECONDS")
+    for timeout in ("3", "30", "300"):
+        monkeypatch.setenv("LIUM_TIMEOUT_SECONDS", timeout)
+        assert runpy.run_path(path)["RENT_LEASE_SECONDS"] == int(timeout) + 30
