@@ -220,6 +220,16 @@ RENT_BACKOFF_BASE_SECONDS = env.float("RENT_BACKOFF_BASE_SECONDS", 2, validate=N
 RENT_BACKOFF_CAP_SECONDS = env.float("RENT_BACKOFF_CAP_SECONDS", 120, validate=NOT_NEGATIVE)
 # A worker holds a rental in `sending` for at most this long; past it the sweeper lets another worker retry.
 RENT_LEASE_SECONDS = env.int("RENT_LEASE_SECONDS", int(LIUM_TIMEOUT_SECONDS) + 30, validate=POSITIVE)
+# Every upstream call (all redirect hops and the whole body) is abandoned after LIUM_TIMEOUT_SECONDS; the lease
+# must outlast it with room to record the answer, or a second worker could re-send while the first still waits.
+# (2-10 s: the default lease, timeout + 30 s, always passes.)
+RENT_LEASE_MARGIN_SECONDS = min(10.0, max(2.0, LIUM_TIMEOUT_SECONDS / 5))
+if RENT_LEASE_SECONDS <= LIUM_TIMEOUT_SECONDS + RENT_LEASE_MARGIN_SECONDS:
+    raise ImproperlyConfigured(
+        f"RENT_LEASE_SECONDS ({RENT_LEASE_SECONDS}) must be greater than LIUM_TIMEOUT_SECONDS "
+        f"({LIUM_TIMEOUT_SECONDS:g}) + {RENT_LEASE_MARGIN_SECONDS:g} s, the longest an upstream call may take plus "
+        "room to claim and record it; raise RENT_LEASE_SECONDS or lower LIUM_TIMEOUT_SECONDS."
+    )
 # A `queued` rental whose message has not been picked up after this long is re-enqueued by the sweeper.
 RENT_QUEUED_STUCK_SECONDS = env.int("RENT_QUEUED_STUCK_SECONDS", 30, validate=POSITIVE)
 # The upstream caps pod listings at about 60 a minute per account; one poller per credential stays below.

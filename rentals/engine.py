@@ -70,10 +70,9 @@ def upstream_promises_idempotency(credential: UpstreamCredential) -> bool:
     if cache.get(cache_key):
         return True
     try:
-        features = upstream.client_for(credential).version().get("features")
-    except (upstream.UpstreamError, ValueError, AttributeError):
+        promised = "rent_idempotency" in upstream.client_for(credential).version()
+    except (upstream.UpstreamError, ValueError):
         return False
-    promised = isinstance(features, list) and "rent_idempotency" in features
     if promised:
         cache.set(cache_key, True, FEATURES_CACHE_SECONDS)
     return promised
