@@ -364,8 +364,8 @@ def rental_reconcile(*, rental: Rental, actor: User | None = None) -> ReconcileF
             candidates.append(cluster_id)
     evidence = {
         cluster_id: {
-            "pod_ids": [str(member.get("id")) for member in clusters[cluster_id]],
-            "executors": sorted(str((member.get("executor") or {}).get("id")) for member in clusters[cluster_id]),
+            "pod_ids": [member.id for member in clusters[cluster_id]],
+            "executors": sorted(member.executor_id for member in clusters[cluster_id]),
         }
         for cluster_id in candidates
     }

@@ -77,7 +77,13 @@ def test_reconcile_stores_the_cluster_found_and_terminate_then_works(
     silent: Rental, olga, client_for, fake_upstream: FakeUpstream, enqueued, django_capture_on_commit_callbacks
 ) -> None:
     fake_upstream.pods = [
-        {"id": f"pod-{executor}", "cluster_id": "cl-7", "pod_name": silent.pod_name, "executor": {"id": executor}}
+        {
+            "id": f"pod-{executor}",
+            "status": "RUNNING",
+            "cluster_id": "cl-7",
+            "pod_name": silent.pod_name,
+            "executor": {"id": executor},
+        }
         for executor in silent.executor_ids
     ]
     client = client_for(olga)
@@ -111,7 +117,13 @@ def test_the_admin_reconcile_action_stores_the_cluster_of_a_silent_rental(
     from tests.conftest import _user
 
     fake_upstream.pods = [
-        {"id": f"pod-{executor}", "cluster_id": "cl-8", "pod_name": silent.pod_name, "executor": {"id": executor}}
+        {
+            "id": f"pod-{executor}",
+            "status": "RUNNING",
+            "cluster_id": "cl-8",
+            "pod_name": silent.pod_name,
+            "executor": {"id": executor},
+        }
         for executor in silent.executor_ids
     ]
     fresh = make_rental(status=S.RENTED, rented_at=timezone.now())

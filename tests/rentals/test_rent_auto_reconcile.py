@@ -19,6 +19,7 @@ pytestmark = pytest.mark.django_db
 def member(cluster_id: str, executor: str, *, name: str = "train-1", **extra: Any) -> dict[str, Any]:
     return {
         "id": f"{cluster_id}-{executor}",
+        "status": "RUNNING",
         "cluster_id": cluster_id,
         "pod_name": name,
         "executor": {"id": executor},
