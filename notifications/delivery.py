@@ -89,7 +89,7 @@ def _settle(delivery: Delivery, lease: datetime, outcome: Outcome) -> str:
         result = "delivered"
         fields.update(status=Delivery.Status.DELIVERED, delivered_at=now, next_attempt_at=None)
     else:
-        delay = backoff_seconds(delivery.attempt_count + 1)
+        delay = backoff_seconds(delivery.attempt_count)  # already counts this attempt (claimed above)
         next_at = now + timedelta(seconds=delay)
         if outcome.final or next_at > delivery.give_up_at:
             result = "failed"
@@ -106,7 +106,7 @@ def _settle(delivery: Delivery, lease: datetime, outcome: Outcome) -> str:
         delivery.kind,
         result,
         outcome.status_code,
-        delivery.attempt_count + 1,
+        delivery.attempt_count,
     )
     if result == "retry" and delay <= MAX_COUNTDOWN_SECONDS:
         enqueue_delivery(delivery.pk, countdown=delay)

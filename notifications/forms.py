@@ -34,10 +34,12 @@ class WebhookEndpointForm(forms.Form):
     def __init__(self, *args: Any, customers: QuerySet[Customer], **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.fields["customer"].queryset = customers  # type: ignore[attr-defined]
-        if customers.count() <= 1:
+        mine = list(customers[:2])
+        # A member of one customer does not choose: the endpoint is for that customer.
+        self.only_customer = mine[0] if len(mine) == 1 else None
+        if self.only_customer is not None:
             self.fields["customer"].widget = forms.HiddenInput()
-            first = customers.first()
-            self.fields["customer"].initial = first.pk if first else None
+            self.fields["customer"].required = False
 
     def clean_url(self) -> str:
         url = self.cleaned_data["url"].strip()
@@ -49,6 +51,8 @@ class WebhookEndpointForm(forms.Form):
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}
+        if not data.get("customer") and self.only_customer is not None and "customer" not in self.errors:
+            data["customer"] = self.only_customer
         if data.get("all_events"):
             data["subscription"] = [ev.ALL]
         elif data.get("events"):
