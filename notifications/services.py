@@ -25,6 +25,8 @@ from notifications.addresses import UnsafeUrl, check_url
 from notifications.models import Delivery, EmailPreference, Event, WebhookEndpoint, new_event_id
 from notifications.payloads import event_body, rental_data
 from notifications.queue import enqueue_delivery
+from rentals.models import Rental
+from rentals.states import HOLDS_CLUSTER_STATES
 
 MAX_ENDPOINTS_PER_CUSTOMER = 20
 
@@ -120,7 +122,12 @@ def _deliveries(event: Event, endpoints: list[WebhookEndpoint], recipients: list
 
 def _enqueue_on_commit(deliveries: list[Delivery]) -> None:
     ids = [delivery.pk for delivery in deliveries]
-    transaction.on_commit(lambda: [enqueue_delivery(delivery_id) for delivery_id in ids])
+
+    def enqueue_all() -> None:
+        for delivery_id in ids:
+            enqueue_delivery(delivery_id)
+
+    transaction.on_commit(enqueue_all)
 
 
 def event_emit(
@@ -208,9 +215,6 @@ def delivery_redeliver(*, delivery: Delivery) -> Delivery:
 
 def removal_soon_emit(*, now: datetime | None = None) -> int:
     """Emit `rental.removal_soon` once per rental and scheduled time, for removals within the next hour."""
-    from rentals.models import Rental
-    from rentals.states import HOLDS_CLUSTER_STATES
-
     now = now or timezone.now()
     due = Rental.objects.filter(
         Q(removal_scheduled_at__gt=now) & Q(removal_scheduled_at__lte=now + timedelta(hours=1)),
@@ -218,6 +222,7 @@ def removal_soon_emit(*, now: datetime | None = None) -> int:
     ).values_list("pk", "customer_id", "removal_scheduled_at")
     emitted = 0
     for rental_id, customer_id, at in due[:500]:
+        assert at is not None  # filtered on above
         key = f"{ev.RENTAL_REMOVAL_SOON}:{rental_id}:{at.isoformat()}"
         if Event.objects.filter(dedup_key=key).exists():
             continue
