@@ -70,9 +70,14 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(autouse=True)
-def no_broker(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float | None]]:
-    """Record what would be enqueued instead of writing broker messages; tests run deliveries themselves."""
+def no_broker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float | None]]:
+    """Record what would be enqueued instead of writing broker messages; tests run deliveries themselves.
+
+    End-to-end tests (marked e2e) keep the real broker: a real worker delivers.
+    """
     enqueued: list[tuple[int, float | None]] = []
+    if request.node.get_closest_marker("e2e"):
+        return enqueued
 
     def record(delivery_id: int, countdown: float | None = None) -> None:
         enqueued.append((delivery_id, countdown))
