@@ -204,3 +204,22 @@ def test_a_deleted_endpoint_takes_its_pending_deliveries_with_it(alice, make_ren
     rent(make_rental(alice))
     endpoint.delete()
     assert Delivery.objects.count() == 0 and Event.objects.count() == 1
+
+
+def test_delivery_connects_to_the_checked_address_not_a_second_lookup(
+    alice, receiver, make_rental, rent, monkeypatch
+) -> None:
+    from notifications.addresses import Target
+
+    port = receiver.url.split(":")[2].split("/")[0]
+    url = f"http://hooks.example.test:{port}/hook"
+    register(alice, url)
+    # As in production: the name was resolved and checked once; delivery must use that address and keep the
+    # name in the Host header (and as the TLS server name for https).
+    monkeypatch.setattr(
+        "notifications.delivery.check_url", lambda u: Target(url=u, host="hooks.example.test", address="127.0.0.1")
+    )
+    rent(make_rental(alice))
+    assert deliver_all() == ["delivered"]
+    (request,) = receiver.requests
+    assert request.headers["host"] == f"hooks.example.test:{port}"
