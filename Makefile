@@ -32,7 +32,7 @@ run: install ## Run simulator, worker (with beat) and web on the embedded defaul
 test: install ## Run the whole test suite (again on PostgreSQL + Redis when they are reachable)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/test.sh
 
-chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the database with the simulator's ledger
+chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the database with the simulator's ledger (CHAOS_ARGS="--profile adversarial": a lying upstream and an operator)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
 bench: install ## Benchmarks: latency, poll cost, page cost, search, engine throughput, memory

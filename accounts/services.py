@@ -14,7 +14,10 @@ class ConnectionReport:
 
 
 def credential_test_connection(*, credential: UpstreamCredential) -> ConnectionReport:
-    """Call `GET /version` and `GET /users/me` with the credential and say what they answered."""
+    """Call `GET /version` and `GET /users/me` with the credential and say what they answered.
+
+    An answer that does not parse is a failed test (`MalformedAnswer`), never a connected credential.
+    """
     from rentals import upstream
 
     try:
@@ -26,11 +29,13 @@ def credential_test_connection(*, credential: UpstreamCredential) -> ConnectionR
     except upstream.UpstreamError as exc:
         request_id = f" (request id {exc.request_id})" if exc.request_id else ""
         return ConnectionReport(False, f"{credential.name}: {exc.message}{request_id}")
-    features = version.get("features") if isinstance(version, dict) else None
-    idempotent = isinstance(features, list) and "rent_idempotency" in features
-    balance = me.get("balance") if isinstance(me, dict) else None
+    balance = f"${me.balance:.2f}" if me.balance is not None else "not given"
     return ConnectionReport(
         True,
-        f"{credential.name}: connected to {credential.effective_base_url}; balance ${balance}; "
-        + ("retries are safe (rent_idempotency)." if idempotent else "WARNING: no rent_idempotency feature."),
+        f"{credential.name}: connected to {credential.effective_base_url}; balance {balance}; "
+        + (
+            "retries are safe (rent_idempotency)."
+            if "rent_idempotency" in version
+            else "WARNING: no rent_idempotency feature."
+        ),
     )

@@ -17,32 +17,30 @@ from api.keys import (
     request_rate_retry_after,
 )
 from api.models import ApiKey
+from dashboard.client_address import client_ip
 
 KEY_HINT = "Create a key at /profile/api-keys/ and send it as 'X-API-Key: lcd_…' or 'Authorization: Bearer lcd_…'."
-
-
-def client_ip(request: HttpRequest) -> str:
-    # REMOTE_ADDR only: X-Forwarded-For is client-controlled unless a trusted proxy rewrites it, and the
-    # proxy setup is the deployment's business (gunicorn's forwarded_allow_ips sets REMOTE_ADDR).
-    return str(request.META.get("REMOTE_ADDR") or "unknown")
 
 
 def authenticate(request: HttpRequest, raw: str | None) -> ApiKey | None:
     """Return the key for `raw` (None when no key was sent); raise a 401 or 429 envelope otherwise."""
     if raw is None or raw == "":
         return None
-    ip = client_ip(request)
-    retry_after = auth_failures_retry_after(ip=ip)
-    if retry_after is not None:
-        raise ApiError(
-            429,
-            "too_many_failed_attempts",
-            "Too many failed API key attempts from this address.",
-            hint=f"Wait {retry_after} s, then check the key you send.",
-            headers={"Retry-After": str(retry_after)},
-        )
+    # The key is checked first, so a valid key is served even from an address that sent many bad ones (behind
+    # a proxy, all customers share one). Only further bad attempts wait: a 256-bit secret is not guessable,
+    # so the throttle only slows a flood of bad keys down (and shows up in the logs as 429s).
     result = api_key_authenticate(raw=raw)
     if isinstance(result, AuthFailure):
+        ip = client_ip(request) or "unknown"
+        retry_after = auth_failures_retry_after(ip=ip)
+        if retry_after is not None:
+            raise ApiError(
+                429,
+                "too_many_failed_attempts",
+                "Too many failed API key attempts from this address.",
+                hint=f"Wait {retry_after} s, then check the key you send.",
+                headers={"Retry-After": str(retry_after)},
+            )
         auth_failure_record(ip=ip)
         raise ApiError(401, result.code, result.message, hint=KEY_HINT)
     # Per-user request budget (API_RATE_PER_MINUTE), shared by all of the user's keys.

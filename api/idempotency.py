@@ -104,5 +104,11 @@ def idempotency_finish(*, record: IdempotencyRecord, status: int, body: str) -> 
 
 
 def idempotency_abandon(*, record: IdempotencyRecord) -> None:
-    """Release the key without an answer (a transient failure): a repeat runs the request afresh."""
-    IdempotencyRecord.objects.filter(pk=record.pk, status=IdempotencyRecord.Status.IN_PROGRESS).delete()
+    """Release the key without an answer (a transient failure): a repeat runs the request afresh.
+
+    Only the holder's claim is deleted (same lock stamp): if a repeat took the key over meanwhile, the key
+    stays the repeat's, so a third request cannot start a second order beside it.
+    """
+    IdempotencyRecord.objects.filter(
+        pk=record.pk, status=IdempotencyRecord.Status.IN_PROGRESS, locked_at=record.locked_at
+    ).delete()

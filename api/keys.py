@@ -32,10 +32,6 @@ ALL_SCOPES = tuple(ApiKey.Scope.values)
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def _setting(name: str, default: int) -> int:
-    return int(getattr(settings, name, default))
-
-
 def hash_secret(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -123,7 +119,7 @@ def _touch(key: ApiKey) -> None:
 
 
 def _window(now: float) -> tuple[str, int]:
-    window = _setting("API_AUTH_FAILURE_WINDOW_SECONDS", 60)
+    window = settings.API_AUTH_FAILURE_WINDOW_SECONDS
     start = int(now // window) * window
     return str(start), start + window
 
@@ -133,7 +129,7 @@ def auth_failures_retry_after(*, ip: str) -> int | None:
     now = time.time()
     window, ends = _window(now)
     count = cache.get(f"api-auth-fail:{ip}:{window}", 0)
-    if count >= _setting("API_AUTH_FAILURE_LIMIT", 10):
+    if count >= settings.API_AUTH_FAILURE_LIMIT:
         return max(1, int(ends - now) + 1)
     return None
 
@@ -141,16 +137,16 @@ def auth_failures_retry_after(*, ip: str) -> int | None:
 def auth_failure_record(*, ip: str) -> None:
     window, _ends = _window(time.time())
     cache_key = f"api-auth-fail:{ip}:{window}"
-    cache.add(cache_key, 0, timeout=_setting("API_AUTH_FAILURE_WINDOW_SECONDS", 60) + 5)
+    cache.add(cache_key, 0, timeout=settings.API_AUTH_FAILURE_WINDOW_SECONDS + 5)
     try:
         cache.incr(cache_key)
     except ValueError:  # expired between add and incr
-        cache.set(cache_key, 1, timeout=_setting("API_AUTH_FAILURE_WINDOW_SECONDS", 60) + 5)
+        cache.set(cache_key, 1, timeout=settings.API_AUTH_FAILURE_WINDOW_SECONDS + 5)
 
 
 def request_rate_retry_after(*, user_id: int) -> int | None:
     """Count one request for this user; return the seconds to wait when over API_RATE_PER_MINUTE (0: no limit)."""
-    limit = _setting("API_RATE_PER_MINUTE", 0)
+    limit = settings.API_RATE_PER_MINUTE
     if limit <= 0:
         return None
     now = time.time()

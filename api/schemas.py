@@ -73,7 +73,9 @@ class RentalOut(Schema):
     executor_ids: list[str]
     pod_name: str
     idempotency_key: str
-    replayed: bool
+    replayed: bool = Field(
+        description="Lium answered with the stored result of the first request (a replay): nothing was rented twice."
+    )
     cluster_id: str | None
     created_at: datetime
     updated_at: datetime

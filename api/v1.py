@@ -34,6 +34,7 @@ from rentals import offers, selectors, services
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing
 from rentals.states import RentalStatus
+from rentals.support_audit import support_reads
 from rentals.upstream import RateLimited, UpstreamError, UpstreamUnavailable
 from rentals.validators import validate_ssh_public_key
 
@@ -218,6 +219,7 @@ def rental_list(
     page = list(_with_details(rentals)[: limit + 1])
     more = len(page) > limit
     page = page[:limit]
+    support_reads(user=request.user, rentals=page)
     return json_response(
         {"items": [rental_dict(rental) for rental in page], "next_cursor": _encode_cursor(page[-1]) if more else None}
     )
@@ -240,7 +242,9 @@ def _rental_for(request: HttpRequest, rental_id: str) -> Rental:
 def rental_get(request: HttpRequest, rental_id: str) -> HttpResponse:
     """One rental with its attempts and members."""
     require_scope(request, "read")
-    return json_response(rental_dict(_rental_for(request, rental_id)))
+    rental = _rental_for(request, rental_id)
+    support_reads(user=request.user, rentals=[rental])
+    return json_response(rental_dict(rental))
 
 
 # --- Rentals: writes ---------------------------------------------------------------------------------------

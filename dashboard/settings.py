@@ -99,8 +99,10 @@ AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", 15, valida
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# Proxies in front of the app (each appends to X-Forwarded-For): the login and API-key throttles count
+# failures per real client address (`dashboard.client_address`), not per proxy.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", 0, validate=NOT_NEGATIVE)
-AXES_IPWARE_PROXY_COUNT = TRUSTED_PROXY_COUNT or None
+AXES_CLIENT_IP_CALLABLE = "dashboard.client_address.client_ip"
 
 ROOT_URLCONF = "dashboard.urls"
 WSGI_APPLICATION = "dashboard.wsgi.application"
@@ -219,11 +221,33 @@ RENT_BACKOFF_BASE_SECONDS = env.float("RENT_BACKOFF_BASE_SECONDS", 2, validate=N
 RENT_BACKOFF_CAP_SECONDS = env.float("RENT_BACKOFF_CAP_SECONDS", 120, validate=NOT_NEGATIVE)
 # A worker holds a rental in `sending` for at most this long; past it the sweeper lets another worker retry.
 RENT_LEASE_SECONDS = env.int("RENT_LEASE_SECONDS", int(LIUM_TIMEOUT_SECONDS) + 30, validate=POSITIVE)
+# Every upstream call (all redirect hops and the whole body) is abandoned after LIUM_TIMEOUT_SECONDS; the lease
+# must outlast it with room to record the answer, or a second worker could re-send while the first still waits.
+# (2-10 s: the default lease, timeout + 30 s, always passes.)
+RENT_LEASE_MARGIN_SECONDS = min(10.0, max(2.0, LIUM_TIMEOUT_SECONDS / 5))
+if RENT_LEASE_SECONDS <= LIUM_TIMEOUT_SECONDS + RENT_LEASE_MARGIN_SECONDS:
+    raise ImproperlyConfigured(
+        f"RENT_LEASE_SECONDS ({RENT_LEASE_SECONDS}) must be greater than LIUM_TIMEOUT_SECONDS "
+        f"({LIUM_TIMEOUT_SECONDS:g}) + {RENT_LEASE_MARGIN_SECONDS:g} s, the longest an upstream call may take plus "
+        "room to claim and record it; raise RENT_LEASE_SECONDS or lower LIUM_TIMEOUT_SECONDS."
+    )
 # A `queued` rental whose message has not been picked up after this long is re-enqueued by the sweeper.
 RENT_QUEUED_STUCK_SECONDS = env.int("RENT_QUEUED_STUCK_SECONDS", 30, validate=POSITIVE)
 # The upstream caps pod listings at about 60 a minute per account; one poller per credential stays below.
 POD_POLL_MIN_INTERVAL_SECONDS = env.float("POD_POLL_MIN_INTERVAL_SECONDS", 3, validate=NOT_NEGATIVE)
 SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
+# A `rented` rental whose members have not appeared after this long needs attention (and may be reconciled).
+RENT_MEMBERS_GRACE_SECONDS = env.int("RENT_MEMBERS_GRACE_SECONDS", 600, validate=POSITIVE)
+# While DELETE /clusters/{id} fails, one retry chain per rental backs off from the base to the cap.
+CLUSTER_DELETE_BACKOFF_BASE_SECONDS = env.float("CLUSTER_DELETE_BACKOFF_BASE_SECONDS", 15, validate=POSITIVE)
+CLUSTER_DELETE_BACKOFF_CAP_SECONDS = env.float("CLUSTER_DELETE_BACKOFF_CAP_SECONDS", 300, validate=POSITIVE)
+# An `unknown` rental is looked for upstream by itself this many times, backing off from the base.
+RECONCILE_LOOK_BASE_SECONDS = env.float("RECONCILE_LOOK_BASE_SECONDS", 15, validate=POSITIVE)
+RECONCILE_MAX_LOOKS = env.int("RECONCILE_MAX_LOOKS", 6, validate=NOT_NEGATIVE)
+# The ops overview flags rentals stuck this long in retrying, queued or terminating.
+OPS_RETRYING_ATTENTION_MINUTES = env.int("OPS_RETRYING_ATTENTION_MINUTES", 15, validate=POSITIVE)
+OPS_QUEUED_ATTENTION_MINUTES = env.int("OPS_QUEUED_ATTENTION_MINUTES", 5, validate=POSITIVE)
+OPS_TERMINATING_ATTENTION_MINUTES = env.int("OPS_TERMINATING_ATTENTION_MINUTES", 15, validate=POSITIVE)
 
 # --- Celery -------------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", "filesystem://")
@@ -324,7 +348,11 @@ CONTENT_SECURITY_POLICY = {
 METRICS_TOKEN = env.str("METRICS_TOKEN", "")
 # Per-user limits (fixed one-minute windows in the cache; use a shared CACHE_URL with several web processes).
 RENT_SUBMIT_RATE_PER_MINUTE = env.int("RENT_SUBMIT_RATE_PER_MINUTE", 20, validate=POSITIVE)
-API_RATE_PER_MINUTE = env.int("API_RATE_PER_MINUTE", 120, validate=POSITIVE)
+API_RATE_PER_MINUTE = env.int("API_RATE_PER_MINUTE", 120, validate=NOT_NEGATIVE)  # 0: no limit
+# Bad API keys from one client address: after this many in the window, further bad keys get 429 (valid keys
+# are always checked first and served).
+API_AUTH_FAILURE_LIMIT = env.int("API_AUTH_FAILURE_LIMIT", 10, validate=POSITIVE)
+API_AUTH_FAILURE_WINDOW_SECONDS = env.int("API_AUTH_FAILURE_WINDOW_SECONDS", 60, validate=POSITIVE)
 # Request bodies: a rent form is a few kilobytes; refuse anything absurd before parsing it.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env.int("DATA_UPLOAD_MAX_MEMORY_SIZE", 256 * 1024, validate=POSITIVE)
 DATA_UPLOAD_MAX_NUMBER_FIELDS = 2000

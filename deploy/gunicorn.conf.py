@@ -62,9 +62,9 @@ threads = _env_int("GUNICORN_THREADS", 4)
 # Views wait on the upstream (I/O bound): threads give concurrency cheaply.
 worker_class = "gthread" if threads > 1 else "sync"
 
-# The upstream client gives up after LIUM_TIMEOUT_SECONDS per phase (connect/read/write); a request may make
-# more than one upstream call, so the worker timeout is well above it: the client's error page, not a
-# killed worker, is what the user should see.
+# The upstream client abandons a call after LIUM_TIMEOUT_SECONDS overall (every redirect hop and the whole
+# body); a request may make more than one upstream call, so the worker timeout is well above it: the client's
+# error page, not a killed worker, is what the user should see.
 _lium_timeout = _env_float("LIUM_TIMEOUT_SECONDS", 30.0)
 timeout = _env_int("GUNICORN_TIMEOUT", max(60, math.ceil(2 * _lium_timeout)))
 if timeout <= _lium_timeout:

@@ -21,12 +21,13 @@ from django.utils import timezone
 from accounts.models import UpstreamCredential
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentAttempt
+from rentals.selectors import members_grace, rented_without_members
 from rentals.states import RentalStatus as S
 
 # How long a rental may sit retrying, queued, or terminating before it shows in the attention queue.
-RETRYING_ATTENTION_MINUTES = getattr(settings, "OPS_RETRYING_ATTENTION_MINUTES", 15)
-QUEUED_ATTENTION_MINUTES = getattr(settings, "OPS_QUEUED_ATTENTION_MINUTES", 5)
-TERMINATING_ATTENTION_MINUTES = getattr(settings, "OPS_TERMINATING_ATTENTION_MINUTES", 15)
+RETRYING_ATTENTION_MINUTES = settings.OPS_RETRYING_ATTENTION_MINUTES
+QUEUED_ATTENTION_MINUTES = settings.OPS_QUEUED_ATTENTION_MINUTES
+TERMINATING_ATTENTION_MINUTES = settings.OPS_TERMINATING_ATTENTION_MINUTES
 ATTENTION_LIMIT = 50
 SWEEPER_HEARTBEAT = "sweeper"
 UPSTREAM_KEY_WINDOW = timedelta(hours=24)
@@ -82,6 +83,7 @@ def attention_queue(*, now: datetime) -> list[AttentionItem]:
         | Q(status=S.SENDING, lease_until__lt=now)
         | Q(status=S.QUEUED, created_at__lt=queued_before)
         | Q(status=S.TERMINATING, updated_at__lt=terminating_before)
+        | rented_without_members(now=now)
     )
     items: list[AttentionItem] = []
     for rental in Rental.objects.select_related("customer").filter(wanted).order_by("updated_at")[:ATTENTION_LIMIT]:
@@ -97,6 +99,13 @@ def attention_queue(*, now: datetime) -> list[AttentionItem]:
             )
         elif rental.status == S.SENDING:
             item = AttentionItem(rental, "Stuck lease: the worker's lease expired mid-attempt", rental.lease_until)
+        elif rental.status == S.RENTED:
+            minutes = int(members_grace().total_seconds() // 60)
+            item = AttentionItem(
+                rental,
+                f"Rented, but its members have not appeared within {minutes} min: reconcile",
+                rental.rented_at or rental.updated_at,
+            )
         elif rental.status == S.QUEUED:
             item = AttentionItem(
                 rental, f"Queued for more than {QUEUED_ATTENTION_MINUTES} min: is a worker running?", rental.created_at
@@ -180,7 +189,7 @@ def worker_health(*, now: datetime) -> dict[str, Any]:
     except Exception as exc:  # the broker is down: say so instead of failing the page
         depth_error = f"broker unreachable ({type(exc).__name__})"
     heartbeat = Heartbeat.objects.filter(name=SWEEPER_HEARTBEAT).first()
-    interval = float(getattr(settings, "SWEEP_INTERVAL_SECONDS", 5))
+    interval = settings.SWEEP_INTERVAL_SECONDS
     sweeper_age = (now - heartbeat.at).total_seconds() if heartbeat else None
     return {
         "broker_redis": settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")),

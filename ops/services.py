@@ -14,14 +14,15 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from rentals import engine, reconcile
 from rentals import services as rental_services
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.models import Rental, RentalEvent
 from rentals.polling import forget_poll_state
-from rentals.services import ReconcileFinding
+from rentals.selectors import needs_attention
 from rentals.states import RentalStatus as S
 from rentals.states import can_transition
-from rentals.transitions import IllegalTransition, rental_transition
+from rentals.transitions import IllegalTransition, rental_touch, rental_transition
 
 SUPPORT_VIEW_EVERY = timedelta(minutes=10)
 # A replay of these answers can only repeat them: the upstream keeps 409 outcome-unknown forever, and a
@@ -78,6 +79,10 @@ def retry_refusal(rental: Rental, now: datetime | None = None) -> str:
         return "Replaying an outcome-unknown rental is not enabled yet (unknown → retrying); reconcile instead."
     if rental.status == S.UNKNOWN and rental.error_code in NO_REPLAY_ERRORS:
         return f"A replay would only repeat Lium's answer ({rental.error_code}); reconcile instead."
+    # The engine's claim refuses such a re-send anyway; say so here rather than offer a button that cannot work.
+    possibly_sent = rental.possibly_sent or rental.status == S.UNKNOWN
+    if possibly_sent and not engine.idempotency_promise_for_display(rental.credential):
+        return f"An earlier attempt may have reached Lium, and {engine.NO_PROMISE_MESSAGE}."
     return ""
 
 
@@ -115,6 +120,8 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
                 message=f"Replay the stored order now (same key, same bytes). {reason}",
                 data={"action": "retry_now", "reason": reason},
                 next_attempt_at=now,
+                # An outcome-unknown order may have reached Lium: the claim re-checks the idempotency promise.
+                possibly_sent=True,
                 # Let the engine keep retrying up to the hard limit (first send + 23 h) for this replay.
                 retry_until=rental.first_sent_at + MAX_RETRY_WINDOW if rental.first_sent_at else None,
             )
@@ -129,22 +136,44 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
     return "Sending the stored order again with the same key."
 
 
-def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> ReconcileFinding:
-    """Look upstream for the cluster an outcome-unknown rental may have created; record the finding."""
+# What an operator's look at a rented rental whose members never appeared found.
+LOOK_MESSAGES = {
+    "found": "Found the cluster matching this order; its id is stored and its members are being fetched.",
+    "no_match": "No cluster matching this order exists upstream.",
+    "ambiguous": "Several clusters match this order; ask Lium which one is ours.",
+    "listing_failed": "Could not list Lium's pods; try again in a moment.",
+}
+
+
+def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> str:
+    """Look upstream for the cluster of an outcome-unknown rental, or of a rented one whose members never
+    appeared; record the finding and return it in a sentence.
+
+    For an unknown rental the operator then confirms what was found; a rented rental's cluster, when
+    exactly one matches, is stored at once (so it can be tracked and terminated).
+    """
     reason = _require_reason(reason)
-    if rental.status != S.UNKNOWN:
-        raise ValidationError("Only an outcome-unknown rental needs reconciling.")
-    since = timezone.now()
-    finding = rental_services.rental_reconcile(rental=rental, actor=actor)
+    now = timezone.now()
+    if rental.status == S.UNKNOWN:
+        finding = rental_services.rental_reconcile(rental=rental, actor=actor)
+        rental_touch(rental_id=rental.pk, last_reconcile_at=now)
+        message = finding.message
+    elif rental.status == S.RENTED and needs_attention(rental, now=now):
+        result = reconcile.rental_look(rental=rental, actor=actor)
+        message = LOOK_MESSAGES.get(result.outcome, "Nothing changed: the rental moved on meanwhile.")
+    else:
+        raise ValidationError(
+            "Only an outcome-unknown rental, or a rented one whose members have not appeared, needs reconciling."
+        )
     _record_action(
         rental=rental,
         actor=actor,
         action="reconcile",
         reason=reason,
-        message=f"Reconcile: {finding.message} {reason}",
-        since=since,
+        message=f"Reconcile: {message} {reason}",
+        since=now,
     )
-    return finding
+    return message
 
 
 def ops_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: str | None, reason: str) -> bool:
@@ -171,6 +200,11 @@ def ops_terminate(*, rental: Rental, actor: User, reason: str) -> bool:
     """Remove the rental's cluster."""
     reason = _require_reason(reason)
     since = timezone.now()
+    if not rental.cluster_id and needs_attention(rental, now=since):
+        raise ValidationError(
+            "The cluster's id is not known: its members have not appeared in Lium's pod list. Reconcile to look "
+            "for the cluster; once it is found its id is stored and it can be terminated."
+        )
     moved = rental_services.rental_terminate(rental=rental, actor=actor, reason=reason)
     if moved:
         _record_action(

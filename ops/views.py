@@ -28,6 +28,7 @@ from ops import search as support_search
 from ops import selectors, services
 from ops.forms import ActionForm, AuditFilterForm, ConfirmReconciliationForm, SearchForm, UsageForm
 from rentals.models import Rental
+from rentals.selectors import needs_attention
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
 
@@ -43,7 +44,8 @@ ACTIONS: dict[str, dict[str, Any]] = {
     },
     "reconcile": {
         "label": "Reconcile",
-        "states": (S.UNKNOWN,),
+        # A rented rental only while its members have not appeared (see `needs_attention`).
+        "states": (S.UNKNOWN, S.RENTED),
         "danger": False,
         "confirm": "Look in Lium's pod list for the cluster this order may have created?",
     },
@@ -149,11 +151,14 @@ def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
     now = timezone.now()
     finding = selectors.latest_finding(rental=rental)
     operator = is_operator(user)
+    attention = needs_attention(rental, now=now)
     actions = []
     if operator:
         for name, spec in ACTIONS.items():
             if rental.status not in spec["states"]:
                 continue
+            if name == "reconcile" and rental.status == S.RENTED and not attention:
+                continue  # its members are on their way, or known
             if name == "confirm" and finding is None:
                 continue  # reconcile first: the confirmation offers what it found
             if name == "retry" and services.retry_refusal(rental, now):
@@ -168,6 +173,7 @@ def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
             "body": selectors.request_body_pretty(rental),
             "windows": selectors.idempotency_windows(rental=rental, now=now),
             "finding": finding,
+            "attention": attention,
             "actions": actions,
             "retry_refusal": services.retry_refusal(rental, now) if operator else "",
             "confirm_form": _confirm_form(None, finding),
@@ -214,8 +220,7 @@ def _perform(action: str, rental: Rental, actor: User, form: Any) -> str:
     if action == "retry":
         return services.ops_retry_now(rental=rental, actor=actor, reason=reason)
     if action == "reconcile":
-        finding = services.ops_reconcile(rental=rental, actor=actor, reason=reason)
-        return f"Reconciliation: {finding.message}"
+        return f"Reconciliation: {services.ops_reconcile(rental=rental, actor=actor, reason=reason)}"
     if action == "confirm":
         moved = services.ops_confirm_reconciliation(
             rental=rental, actor=actor, cluster_id=form.cluster_id, reason=reason

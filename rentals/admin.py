@@ -38,13 +38,19 @@ def terminate_rentals(modeladmin, request, queryset) -> None:  # type: ignore[no
     modeladmin.message_user(request, f"Terminating {done} clusters.")
 
 
-@admin.action(description="Reconcile selected outcome-unknown rentals")
+@admin.action(description="Reconcile selected outcome-unknown rentals (or rented ones whose members never appeared)")
 def reconcile_rentals(modeladmin, request, queryset) -> None:  # type: ignore[no-untyped-def]
     if not _operator_only(modeladmin, request):
         return
-    for rental in queryset.filter(status=RentalStatus.UNKNOWN).select_related("credential"):
-        finding = services.rental_reconcile(rental=rental, actor=request.user)
-        modeladmin.message_user(request, f"{rental}: {finding.message} Confirm it on /ops/rentals/{rental.public_id}/.")
+    from ops.services import ops_reconcile  # the same look, rules and timeline record as the ops page
+
+    for rental in queryset.filter(status__in=(RentalStatus.UNKNOWN, RentalStatus.RENTED)).select_related("credential"):
+        try:
+            found = ops_reconcile(rental=rental, actor=request.user, reason=ADMIN_REASON)
+        except ValidationError as exc:
+            modeladmin.message_user(request, f"{rental}: {exc.messages[0]}", messages.WARNING)
+            continue
+        modeladmin.message_user(request, f"{rental}: {found} See /ops/rentals/{rental.public_id}/.")
 
 
 class RentAttemptInline(admin.TabularInline):
@@ -71,6 +77,8 @@ class ClusterMemberInline(admin.TabularInline):
 class RentalAdmin(admin.ModelAdmin):
     list_display = ["pod_name", "status", "customer", "customer_ref", "node_count", "replayed", "created_at"]
     list_filter = ["status", "customer", "credential", "replayed", "possibly_sent", "created_at"]
+    # No action here sends an order again: a replay goes through the ops page and the engine's claim, which
+    # refuses a possibly-sent order to a backend that does not promise idempotency.
     search_fields = ["=public_id", "=idempotency_key", "pod_name", "customer_ref", "cluster_id", "error_request_id"]
     list_select_related = ["customer", "credential"]
     actions = [cancel_rentals, terminate_rentals, reconcile_rentals]

@@ -4,7 +4,9 @@ Never rent twice: every attempt sends the same `Idempotency-Key` and byte-identi
 submit. Never lose a rental: the row is the truth; a lost message or a killed worker only delays it
 (the sweeper re-enqueues what is due or stuck). Never claim what is not known: each attempt's
 classification (see `rentals.upstream.classify_rent`) decides the next state, and when retries end
-after a possibly-sent attempt the rental becomes `unknown`, never `failed`.
+after a possibly-sent attempt the rental becomes `unknown`, never `failed`. Never re-send blind: the claim,
+which every send goes through (a retry, an operator's replay, a lease takeover), sends an order that may
+already have reached Lium only to a backend that promises idempotency; otherwise it settles `unknown`.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ from accounts.models import UpstreamCredential
 from dashboard.logcontext import bind
 from rentals import upstream
 from rentals.models import Rental, RentalEvent, RentAttempt
-from rentals.polling import forget_poll_state
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import Classification, RentResult
@@ -69,12 +70,26 @@ def upstream_promises_idempotency(credential: UpstreamCredential) -> bool:
     if cache.get(cache_key):
         return True
     try:
-        features = upstream.client_for(credential).version().get("features")
-    except (upstream.UpstreamError, ValueError, AttributeError):
+        promised = "rent_idempotency" in upstream.client_for(credential).version()
+    except (upstream.UpstreamError, ValueError):
         return False
-    promised = isinstance(features, list) and "rent_idempotency" in features
     if promised:
         cache.set(cache_key, True, FEATURES_CACHE_SECONDS)
+    return promised
+
+
+DISPLAY_NO_PROMISE_SECONDS = 60
+
+
+def idempotency_promise_for_display(credential: UpstreamCredential) -> bool:
+    """Return `upstream_promises_idempotency` for a page: a no is remembered for a minute, so a page that
+    asks while the backend says no (or is down) does not wait on `GET /version` at every view."""
+    cache_key = f"rent-idempotency-shown:{credential.pk}"
+    remembered = cache.get(cache_key)
+    if remembered is not None:
+        return bool(remembered)
+    promised = upstream_promises_idempotency(credential)
+    cache.set(cache_key, promised, FEATURES_CACHE_SECONDS if promised else DISPLAY_NO_PROMISE_SECONDS)
     return promised
 
 
@@ -93,12 +108,16 @@ def retry_deadline(rental: Rental) -> datetime | None:
     return rental.first_sent_at + retry_window()
 
 
-def rental_claim(*, rental_id: int) -> Claim | None:
-    """Take a rental that is due (queued, retry due, or an expired `sending` lease) into `sending`."""
+NO_PROMISE_MESSAGE = (
+    "this Lium backend does not promise idempotency (GET /version lists no rent_idempotency); a re-send "
+    "could rent twice — reconcile instead, or ask Lium"
+)
+
+
+def _claimable() -> Q:
+    """Return the rentals that are due for an attempt now: queued, retry due, or an expired `sending` lease."""
     now = timezone.now()
-    token = uuid.uuid4()
-    lease_until = now + timedelta(seconds=settings.RENT_LEASE_SECONDS)
-    due = (
+    return (
         Q(status=S.QUEUED)
         | Q(status=S.RETRYING, next_attempt_at__lte=now)
         | Q(status=S.SENDING, lease_until__lt=now, attempt_count__lt=settings.RENT_MAX_ATTEMPTS)
@@ -109,45 +128,92 @@ def rental_claim(*, rental_id: int) -> Claim | None:
         | Q(first_sent_at__gte=now - retry_window())
         | Q(retry_until__gt=now, first_sent_at__gt=now - MAX_RETRY_WINDOW)
     )
+
+
+def may_have_reached_lium(rental: Rental) -> bool:
+    """Return whether an earlier attempt may have reached Lium: a possibly-sent answer, or a worker that died."""
+    return rental.possibly_sent or rental.status == S.SENDING
+
+
+def rental_claim(*, rental_id: int) -> Claim | None:
+    """Take a rental that is due (queued, retry due, or an expired `sending` lease) into `sending`.
+
+    Every send goes through here, so this is where a re-send is refused: an order an earlier attempt may
+    have delivered is sent again only to a backend that promises idempotency; otherwise it settles `unknown`.
+    """
+    outcome = _claim(rental_id)
+    return outcome if isinstance(outcome, Claim) else None
+
+
+def _claim(rental_id: int) -> Claim | str | None:
+    """Claim the rental; return the claim, the state it was settled in instead of a re-send, or None."""
+    # With the credential the attempt sends with: one query, and no reload after the update below.
+    rental = Rental.objects.select_related("credential").filter(_claimable(), pk=rental_id).first()
+    if rental is None:
+        return None
+    # Asked before any transaction opens: `GET /version` is an HTTP call (a yes is cached).
+    if may_have_reached_lium(rental) and not upstream_promises_idempotency(rental.credential):
+        return _settle_unsafe_resend(rental)
+    now = timezone.now()
+    token = uuid.uuid4()
+    previous_status = rental.status
+    lease_expired = previous_status == S.SENDING
+    number = rental.attempt_count + 1
+    claimed: dict[str, Any] = {
+        "lease_token": token,
+        "lease_until": now + timedelta(seconds=settings.RENT_LEASE_SECONDS),
+        "attempt_count": number,
+        "first_sent_at": rental.first_sent_at or now,
+        "last_sent_at": now,
+        "next_attempt_at": None,
+    }
+    if lease_expired:
+        claimed["possibly_sent"] = True
     with transaction.atomic():
-        # With the credential the attempt sends with: one query, and no reload after the update below.
-        rental = Rental.objects.select_related("credential").filter(due, pk=rental_id).first()
-        if rental is None:
-            return None
-        previous_status = rental.status
-        lease_expired = previous_status == S.SENDING
-        claimed = {
-            "status": S.SENDING,
-            "lease_token": token,
-            "lease_until": lease_until,
-            "attempt_count": rental.attempt_count + 1,
-            "first_sent_at": rental.first_sent_at or now,
-            "last_sent_at": now,
-            "next_attempt_at": None,
-            "version": rental.version + 1,
-            "updated_at": now,
-        }
         # On the version read above: every write a page shows bumps it, so if this matches, the row is
         # exactly the one read plus `claimed`, and the object can be brought up to date without a reload.
-        changed = Rental.objects.filter(pk=rental_id, status=previous_status, version=rental.version).update(**claimed)
-        if not changed:
-            return None
-        forget_poll_state(rental_id)
-        number = rental.attempt_count + 1
-        if lease_expired:
-            _record_lost_attempt(rental, now)
-            claimed["possibly_sent"] = True
-        RentalEvent.objects.create(
+        moved = rental_transition(
             rental_id=rental_id,
-            kind=RentalEvent.Kind.STATE,
             from_status=previous_status,
             to_status=S.SENDING,
+            expect_version=rental.version,
             message=f"Attempt {number}: sending the stored order.",
-            data={"attempt": number},
+            data={"attempt": number, "lease_taken_over": lease_expired},
+            **claimed,
         )
+        if not moved:
+            return None
+        if lease_expired:
+            _record_lost_attempt(rental, now)
     for name, value in claimed.items():
         setattr(rental, name, value)
+    rental.status = S.SENDING
+    rental.version += 1
+    rental.updated_at = now
     return Claim(rental=rental, token=token, number=number)
+
+
+def _settle_unsafe_resend(rental: Rental) -> str | None:
+    """Settle `unknown` a due rental that may not be sent again: its backend does not promise idempotency."""
+    now = timezone.now()
+    lease_expired = rental.status == S.SENDING
+    earlier = "the worker stopped during the last attempt, which" if lease_expired else "an earlier attempt"
+    with transaction.atomic():
+        moved = rental_transition(
+            rental_id=rental.pk,
+            from_status=rental.status,
+            to_status=S.UNKNOWN,
+            expect_version=rental.version,
+            message=f"Not sent again: {earlier} may have reached Lium, and {NO_PROMISE_MESSAGE}.",
+            data={"reason": "no_idempotency_promise"},
+            lease_token=None,
+            lease_until=None,
+            next_attempt_at=None,
+            possibly_sent=True,
+        )
+        if moved and lease_expired:
+            _record_lost_attempt(rental, now)
+    return S.UNKNOWN if moved else None
 
 
 def _record_lost_attempt(rental: Rental, now: datetime) -> None:
@@ -163,12 +229,13 @@ def _record_lost_attempt(rental: Rental, now: datetime) -> None:
             "message": "The worker stopped during this attempt; its answer (if any) was lost.",
         },
     )
-    Rental.objects.filter(pk=rental.pk).update(possibly_sent=True)
 
 
 def rental_attempt(*, rental_id: int) -> str | None:
     """Claim the rental, send it once, and settle the attempt. Return the new status, or None if not due."""
-    claim = rental_claim(rental_id=rental_id)
+    claim = _claim(rental_id)
+    if isinstance(claim, str):
+        return claim  # settled instead of re-sent
     if claim is None:
         # Not due, held by another worker, or past its window (then settle it now rather than at the next sweep).
         return rental_settle_expired(rental_id=rental_id)

@@ -1,10 +1,14 @@
 """Launcher material for a rented cluster, built from its members (as the official CLI builds it).
 
 Node 0 (the lowest rank) is the master; NCCL's bootstrap finds peers over the WireGuard overlay.
+These lines are copied into a shell: every value in them is checked (an overlay IP must be an IPv4 address,
+counts are integers) and shell-quoted, so a member row can never smuggle a command into them.
 """
 
 from __future__ import annotations
 
+import ipaddress
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -21,14 +25,25 @@ class Launch:
     node_count: int
 
 
+def _overlay_ip(member: ClusterMember) -> str:
+    """Return the member's overlay IP when it is a valid IPv4 address (rows stored before it was checked)."""
+    try:
+        return str(ipaddress.IPv4Address(member.overlay_ip))
+    except ValueError:
+        return ""
+
+
 def cluster_launch(members: Sequence[ClusterMember], *, gpus_per_node: int) -> Launch | None:
-    """Return MASTER_ADDR, a hostfile and a torchrun line, or None until every rank has an overlay IP."""
-    ranked = sorted((m for m in members if m.rank is not None and m.overlay_ip), key=lambda m: m.rank or 0)
+    """Return MASTER_ADDR, a hostfile and a torchrun line, or None until a ranked member has an overlay IP."""
+    ranked = sorted(
+        ((member, ip) for member in members if member.rank is not None and (ip := _overlay_ip(member))),
+        key=lambda pair: pair[0].rank or 0,
+    )
     if not ranked:
         return None
-    slots = gpus_per_node or ranked[0].gpu_count or 1
-    master = ranked[0].overlay_ip
-    hostfile = "\n".join(f"{member.overlay_ip} slots={slots}" for member in ranked)
+    slots = int(gpus_per_node or ranked[0][0].gpu_count or 1)
+    master = shlex.quote(ranked[0][1])
+    hostfile = "\n".join(f"{shlex.quote(ip)} slots={slots}" for _member, ip in ranked)
     torchrun = (
         f"torchrun --nnodes {len(ranked)} --nproc_per_node {slots} --node_rank $NODE_RANK "
         f"--master_addr {master} --master_port {MASTER_PORT} train.py"

@@ -2,6 +2,15 @@
 
 The upstream caps pod listings at about 60 a minute per account, so one poller per credential (a lease
 on a Heartbeat row) lists pods at most every POD_POLL_MIN_INTERVAL_SECONDS, whatever the number of rentals.
+
+What a listing proves. One that does not parse (`MalformedAnswer`) proves nothing and changes nothing. Rows
+of other clusters are ignored. A member missing from one listing proves nothing either: its `gone_at` marks
+when it was first missed, and it counts as gone only when it is missing again from a listing at least
+POD_POLL_MIN_INTERVAL_SECONDS later, with no listing in between that showed it (seeing it clears the mark).
+- rented/ready → degraded: a member row of ours is present with a failed status, or a member is gone;
+- terminating → terminated: Lium accepted the delete (a DELETE /clusters answer with member rows, recorded
+  as an event with `delete_accepted`) and every known member is gone. A rental with no known member is
+  settled by the delete alone: DELETE /clusters/{id} answering 404 means no pod carries that id.
 """
 
 from __future__ import annotations
@@ -9,8 +18,7 @@ from __future__ import annotations
 import logging
 from collections import defaultdict
 from datetime import timedelta
-from decimal import Decimal, InvalidOperation
-from typing import Any
+from decimal import Decimal
 
 from django.conf import settings
 from django.db import transaction
@@ -21,6 +29,7 @@ from rentals import upstream
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_touch, rental_transition
+from rentals.upstream import PodRow
 
 logger = logging.getLogger(__name__)
 
@@ -56,20 +65,6 @@ def pods_poll_lease(*, credential_id: int) -> bool:
     return Heartbeat.objects.filter(name=name, at__lte=now - interval).update(at=now) == 1
 
 
-def _decimal(value: Any) -> Decimal:
-    try:
-        return Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        return Decimal(0)
-
-
-def _int_or_none(value: Any) -> int | None:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return None
-
-
 def credential_pods_sync(*, credential_id: int, force: bool = False) -> int | None:
     """List the credential's pods once and update every tracked rental.
 
@@ -85,16 +80,14 @@ def credential_pods_sync(*, credential_id: int, force: bool = False) -> int | No
     try:
         pods = upstream.client_for(credential).list_pods()
     except (upstream.UpstreamError, ValueError) as exc:
+        # Unreachable, refused or unreadable (MalformedAnswer): nothing is concluded from this listing.
         logger.warning("Pod listing failed for credential %s: %s", credential_id, exc)
         return 0
-    by_cluster: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    by_pod: dict[str, dict[str, Any]] = {}
+    by_cluster: dict[str, list[PodRow]] = defaultdict(list)
+    by_pod = {pod.id: pod for pod in pods}
     for pod in pods:
-        if not isinstance(pod, dict):
-            continue
-        by_pod[str(pod.get("id"))] = pod
-        if pod.get("cluster_id"):
-            by_cluster[str(pod["cluster_id"])].append(pod)
+        if pod.cluster_id:
+            by_cluster[pod.cluster_id].append(pod)
     changed = 0
     for rental in rentals:
         rows = by_cluster.get(rental.cluster_id, []) if rental.cluster_id else []
@@ -105,41 +98,40 @@ def credential_pods_sync(*, credential_id: int, force: bool = False) -> int | No
     return changed
 
 
-def _apply_rows(rental: Rental, rows: list[dict[str, Any]]) -> bool:
+def _apply_rows(rental: Rental, rows: list[PodRow]) -> bool:
     """Bring one rental's members and state in line with its pod rows; return whether anything changed."""
     now = timezone.now()
+    # A member missed since at least this long ago, and missed again now, is gone (two listings apart).
+    missed_before = now - timedelta(seconds=settings.POD_POLL_MIN_INTERVAL_SECONDS)
     existing = {member.pod_id: member for member in rental.members.all()}
     seen: set[str] = set()
+    gone: list[ClusterMember] = []
     touched = False
     with transaction.atomic():
         for row in rows:
-            pod_id = str(row.get("id"))
-            seen.add(pod_id)
-            executor = row.get("executor")
-            if not isinstance(executor, dict):
-                executor = {}
-            status = str(row.get("status") or "")
+            seen.add(row.id)
+            member = existing.get(row.id)
+            known_price = member.price_per_hour if member is not None else Decimal(0)
             values = {
-                "rank": _int_or_none(row.get("cluster_node_index")),
-                "overlay_ip": str(row.get("cluster_overlay_ip") or ""),
-                "status": status,
-                "phase": str(row.get("phase") or ""),
-                "eta_seconds": _int_or_none(row.get("estimated_ready_seconds")),
-                "ssh_command": str(row.get("ssh_connect_cmd") or ""),
-                "executor_id": str(executor.get("id") or ""),
-                "price_per_hour": _decimal(row.get("price") or 0),
-                "gpu_count": _int_or_none(row.get("gpu_count")) or 0,
+                "rank": row.cluster_node_index,
+                "overlay_ip": row.overlay_ip,
+                "status": row.status,
+                "phase": row.phase,
+                "eta_seconds": row.eta_seconds,
+                "ssh_command": row.ssh_connect_cmd,
+                "executor_id": row.executor_id,
+                "price_per_hour": row.price if row.price is not None else known_price,
+                "gpu_count": row.gpu_count or 0,
             }
-            member = existing.get(pod_id)
             if member is None:
-                member = ClusterMember(rental=rental, pod_id=pod_id, **values)
-                if status == "RUNNING":
+                member = ClusterMember(rental=rental, pod_id=row.id, **values)
+                if row.status == "RUNNING":
                     member.running_since = now
                 member.save()
                 touched = True
                 continue
             if any(getattr(member, key) != value for key, value in values.items()) or member.gone_at:
-                if status == "RUNNING" and member.running_since is None:
+                if row.status == "RUNNING" and member.running_since is None:
                     member.running_since = now
                 for key, value in values.items():
                     setattr(member, key, value)
@@ -147,51 +139,63 @@ def _apply_rows(rental: Rental, rows: list[dict[str, Any]]) -> bool:
                 member.save()
                 touched = True
         for pod_id, member in existing.items():
-            if pod_id not in seen and member.gone_at is None:
+            if pod_id in seen:
+                continue
+            if member.gone_at is None:
+                # Missed once: proves nothing yet (a listing may glitch); remember when.
                 member.gone_at = now
-                member.status = member.status if member.status in FAILED_POD_STATUSES else "GONE"
-                member.save(update_fields=["gone_at", "status", "updated_at"])
+                member.save(update_fields=["gone_at", "updated_at"])
                 touched = True
-        if rows and not rental.cluster_id and rows[0].get("cluster_id"):
-            rental.cluster_id = str(rows[0]["cluster_id"])
+                continue
+            if member.gone_at <= missed_before:
+                gone.append(member)
+                if member.status not in FAILED_POD_STATUSES and member.status != "GONE":
+                    member.status = "GONE"
+                    member.save(update_fields=["status", "updated_at"])
+                    touched = True
+        if rows and not rental.cluster_id and rows[0].cluster_id:
+            rental.cluster_id = rows[0].cluster_id
             Rental.objects.filter(pk=rental.pk).update(cluster_id=rental.cluster_id)
             touched = True
-        moved = _advance_state(rental, rows)
+        moved = _advance_state(rental, rows, gone=gone, known=len(existing))
         if touched and not moved:
             rental_touch(rental_id=rental.pk)
     return touched or moved
 
 
-def _advance_state(rental: Rental, rows: list[dict[str, Any]]) -> bool:
-    """Move the rental on when its members say so: ready, degraded, or gone after a terminate."""
+def _delete_accepted(rental: Rental) -> bool:
+    """Return whether Lium accepted a removal of this rental's cluster (recorded by `rental_delete_cluster`)."""
+    return RentalEvent.objects.filter(
+        rental_id=rental.pk, kind=RentalEvent.Kind.MEMBER, data__delete_accepted=True
+    ).exists()
+
+
+def _advance_state(rental: Rental, rows: list[PodRow], *, gone: list[ClusterMember], known: int) -> bool:
+    """Move the rental on when its members prove it: ready, degraded, or terminated after an accepted delete."""
     if rental.status == S.TERMINATING:
-        if not rows:
+        every_member_gone = known > 0 and not rows and len(gone) == known
+        if every_member_gone and _delete_accepted(rental):
             return rental_transition(
                 rental_id=rental.pk,
                 from_status=S.TERMINATING,
                 to_status=S.TERMINATED,
-                message="Every member is gone: the cluster was removed.",
+                message="Lium accepted the removal and no member is listed any more: the cluster was removed.",
             )
         return False
-    # Only once we have seen the members can we say anything about them.
-    if not rows and rental.status == S.RENTED:
-        return False
-    failed = [row for row in rows if str(row.get("status")) in FAILED_POD_STATUSES]
-    missing = rental.node_count - len(rows) if rental.status != S.RENTED else 0
-    if failed or missing > 0:
+    failed = [row for row in rows if row.status in FAILED_POD_STATUSES]
+    if failed or gone:
         if rental.status == S.DEGRADED:
             return False
-        names = ", ".join(f"rank {row.get('cluster_node_index')} {row.get('status')}" for row in failed)
+        names = ", ".join(f"rank {row.cluster_node_index} {row.status}" for row in failed)
+        what = names or (f"{len(gone)} no longer listed" if rows else "every member is no longer listed")
         return rental_transition(
             rental_id=rental.pk,
             from_status=rental.status,
             to_status=S.DEGRADED,
-            message=(f"A member failed ({names or f'{missing} missing'}). The other members keep running and billing."),
+            message=f"A member failed ({what}). The other members keep running and billing.",
             kind=RentalEvent.Kind.MEMBER,
         )
-    all_ready = len(rows) >= rental.node_count and all(
-        row.get("status") == "RUNNING" and row.get("ssh_connect_cmd") for row in rows
-    )
+    all_ready = len(rows) >= rental.node_count and all(row.status == "RUNNING" and row.ssh_connect_cmd for row in rows)
     if all_ready and rental.status in (S.RENTED, S.DEGRADED):
         return rental_transition(
             rental_id=rental.pk,

@@ -52,6 +52,19 @@ class Rental(models.Model):
     cluster_id = models.CharField(max_length=200, blank=True, db_index=True)
     replayed = models.BooleanField(default=False)
     removal_scheduled_at = models.DateTimeField(null=True, blank=True)
+    # When Lium confirmed (or reconciliation found) the cluster: members that do not appear within a grace
+    # period after this need a look.
+    rented_at = models.DateTimeField(null=True, blank=True)
+
+    # Cluster removal: one live retry chain per rental. A worker claims the next DELETE by moving
+    # `next_delete_at` forward with a conditional UPDATE; the sweeper enqueues only rentals whose time is past.
+    next_delete_at = models.DateTimeField(null=True, blank=True)
+    delete_attempts = models.PositiveIntegerField(default=0)
+
+    # Automatic reconciliation of an `unknown` rental: a bounded number of looks in `GET /pods`, with backoff.
+    next_reconcile_at = models.DateTimeField(null=True, blank=True)
+    reconcile_looks = models.PositiveIntegerField(default=0)
+    last_reconcile_at = models.DateTimeField(null=True, blank=True)
 
     error_code = models.CharField(max_length=100, blank=True)
     error_message = models.TextField(blank=True)

@@ -9,9 +9,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from dataclasses import dataclass, field, replace
-from decimal import Decimal, InvalidOperation
-from typing import Any
+from dataclasses import dataclass, replace
 
 from django.conf import settings
 from django.core.cache import cache
@@ -20,70 +18,14 @@ from django.core.exceptions import ValidationError
 from accounts.models import UpstreamCredential
 from rentals import upstream
 
+# The offer types are read (and checked) by the upstream client; pickled listings name them from there.
+from rentals.upstream_parse import Fabric, Node, parse_node, parse_offer
+
+__all__ = ["Fabric", "Node", "OfferListing", "Template", "parse_node", "parse_offer"]
+
 CLUSTER_IMAGE_PREFIX = "daturaai/lium-cluster"
 _refresh_locks: dict[str, threading.Lock] = {}
 _refresh_locks_guard = threading.Lock()
-
-
-@dataclass(frozen=True)
-class Node:
-    """One free node (a whole executor) of a fabric."""
-
-    id: str
-    machine_name: str
-    gpu_count: int
-    price_per_gpu: Decimal
-    location: str
-    country_code: str
-    reliability_score: float | None
-    max_cuda_version: str
-    nvlink: bool
-    gpu_power_limited: bool
-    last_verified_at: str
-    ip: str
-    available_gpu_count: int | None = None
-
-    @property
-    def price_per_hour(self) -> Decimal:
-        return self.price_per_gpu * self.gpu_count
-
-    @property
-    def whole(self) -> bool:
-        """Whether every GPU of the host is free: a cluster rents whole nodes only."""
-        return self.available_gpu_count is None or self.available_gpu_count >= self.gpu_count
-
-
-@dataclass(frozen=True)
-class Fabric:
-    """A fabric offer: free nodes on one RDMA fabric."""
-
-    fabric_id: str
-    fabric_type: str
-    link_rate: str
-    measured: bool
-    node_count: int
-    nodes: list[Node] = field(default_factory=list)
-
-    @property
-    def free_count(self) -> int:
-        return len(self.nodes)
-
-    @property
-    def gpu_type(self) -> str:
-        return self.nodes[0].machine_name if self.nodes else ""
-
-    @property
-    def gpus_per_node(self) -> int:
-        return self.nodes[0].gpu_count if self.nodes else 0
-
-    @property
-    def cheapest_node_hour(self) -> Decimal | None:
-        return min((node.price_per_hour for node in self.nodes), default=None)
-
-    def cheapest(self, count: int) -> list[Node]:
-        """Return the `count` cheapest nodes, by price then id (as the official CLI picks them)."""
-        whole = [node for node in self.nodes if node.whole]
-        return sorted(whole, key=lambda node: (node.price_per_hour, node.id))[:count]
 
 
 @dataclass(frozen=True)
@@ -97,54 +39,6 @@ class OfferListing:
 
     def fabric(self, fabric_id: str) -> Fabric | None:
         return next((fabric for fabric in self.fabrics if fabric.fabric_id == fabric_id), None)
-
-
-def _decimal(value: Any) -> Decimal:
-    try:
-        return Decimal(str(value))
-    except (InvalidOperation, ValueError):
-        return Decimal(0)
-
-
-def _int(value: Any) -> int:
-    try:
-        return int(value)
-    except (TypeError, ValueError):
-        return 0
-
-
-def parse_node(row: dict[str, Any]) -> Node:
-    location = row.get("location")
-    if not isinstance(location, dict):
-        location = {}
-    score = row.get("reliability_score")
-    return Node(
-        id=str(row.get("id")),
-        machine_name=str(row.get("machine_name") or ""),
-        gpu_count=_int(row.get("gpu_count")),
-        price_per_gpu=_decimal(row.get("price_per_gpu") or 0),
-        location=", ".join(str(part) for part in (location.get("city"), location.get("country")) if part),
-        country_code=str(location.get("country_code") or ""),
-        reliability_score=float(score) if isinstance(score, int | float) else None,
-        max_cuda_version=str(row.get("max_cuda_version") or ""),
-        nvlink=bool(row.get("nvlink")),
-        gpu_power_limited=bool(row.get("gpu_power_limited")),
-        last_verified_at=str(row.get("last_verified_at") or ""),
-        ip=str(row.get("executor_ip_address") or ""),
-        available_gpu_count=_int(row["available_gpu_count"]) if row.get("available_gpu_count") is not None else None,
-    )
-
-
-def parse_offer(row: dict[str, Any]) -> Fabric:
-    nodes = [parse_node(node) for node in row.get("nodes") or [] if isinstance(node, dict)]
-    return Fabric(
-        fabric_id=str(row.get("fabric_id")),
-        fabric_type=str(row.get("fabric_type") or "infiniband"),
-        link_rate=str(row.get("link_rate") or ""),
-        measured=bool(row.get("fabric_measured")),
-        node_count=_int(row.get("node_count")) or len(nodes),
-        nodes=nodes,
-    )
 
 
 # The shared cache holds the pickled listing (about 0.3 MB at 64 x 32 nodes: 10-20 ms to read and unpickle),
@@ -198,10 +92,7 @@ def offers_get(*, credential: UpstreamCredential, refresh: bool = False) -> Offe
         cached = _shared_listing(credential)
         if cached is not None and (not refresh or cached.age_seconds < 1):
             return cached
-        rows = upstream.client_for(credential).list_offers()
-        listing = OfferListing(
-            fabrics=[parse_offer(row) for row in rows if isinstance(row, dict)], fetched_at=time.time()
-        )
+        listing = OfferListing(fabrics=upstream.client_for(credential).list_offers(), fetched_at=time.time())
         # The listing before its stamp: a reader that sees the stamp finds the listing it names.
         cache.set(listing_key, listing, settings.LIUM_OFFERS_CACHE_SECONDS)
         cache.delete(taken_key)
@@ -254,16 +145,10 @@ def cluster_templates(*, credential: UpstreamCredential) -> list[Template]:
     cached = cache.get(cache_key)
     if cached is not None:
         return cached
-    rows = upstream.client_for(credential).list_templates()
     templates = [
-        Template(
-            id=str(row.get("id")),
-            name=str(row.get("name") or ""),
-            image=str(row.get("docker_image") or ""),
-            tag=str(row.get("docker_image_tag") or "latest"),
-        )
-        for row in rows
-        if isinstance(row, dict) and str(row.get("docker_image") or "").startswith(CLUSTER_IMAGE_PREFIX)
+        Template(id=row.id, name=row.name, image=row.docker_image, tag=row.docker_image_tag)
+        for row in upstream.client_for(credential).list_templates()
+        if row.docker_image.startswith(CLUSTER_IMAGE_PREFIX)
     ]
     templates.sort(key=lambda template: _tag_key(template.tag), reverse=True)
     cache.set(cache_key, templates, 300)

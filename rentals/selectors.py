@@ -6,16 +6,19 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from decimal import Decimal
 
+from django.conf import settings
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet, Sum
+from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.http import Http404
 
 from accounts.models import Customer
 from accounts.roles import is_operator, is_staff_reader
-from rentals.models import Rental
+from rentals.models import ClusterMember, Rental
 from rentals.states import FINAL_STATES
+from rentals.states import RentalStatus as S
 
 
 def customer_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Customer]:
@@ -71,3 +74,38 @@ def rental_for_submit_token(*, user: AbstractBaseUser | AnonymousUser, token: st
     except ValueError:
         return None
     return Rental.objects.filter(submit_token=token_uuid, created_by_id=user.pk).first()
+
+
+def members_grace() -> timedelta:
+    """Return how long a `rented` rental's members may take to appear in the pod list (RENT_MEMBERS_GRACE_SECONDS)."""
+    return timedelta(seconds=settings.RENT_MEMBERS_GRACE_SECONDS)
+
+
+def rented_without_members(*, now: datetime) -> Q:
+    """Return the filter for `rented` rentals whose members have not appeared within the grace period.
+
+    A 2xx without pod ids or cluster id leaves the pod poller nothing to match, so such a rental would
+    wait forever; it needs a look (a reconciliation).
+    """
+    cutoff = now - members_grace()
+    has_members = Exists(ClusterMember.objects.filter(rental_id=OuterRef("pk")))
+    rented_long_ago = Q(rented_at__lt=cutoff) | Q(rented_at__isnull=True, updated_at__lt=cutoff)
+    return Q(status=S.RENTED) & rented_long_ago & ~Q(has_members)
+
+
+def needs_attention(rental: Rental, *, now: datetime) -> str:
+    """Return why a human should look at this rental, or "" (at most one query)."""
+    if rental.status == S.UNKNOWN:
+        return "Outcome unknown: the order may have rented a cluster. Reconcile, or confirm what Lium says."
+    if rental.status == S.DEGRADED:
+        return "Degraded: a member failed."
+    if rental.status != S.RENTED:
+        return ""
+    if not Rental.objects.filter(rented_without_members(now=now), pk=rental.pk).exists():
+        return ""
+    minutes = int(members_grace().total_seconds() // 60)
+    unknown_id = "" if rental.cluster_id else " and its cluster id is not known"
+    return (
+        f"Rented, but its members have not appeared in Lium's pod list within {minutes} min{unknown_id}: "
+        "reconcile to look for the cluster."
+    )

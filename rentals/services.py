@@ -267,13 +267,21 @@ def rental_delete_cluster(*, rental_id: int) -> str:
             error_request_id=exc.request_id,
         )
         return "refused"
-    rows = answer.get("pods") if isinstance(answer, dict) else None
+    # A 200 always has member rows (upstream.delete_cluster raises MalformedAnswer otherwise): the removal
+    # was accepted; the pod listing confirms it (rentals.members).
     RentalEvent.objects.create(
         rental=rental,
         kind=RentalEvent.Kind.MEMBER,
-        message=str(answer.get("message") if isinstance(answer, dict) else "") or "Removal started.",
-        data={"pods": rows if isinstance(rows, list) else [], "success": bool(answer.get("success"))},
+        message=answer.message or "Removal started.",
+        data={
+            "delete_accepted": True,
+            "success": answer.success,
+            "pods": [{"pod_id": row.pod_id, "success": row.success, "message": row.message} for row in answer.rows],
+        },
     )
+    if not answer.success:
+        # Some members could not be removed; calling again retries those (upstream-api.md §10).
+        return "retry"
     return "started"
 
 
@@ -281,16 +289,10 @@ def rental_delete_cluster(*, rental_id: int) -> str:
 RECONCILE_CLOCK_SKEW = timedelta(minutes=5)
 
 
-def _created_after(members: list[dict[str, Any]], rental: Rental) -> bool:
+def _created_after(members: list[upstream.PodRow], rental: Rental) -> bool:
     """Return whether no member says it was created before the order was saved (unknown times pass)."""
-    for member in members:
-        try:
-            created = datetime.fromisoformat(str(member.get("created_at")).replace("Z", "+00:00"))
-        except ValueError:
-            continue
-        if created.tzinfo is not None and created < rental.created_at - RECONCILE_CLOCK_SKEW:
-            return False
-    return True
+    earliest = rental.created_at - RECONCILE_CLOCK_SKEW
+    return not any(member.created_at is not None and member.created_at < earliest for member in members)
 
 
 def rental_schedule_removal(*, rental: Rental, actor: User | None, hours: int) -> datetime:
@@ -336,6 +338,8 @@ class ReconcileFinding:
     result: str  # "match", "no_match" or "ambiguous"
     cluster_ids: list[str]
     message: str
+    # Per candidate cluster: its pod ids and executors (what an automatic settle cites as evidence).
+    evidence: dict[str, Any] = field(default_factory=dict)
 
 
 def rental_reconcile(*, rental: Rental, actor: User | None = None) -> ReconcileFinding:
@@ -344,25 +348,37 @@ def rental_reconcile(*, rental: Rental, actor: User | None = None) -> ReconcileF
     A candidate is a cluster created after the order was saved whose members all carry the rental's pod
     name, number exactly the requested nodes and sit on exactly the requested executors.
     """
+    # A listing that does not parse raises (MalformedAnswer): it is never read as "no match".
     pods = upstream.client_for(rental.credential).list_pods()
-    clusters: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    clusters: dict[str, list[upstream.PodRow]] = defaultdict(list)
     for pod in pods:
-        if isinstance(pod, dict) and pod.get("cluster_id"):
-            clusters[str(pod["cluster_id"])].append(pod)
+        if pod.cluster_id:
+            clusters[pod.cluster_id].append(pod)
     wanted_executors = set(rental.executor_ids)
     candidates = []
     for cluster_id, members in clusters.items():
-        names_match = all(member.get("pod_name") == rental.pod_name for member in members)
-        executors = {str((member.get("executor") or {}).get("id")) for member in members}
-        executors_match = executors == wanted_executors or not any(executors - {"None"})
+        names_match = all(member.pod_name == rental.pod_name for member in members)
+        executors = {member.executor_id for member in members}
+        executors_match = executors == wanted_executors or not any(executors - {""})
         if names_match and len(members) == rental.node_count and executors_match and _created_after(members, rental):
             candidates.append(cluster_id)
+    evidence = {
+        cluster_id: {
+            "pod_ids": [member.id for member in clusters[cluster_id]],
+            "executors": sorted(member.executor_id for member in clusters[cluster_id]),
+        }
+        for cluster_id in candidates
+    }
     if len(candidates) == 1:
-        finding = ReconcileFinding("match", candidates, f"Found cluster {candidates[0]} matching this order.")
+        finding = ReconcileFinding(
+            "match", candidates, f"Found cluster {candidates[0]} matching this order.", evidence[candidates[0]]
+        )
     elif not candidates:
         finding = ReconcileFinding("no_match", [], "No cluster matching this order exists upstream.")
     else:
-        finding = ReconcileFinding("ambiguous", candidates, f"{len(candidates)} clusters match this order.")
+        finding = ReconcileFinding(
+            "ambiguous", candidates, f"{len(candidates)} clusters match this order; an operator must choose."
+        )
     RentalEvent.objects.create(
         rental=rental,
         kind=RentalEvent.Kind.RECONCILE,

@@ -6,6 +6,7 @@ cancel              │  ├─ inconclusive ──▶ retrying ─┘(due: clai
   ▼                 │  └─ outcome unknown / key reused / window over ─▶ unknown ──reconcile──▶ rented | not_rented
 cancelled           └─ never reached the server (all attempts) ─────▶ failed
 ready/degraded/rented ─terminate▶ terminating ─▶ terminated
+sending ──lease expired, taken over──▶ sending;  unknown ──exactly one cluster found (automatic look)──▶ rented
 """
 
 from django.db import models
@@ -38,7 +39,8 @@ IN_FLIGHT_STATES = frozenset({S.QUEUED, S.SENDING, S.RETRYING, S.RENTED, S.TERMI
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     S.QUEUED: frozenset({S.SENDING, S.CANCELLED}),
-    S.SENDING: frozenset({S.RENTED, S.REFUSED, S.RETRYING, S.UNKNOWN, S.FAILED}),
+    # sending → sending: a worker takes over the expired lease of one that died mid-attempt.
+    S.SENDING: frozenset({S.SENDING, S.RENTED, S.REFUSED, S.RETRYING, S.UNKNOWN, S.FAILED}),
     # A retrying rental whose window ran out is settled by the sweeper without another send.
     S.RETRYING: frozenset({S.SENDING, S.UNKNOWN, S.FAILED}),
     S.RENTED: frozenset({S.READY, S.DEGRADED, S.TERMINATING}),

@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from rentals import engine, members, services
+from rentals import engine, members, reconcile, removal, services
 from rentals.models import Heartbeat, Rental
 from rentals.states import RentalStatus as S
 from rentals.upstream import UpstreamError
@@ -48,6 +48,10 @@ def enqueue_cluster_delete(rental_id: int) -> None:
     _enqueue(rental_delete_cluster, rental_id)
 
 
+def enqueue_reconcile_look(rental_id: int, countdown: float | None = None) -> None:
+    _enqueue(rental_reconcile_look, rental_id, countdown=countdown)
+
+
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def rental_send(rental_id: int) -> str | None:
     """Make one attempt for the rental if it is due (a duplicate delivery finds nothing to claim)."""
@@ -72,15 +76,28 @@ def credential_pods_sync(credential_id: int) -> int:
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def rental_delete_cluster(rental_id: int) -> str:
-    """Ask the upstream to remove a terminating rental's cluster."""
-    outcome = services.rental_delete_cluster(rental_id=rental_id)
-    if outcome == "retry":
-        enqueue_cluster_delete_later(rental_id)
-    return outcome
+    """Ask the upstream to remove a terminating rental's cluster, if its DELETE is due.
+
+    Only the worker that claimed this DELETE enqueues the next try, so a rental has one retry chain
+    however many copies of the message the sweeper or a redelivery adds.
+    """
+    result = removal.cluster_delete_attempt(rental_id=rental_id)
+    if result.retry_in is not None:
+        enqueue_cluster_delete_later(rental_id, countdown=result.retry_in)
+    return result.outcome
 
 
-def enqueue_cluster_delete_later(rental_id: int) -> None:
-    _enqueue(rental_delete_cluster, rental_id, countdown=15)
+def enqueue_cluster_delete_later(rental_id: int, countdown: float) -> None:
+    _enqueue(rental_delete_cluster, rental_id, countdown=countdown)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def rental_reconcile_look(rental_id: int) -> str:
+    """Look for an unknown rental's cluster if its look is due; only the look's claimer enqueues the next."""
+    result = reconcile.rental_reconcile_look(rental_id=rental_id)
+    if result.next_in is not None:
+        enqueue_reconcile_look(rental_id, countdown=result.next_in)
+    return result.outcome
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(UpstreamError,), retry_backoff=5, max_retries=8)
@@ -96,7 +113,8 @@ def rentals_sweep() -> dict[str, int]:
     Heartbeat.objects.update_or_create(name=SWEEPER_HEARTBEAT, defaults={"at": now})
     stuck_queued = now - timedelta(seconds=settings.RENT_QUEUED_STUCK_SECONDS)
     # A retry's own delayed message normally arrives on time; only one that is overdue by this much was lost.
-    overdue = now - timedelta(seconds=max(2 * settings.SWEEP_INTERVAL_SECONDS, 5))
+    overdue_by = timedelta(seconds=max(2 * settings.SWEEP_INTERVAL_SECONDS, 5))
+    overdue = now - overdue_by
     due_ids = list(
         Rental.objects.filter(
             Q(status=S.RETRYING, next_attempt_at__lte=overdue)
@@ -122,9 +140,19 @@ def rentals_sweep() -> dict[str, int]:
     )
     for credential_id in credential_ids:
         enqueue_pods_sync(credential_id)
-    terminating = Rental.objects.filter(status=S.TERMINATING, updated_at__lte=now - timedelta(seconds=60))
-    for rental_id in terminating.values_list("pk", flat=True)[:100]:
+    # A DELETE whose own (delayed) message was lost, or that was never scheduled: enqueue it once, and mark it
+    # so the next sweeps wait before adding a copy (copies find nothing to claim and start no chain).
+    lost_delete = removal.due_for_delete(now_overdue=overdue_by, unscheduled_after=timedelta(seconds=60))
+    delete_ids = list(Rental.objects.filter(lost_delete).values_list("pk", flat=True)[:100])
+    for rental_id in delete_ids:
         enqueue_cluster_delete(rental_id)
+    Rental.objects.filter(lost_delete, pk__in=delete_ids).update(next_delete_at=now)
+    # The same for an unknown rental's automatic look.
+    lost_look = Q(status=S.UNKNOWN, next_reconcile_at__lte=overdue)
+    look_ids = list(Rental.objects.filter(lost_look).values_list("pk", flat=True)[:100])
+    for rental_id in look_ids:
+        enqueue_reconcile_look(rental_id)
+    Rental.objects.filter(lost_look, pk__in=look_ids).update(next_reconcile_at=now)
     return {"enqueued": len(due_ids) - settled, "settled": settled, "pollers": len(credential_ids)}
 
 

@@ -7,6 +7,7 @@ transition is refused with an exception, never silently applied.
 from __future__ import annotations
 
 import uuid
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -17,6 +18,7 @@ from django.utils import timezone
 from rentals.models import Rental, RentalEvent
 from rentals.polling import forget_poll_state
 from rentals.signals import rental_status_changed
+from rentals.states import RentalStatus as S
 from rentals.states import can_transition
 
 
@@ -30,6 +32,7 @@ def rental_transition(
     from_status: str,
     to_status: str,
     expect_lease: uuid.UUID | None = None,
+    expect_version: int | None = None,
     actor: User | None = None,
     message: str = "",
     data: dict[str, Any] | None = None,
@@ -39,14 +42,25 @@ def rental_transition(
     """Move a rental from `from_status` to `to_status` and record the event; return whether it moved."""
     if not can_transition(from_status, to_status):
         raise IllegalTransition(f"A rental cannot go from {from_status} to {to_status}.")
+    now = timezone.now()
+    first_look_in = _first_look_in() if to_status == S.UNKNOWN else None
+    fields = {**_entering(from_status, to_status, now, first_look_in), **fields}
     rows = Rental.objects.filter(pk=rental_id, status=from_status)
     if expect_lease is not None:
         # Only the worker that still holds the lease may settle the attempt.
         rows = rows.filter(lease_token=expect_lease)
+    if expect_version is not None:
+        # The row is exactly as the caller read it (e.g. a claim that computed the next attempt number from it).
+        rows = rows.filter(version=expect_version)
     with transaction.atomic():
-        changed = rows.update(status=to_status, version=F("version") + 1, updated_at=timezone.now(), **fields)
+        changed = rows.update(status=to_status, version=F("version") + 1, updated_at=now, **fields)
         if changed:
             forget_poll_state(rental_id)
+            if first_look_in is not None:
+                # The engine looks for the cluster itself (rentals.reconcile); the sweeper re-sends a lost message.
+                from rentals.tasks import enqueue_reconcile_look
+
+                transaction.on_commit(lambda: enqueue_reconcile_look(rental_id, countdown=first_look_in))
             RentalEvent.objects.create(
                 rental_id=rental_id,
                 kind=kind,
@@ -59,6 +73,27 @@ def rental_transition(
             # Inside the transaction: an outbox written by a receiver commits or rolls back with this change.
             rental_status_changed.send(sender=Rental, rental_id=rental_id, from_status=from_status, to_status=to_status)
     return changed == 1
+
+
+def _first_look_in() -> float:
+    from rentals.reconcile import look_delay
+
+    return look_delay(looks_done=0)
+
+
+def _entering(from_status: str, to_status: str, now: datetime, first_look_in: float | None) -> dict[str, Any]:
+    """Return the bookkeeping a state starts with (a caller's own values win)."""
+    fields: dict[str, Any] = {}
+    if from_status == S.UNKNOWN:
+        fields["next_reconcile_at"] = None  # settled or replayed: no more automatic looks
+    if to_status == S.UNKNOWN and first_look_in is not None:
+        fields.update(next_reconcile_at=now + timedelta(seconds=first_look_in), reconcile_looks=0)
+    if to_status == S.RENTED:
+        fields["rented_at"] = now  # its members are expected within RENT_MEMBERS_GRACE_SECONDS
+    if to_status == S.TERMINATING:
+        # A new removal starts its own DELETE retry chain, not held back by an earlier one's backoff.
+        fields.update(next_delete_at=None, delete_attempts=0)
+    return fields
 
 
 def rental_touch(*, rental_id: int, **fields: Any) -> None:

@@ -1,10 +1,13 @@
-"""The only Lium API client: one module over an injected `httpx.Client`.
+"""The only Lium API client: one module over an injected `httpx.Client`. No other module reads upstream JSON.
 
-Reads return parsed JSON or raise one error tree:
+Reads return typed values (`rentals.upstream_parse`: `PodRow`, `DeleteResult`, `Features`, `Account`,
+`Fabric`, `TemplateRow`) or raise one error tree:
 
     UpstreamError
-    ├── UpstreamUnavailable        retry later: network error, timeout, 5xx
-    │   └── RateLimited            429; `retry_after` seconds when the server said
+    ├── UpstreamUnavailable        retry later: network error, timeout, 5xx; nothing is concluded
+    │   ├── RateLimited            429; `retry_after` seconds when the server said
+    │   └── MalformedAnswer        a 2xx whose body does not parse (not JSON, wrong shape, an id too long
+    │                              for its column, larger than the body cap, a delete without member rows)
     ├── UpstreamRejected           final: the server decided (4xx)
     │   ├── AuthenticationFailed   401
     │   ├── PermissionDenied       403 (scope, balance, ownership)
@@ -12,8 +15,16 @@ Reads return parsed JSON or raise one error tree:
     │   └── Conflict               409 (e.g. a member still being created)
     └── UnsafeRedirect             a redirect to another origin: never followed, nothing re-sent
 
+A malformed answer is never a confirmation and never proof of absence: a listing that does not parse is an
+error (not "no pods"), and a 2xx rent answer that does not parse is INCONCLUSIVE (see `classify_rent`).
+
 The rent call never raises: `rent_cluster` returns a `RentResult` whose `classification` says what the
-answer proves (see `classify_rent`), because the rent engine must record every attempt, whatever happened.
+answer proves, because the rent engine must record every attempt, whatever happened.
+
+Every call has one deadline (LIUM_TIMEOUT_SECONDS) across all redirect hops and the whole body: past it the
+call is abandoned as a timeout, so a trickling answer cannot outlive the rent lease (settings check that
+RENT_LEASE_SECONDS is longer). Bodies are capped (LISTING_BODY_MAX, ANSWER_BODY_MAX); a larger one does not
+parse. The shared client keeps no cookies, so nothing one credential's answer sets is sent with another's.
 
 Redirects are followed here, never by httpx, and only to the same scheme, host and port (at most 5 hops),
 so the API key never reaches another host.
@@ -21,8 +32,11 @@ so the API key never reaches another host.
 
 from __future__ import annotations
 
+import contextvars
+import http.cookiejar
 import json
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -31,9 +45,15 @@ import httpx
 from django.conf import settings
 
 from accounts.models import UpstreamCredential
+from rentals import upstream_parse as parse
+from rentals.upstream_parse import Account, DeleteResult, Fabric, Features, PodRow, TemplateRow, Unparseable
 
 MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}
+LISTING_BODY_MAX = 8 * 1024 * 1024  # pods, offers, templates
+ANSWER_BODY_MAX = 1024 * 1024  # a rent, delete, version, account or error answer
+
+__all__ = ["Account", "DeleteResult", "Fabric", "Features", "PodRow", "TemplateRow"]
 
 
 class UpstreamError(Exception):
@@ -70,6 +90,10 @@ class RateLimited(UpstreamUnavailable):
         self.retry_after = retry_after
 
 
+class MalformedAnswer(UpstreamUnavailable):
+    """A 2xx whose body could not be read; nothing may be concluded from it."""
+
+
 class UpstreamRejected(UpstreamError):
     """The API refused the request; repeating it unchanged will not help."""
 
@@ -92,6 +116,10 @@ class Conflict(UpstreamRejected):
 
 class UnsafeRedirect(UpstreamError):
     """A redirect to another origin, a bad Location, or too many hops."""
+
+
+class DeadlineExceeded(httpx.TimeoutException):
+    """The call as a whole (every hop and the whole body) did not finish within its deadline."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +150,7 @@ class Classification:
 
 @dataclass(frozen=True)
 class RentResult:
-    """One rent attempt, classified."""
+    """One rent attempt, classified. Every string fits the column it is stored in."""
 
     classification: str
     http_status: int | None = None
@@ -138,146 +166,109 @@ class RentResult:
     key_reused: bool = False
 
 
-# --- Parsing the upstream's answers ----------------------------------------------------------------------
-
-
 @dataclass(frozen=True)
-class ErrorDetail:
-    code: str
-    message: str
-    hint: str
-    request_id: str
-    data: Any
+class Answer:
+    """One complete HTTP answer: status, headers and the whole body (None when it was over the cap)."""
+
+    status: int
+    headers: httpx.Headers
+    reason: str = ""
+    body: bytes | None = b""
+
+    def json(self) -> Any:
+        """Decode the body; raise Unparseable when it is too large or not JSON."""
+        if self.body is None:
+            raise Unparseable("The answer was larger than the client accepts.")
+        try:
+            return json.loads(self.body)
+        except (ValueError, RecursionError) as exc:
+            raise Unparseable(f"The API answered {self.status} with a body that is not JSON.") from exc
+
+    @property
+    def request_id(self) -> str:
+        return parse.request_id(self.headers.get("X-Request-Id", ""))
+
+    @property
+    def replayed(self) -> bool:
+        return self.headers.get("Idempotent-Replayed", "").strip().lower() == "true"
 
 
-def parse_error(response: httpx.Response) -> ErrorDetail:
-    """Read the error envelope (current and older servers) into code, human message, hint, request id."""
+# --- Reading answers --------------------------------------------------------------------------------------
+
+
+def parse_error(answer: Answer) -> parse.ErrorDetail:
+    """Read an error answer's envelope; an unreadable body leaves only the status to go by."""
     try:
-        body = response.json()
-    except ValueError:
+        body = answer.json()
+    except Unparseable:
         body = None
-    code = hint = request_id = ""
-    data: Any = None
-    message = ""
-    if isinstance(body, dict):
-        error = body.get("error")
-        if isinstance(error, dict):
-            code = str(error.get("code") or "")
-            hint = str(error.get("hint") or "")
-            request_id = str(error.get("request_id") or "")
-            data = error.get("data")
-            message = str(error.get("message") or "")
-        elif isinstance(error, str):
-            message = error
-        detail = body.get("detail", body.get("message"))
-        validation = body.get("validation_errors")
-        if isinstance(validation, list) and validation:
-            message = "; ".join(
-                f"{item.get('field')}: {item.get('message')}" if isinstance(item, dict) else str(item)
-                for item in validation
-            )
-        elif isinstance(detail, list) and detail:
-            message = "; ".join(str(item.get("msg", item)) if isinstance(item, dict) else str(item) for item in detail)
-        elif isinstance(detail, dict):
-            message = str(detail.get("message") or message)
-            data = data if data is not None else detail
-        elif isinstance(detail, str) and detail:
-            message = message or detail
-    if not message:
-        message = response.reason_phrase or f"HTTP {response.status_code}"
-    request_id = request_id or response.headers.get("X-Request-Id", "")
-    return ErrorDetail(code=code, message=message[:2000], hint=hint[:2000], request_id=request_id, data=data)
+    return parse.error_detail(
+        body,
+        header_request_id=answer.headers.get("X-Request-Id", ""),
+        fallback=answer.reason or f"HTTP {answer.status}",
+    )
 
 
-def parse_retry_after(response: httpx.Response) -> float | None:
+def parse_retry_after(answer: Answer) -> float | None:
     """Return Retry-After in seconds (an HTTP-date is ignored, as the official client does)."""
-    value = response.headers.get("Retry-After", "").strip()
+    value = answer.headers.get("Retry-After", "").strip()
     try:
         seconds = float(value)
     except ValueError:
         return None
-    return seconds if seconds >= 0 else None
+    return seconds if 0 <= seconds < 10**7 else None
 
 
-def _is_replayed(response: httpx.Response) -> bool:
-    return response.headers.get("Idempotent-Replayed", "").strip().lower() == "true"
+def classify_rent(answer: Answer | None, error: Exception | None = None) -> RentResult:
+    """Classify one rent attempt from its answer, or from the exception that stopped it.
 
-
-def classify_rent(response: httpx.Response | None, error: Exception | None = None) -> RentResult:
-    """Classify one rent attempt from its response, or from the exception that stopped it.
-
-    - confirmed: 2xx whose body does not say `success: false`;
+    - confirmed: 2xx whose body is an object that does not say `success: false`, with well-formed
+      `pod_ids` and `cluster_id` when present (without them the members are found in `GET /pods`);
     - refused: any other 4xx except 429 and the two idempotency 409s, or 2xx with `success: false`;
       nothing was rented (`replayed` says whether it was the stored answer to the first request);
-    - inconclusive: the request may have left and no answer came (read timeout, connection lost),
-      a 5xx, a 429, or 409 `idempotency_in_progress`; retry with the same key and bytes;
+    - inconclusive: the request may have left and no usable answer came (timeout or the call's deadline,
+      connection lost), a 2xx whose body does not parse (not a JSON object, `success` not a bool, a pod or
+      cluster id that is not a short string, over the body cap), a 5xx, a 429, or 409
+      `idempotency_in_progress`; retry with the same key and bytes;
     - never_sent: the connection was never made, so no byte reached the server;
     - outcome_unknown: 409 `idempotency_outcome_unknown` (never clears upstream) or 422
       `idempotency_key_reused` (our bytes changed: a defect); stop and reconcile.
     """
-    if response is None:
+    if answer is None:
         if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout | httpx.UnsupportedProtocol):
             return RentResult(Classification.NEVER_SENT, message=_describe_transport_error(error))
         if isinstance(error, UnsafeRedirect):
             # The first request did reach the server (it answered with a redirect).
-            return RentResult(Classification.INCONCLUSIVE, message=str(error))
+            return RentResult(Classification.INCONCLUSIVE, message=parse.text(str(error)))
         return RentResult(Classification.INCONCLUSIVE, message=_describe_transport_error(error))
 
-    status = response.status_code
-    replayed = _is_replayed(response)
+    status = answer.status
+    common: dict[str, Any] = {"http_status": status, "replayed": answer.replayed, "request_id": answer.request_id}
     if 200 <= status < 300:
         try:
-            body = response.json()
-        except ValueError:
-            body = None
-        if not isinstance(body, dict):
-            # A 2xx we cannot read: the order was accepted but we do not know its pods; reconcile.
+            body = parse.rent_body(answer.json())
+        except Unparseable as exc:
+            # The order may or may not have been taken: retry with the same key, or settle unknown.
             return RentResult(
-                Classification.CONFIRMED,
-                http_status=status,
-                replayed=replayed,
-                request_id=response.headers.get("X-Request-Id", ""),
-                message="The API confirmed the order without a readable body.",
+                Classification.INCONCLUSIVE, message=f"A {status} answer that cannot be read: {exc}", **common
             )
-        request_id = response.headers.get("X-Request-Id", "")
-        if body.get("success") is False:
-            return RentResult(
-                Classification.REFUSED,
-                http_status=status,
-                replayed=replayed,
-                request_id=request_id,
-                message=str(body.get("message") or "The API refused the order."),
-            )
-        pod_ids = body.get("pod_ids")
+        if body.success is False:
+            return RentResult(Classification.REFUSED, message=body.message or "The API refused the order.", **common)
         return RentResult(
-            Classification.CONFIRMED,
-            http_status=status,
-            replayed=replayed,
-            request_id=request_id,
-            message=str(body.get("message") or ""),
-            pod_ids=[str(pod) for pod in pod_ids] if isinstance(pod_ids, list) else [],
-            cluster_id=str(body.get("cluster_id") or ""),
+            Classification.CONFIRMED, message=body.message, pod_ids=body.pod_ids, cluster_id=body.cluster_id, **common
         )
 
-    detail = parse_error(response)
-    common: dict[str, Any] = {
-        "http_status": status,
-        "replayed": replayed,
-        "request_id": detail.request_id,
-        "error_code": detail.code,
-        "message": detail.message,
-        "hint": detail.hint,
-    }
-    if status == 429:
-        return RentResult(Classification.INCONCLUSIVE, retry_after=parse_retry_after(response), **common)
-    if status >= 500:
-        return RentResult(Classification.INCONCLUSIVE, retry_after=parse_retry_after(response), **common)
-    if status == 409 and detail.code == "idempotency_in_progress":
-        return RentResult(Classification.INCONCLUSIVE, retry_after=parse_retry_after(response), **common)
+    detail = parse_error(answer)
+    common.update(request_id=detail.request_id, error_code=detail.code, message=detail.message, hint=detail.hint)
+    if status == 429 or status >= 500 or (status == 409 and detail.code == "idempotency_in_progress"):
+        return RentResult(Classification.INCONCLUSIVE, retry_after=parse_retry_after(answer), **common)
     if status == 409 and detail.code == "idempotency_outcome_unknown":
         return RentResult(Classification.OUTCOME_UNKNOWN, **common)
     if status == 422 and detail.code == "idempotency_key_reused":
         return RentResult(Classification.OUTCOME_UNKNOWN, key_reused=True, **common)
+    if not 400 <= status < 500:
+        # 1xx or 3xx here (a redirect we did not follow): not a decision.
+        return RentResult(Classification.INCONCLUSIVE, **common)
     return RentResult(Classification.REFUSED, **common)
 
 
@@ -287,27 +278,26 @@ def _describe_transport_error(error: Exception | None) -> str:
     kind = type(error).__name__
     if isinstance(error, httpx.ConnectError | httpx.ConnectTimeout):
         return f"The Lium API could not be reached ({kind})."
+    if isinstance(error, DeadlineExceeded):
+        return f"The Lium API did not answer in time: {error}"
     if isinstance(error, httpx.TimeoutException):
         return f"The Lium API did not answer in time ({kind})."
     return f"The connection to the Lium API was lost ({kind})."
 
 
-# --- The client -------------------------------------------------------------------------------------------
-
-
-def _error_for(response: httpx.Response) -> UpstreamError:
-    detail = parse_error(response)
+def _error_for(answer: Answer) -> UpstreamError:
+    detail = parse_error(answer)
     kwargs: dict[str, Any] = {
-        "status": response.status_code,
+        "status": answer.status,
         "code": detail.code,
         "hint": detail.hint,
         "request_id": detail.request_id,
         "data": detail.data,
     }
-    status = response.status_code
+    status = answer.status
     if status == 429:
-        return RateLimited(detail.message, retry_after=parse_retry_after(response), **kwargs)
-    if status >= 500:
+        return RateLimited(detail.message, retry_after=parse_retry_after(answer), **kwargs)
+    if status >= 500 or status < 400:
         return UpstreamUnavailable(f"Server error: {status}. {detail.message}", **kwargs)
     error_class: type[UpstreamError] = {
         401: AuthenticationFailed,
@@ -316,6 +306,9 @@ def _error_for(response: httpx.Response) -> UpstreamError:
         409: Conflict,
     }.get(status, UpstreamRejected)
     return error_class(detail.message, **kwargs)
+
+
+# --- The client -------------------------------------------------------------------------------------------
 
 
 class LiumClient:
@@ -331,27 +324,79 @@ class LiumClient:
 
     # Transport ---------------------------------------------------------------------------------------
 
-    def _send(
+    def _call(self, method: str, path: str, *, body_max: int = ANSWER_BODY_MAX, **kwargs: Any) -> Answer:
+        """Send one request and read its whole answer within the call's deadline, or raise DeadlineExceeded.
+
+        The exchange runs in a helper thread and this one waits at most until the deadline: httpx's timeouts
+        apply per phase and per read, so only a watch from outside bounds a trickling answer. The abandoned
+        helper stops by itself: it checks the deadline between body chunks, and each of its reads is capped by
+        the time that was left when its hop began.
+        """
+        budget = float(settings.LIUM_TIMEOUT_SECONDS)
+        deadline = time.monotonic() + budget
+        outcome: dict[str, Any] = {}
+        done = threading.Event()
+
+        def exchange() -> None:
+            try:
+                outcome["answer"] = self._exchange(method, path, deadline=deadline, body_max=body_max, **kwargs)
+            except BaseException as exc:  # handed to the waiting thread, which raises it
+                outcome["error"] = exc
+            finally:
+                done.set()
+
+        context = contextvars.copy_context()
+        threading.Thread(target=context.run, args=(exchange,), name="lium-call", daemon=True).start()
+        if not done.wait(max(0.0, deadline - time.monotonic())):
+            raise DeadlineExceeded(f"no complete answer within {budget:g} s; the call was abandoned.")
+        if "error" in outcome:
+            raise outcome["error"]
+        return outcome["answer"]
+
+    def _exchange(
         self,
         method: str,
         path: str,
         *,
+        deadline: float,
+        body_max: int,
         content: bytes | None = None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
         keep_method: bool = False,
-    ) -> httpx.Response:
-        """Send one request, following redirects only within the same origin."""
+    ) -> Answer:
+        """Send one request, following redirects only within the same origin; read the final body."""
         url = httpx.URL(self.base_url + path, params=params)
         origin = (url.scheme, url.host, url.port)
         all_headers = {**CLIENT_HEADERS, **(headers or {}), **self.auth.headers()}
-        for _hop in range(MAX_REDIRECTS + 1):
-            request = self.http.build_request(method, url, content=content, headers=all_headers)
-            response = self.http.send(request, follow_redirects=False)
-            if response.status_code not in (301, 302, 303, 307, 308):
-                return response
+        for hop in range(MAX_REDIRECTS + 1):
+            left = _time_left(deadline)
+            timeout = httpx.Timeout(
+                min(float(settings.LIUM_TIMEOUT_SECONDS), left),
+                connect=min(float(settings.LIUM_CONNECT_TIMEOUT_SECONDS), left),
+            )
+            request = self.http.build_request(method, url, content=content, headers=all_headers, timeout=timeout)
+            try:
+                response = self.http.send(request, follow_redirects=False, stream=True)
+            except (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout) as exc:
+                if hop == 0:
+                    raise
+                # The server did receive the first request (it answered with a redirect): not "never sent".
+                raise httpx.RemoteProtocolError(
+                    f"A redirect hop could not connect ({type(exc).__name__}) after the first request was answered.",
+                    request=request,
+                ) from exc
+            try:
+                if response.status_code not in (301, 302, 303, 307, 308):
+                    return Answer(
+                        status=response.status_code,
+                        headers=response.headers,
+                        reason=parse.text(response.reason_phrase, 200),
+                        body=_read_capped(response, deadline=deadline, limit=body_max),
+                    )
+            finally:
+                response.close()
             location = response.headers.get("Location")
-            response.close()
             try:
                 next_url = url.join(location) if location else None
             except httpx.InvalidURL:
@@ -379,51 +424,55 @@ class LiumClient:
             url = next_url
         raise UnsafeRedirect(f"More than {MAX_REDIRECTS} redirects; nothing was re-sent.")
 
-    def _json(self, method: str, path: str, **kwargs: Any) -> Any:
+    def _read(self, method: str, path: str, parser: Any, *, body_max: int = ANSWER_BODY_MAX, **kwargs: Any) -> Any:
+        """Call, raise the error tree for a failure, and parse a 2xx with `parser` (MalformedAnswer if it fails)."""
         try:
-            response = self._send(method, path, **kwargs)
+            answer = self._call(method, path, body_max=body_max, **kwargs)
         except httpx.HTTPError as exc:
             raise UpstreamUnavailable(_describe_transport_error(exc)) from exc
-        if response.status_code >= 400:
-            raise _error_for(response)
+        if not 200 <= answer.status < 300:
+            raise _error_for(answer)
         try:
-            return response.json()
-        except ValueError as exc:
-            raise UpstreamUnavailable(f"The API answered {response.status_code} with a body that is not JSON.") from exc
+            return parser(answer.json())
+        except Unparseable as exc:
+            raise MalformedAnswer(
+                f"The API's {answer.status} answer to {method} {path} cannot be read: {exc}",
+                status=answer.status,
+                request_id=answer.request_id,
+            ) from exc
 
     # Reads and writes ----------------------------------------------------------------------------------
 
-    def version(self) -> dict[str, Any]:
-        """Return `GET /version` (the `features` list says what the backend supports)."""
-        return self._json("GET", "/version")
+    def version(self) -> Features:
+        """Return the optional features of `GET /version` (e.g. `rent_idempotency`)."""
+        return self._read("GET", "/version", parse.features)
 
-    def me(self) -> dict[str, Any]:
-        """Return the account (`GET /users/me`), including its USD `balance`."""
-        return self._json("GET", "/users/me")
+    def me(self) -> Account:
+        """Return the account (`GET /users/me`), with its USD `balance` (None when not given)."""
+        return self._read("GET", "/users/me", parse.account)
 
-    def list_offers(self) -> list[dict[str, Any]]:
+    def list_offers(self) -> list[Fabric]:
         """Return the fabric offers: groups of free nodes on one RDMA fabric."""
-        data = self._json("GET", "/executors/infiniband-clusters")
-        return data if isinstance(data, list) else []
+        return self._read("GET", "/executors/infiniband-clusters", parse.offer_listing, body_max=LISTING_BODY_MAX)
 
-    def list_templates(self) -> list[dict[str, Any]]:
-        data = self._json("GET", "/templates")
-        return data if isinstance(data, list) else []
+    def list_templates(self) -> list[TemplateRow]:
+        return self._read("GET", "/templates", parse.template_listing, body_max=LISTING_BODY_MAX)
 
-    def list_pods(self) -> list[dict[str, Any]]:
-        """Return the caller's pods; clusters are found here only, by `cluster_id`."""
-        data = self._json("GET", "/pods")
-        return data if isinstance(data, list) else []
+    def list_pods(self) -> list[PodRow]:
+        """Return the caller's pods; clusters are found here only, by `cluster_id`. Never [] for a bad body."""
+        return self._read("GET", "/pods", parse.pod_listing, body_max=LISTING_BODY_MAX)
 
-    def delete_cluster(self, cluster_id: str) -> dict[str, Any]:
-        """Remove every member of a cluster; the answer has one row per member."""
-        return self._json("DELETE", f"/clusters/{quote(cluster_id, safe='')}")
+    def delete_cluster(self, cluster_id: str) -> DeleteResult:
+        """Remove every member of a cluster; the answer has one row per member (none: MalformedAnswer)."""
+        return self._read("DELETE", f"/clusters/{quote(cluster_id, safe='')}", parse.delete_result)
 
-    def schedule_removal(self, pod_id: str, at_iso: str) -> dict[str, Any]:
+    def schedule_removal(self, pod_id: str, at_iso: str) -> None:
+        """Ask the upstream to remove one member at `at_iso` (safe to repeat); the answer's body is not read."""
         body = json.dumps({"removal_scheduled_at": at_iso}).encode()
-        return self._json(
+        self._read(
             "POST",
             f"/pods/{quote(pod_id, safe='')}/schedule-removal",
+            lambda body: None,
             content=body,
             headers={"Content-Type": "application/json"},
         )
@@ -434,13 +483,64 @@ class LiumClient:
         if customer_ref:
             headers["X-Customer-Ref"] = customer_ref
         try:
-            response = self._send("POST", "/executors/cluster/rent", content=body, headers=headers, keep_method=True)
+            answer = self._call(
+                "POST",
+                "/executors/cluster/rent",
+                content=body,
+                headers=headers,
+                keep_method=True,
+                body_max=ANSWER_BODY_MAX,
+            )
         except (httpx.HTTPError, UnsafeRedirect) as exc:
             return classify_rent(None, exc)
-        return classify_rent(response)
+        return classify_rent(answer)
+
+
+def _time_left(deadline: float) -> float:
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise DeadlineExceeded("the call's deadline passed between redirect hops.")
+    return left
+
+
+def _read_capped(response: httpx.Response, *, deadline: float, limit: int) -> bytes | None:
+    """Read the whole (decoded) body before the deadline; None once it grows past `limit` bytes."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+        _time_left(deadline)
+    return b"".join(chunks)
 
 
 # --- Building clients ----------------------------------------------------------------------------------
+
+
+class _RefuseAllCookies(http.cookiejar.DefaultCookiePolicy):
+    """Neither store nor send any cookie: one client serves every credential, so a jar would mix them."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+    def return_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
+        return False
+
+
+def new_http_client(*, transport: httpx.BaseTransport | None = None) -> httpx.Client:
+    """Return an `httpx.Client` configured as the upstream needs: no cookies, no redirects, our timeouts."""
+    return httpx.Client(
+        timeout=httpx.Timeout(settings.LIUM_TIMEOUT_SECONDS, connect=settings.LIUM_CONNECT_TIMEOUT_SECONDS),
+        follow_redirects=False,
+        cookies=http.cookiejar.CookieJar(policy=_RefuseAllCookies()),
+        transport=transport,
+    )
+
 
 _http_clients: dict[str, httpx.Client] = {}
 _http_clients_lock = threading.Lock()
@@ -451,10 +551,7 @@ def shared_http_client() -> httpx.Client:
     with _http_clients_lock:
         client = _http_clients.get("default")
         if client is None:
-            client = httpx.Client(
-                timeout=httpx.Timeout(settings.LIUM_TIMEOUT_SECONDS, connect=settings.LIUM_CONNECT_TIMEOUT_SECONDS),
-                follow_redirects=False,
-            )
+            client = new_http_client()
             _http_clients["default"] = client
         return client
 

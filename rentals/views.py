@@ -27,6 +27,7 @@ from rentals.forms import RentForm
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing
 from rentals.states import RentalStatus as S
+from rentals.support_audit import support_reads
 from rentals.upstream import UpstreamError
 
 
@@ -98,14 +99,18 @@ def rent(request: HttpRequest) -> HttpResponse:
         messages.error(request, "You can browse fabrics, but renting needs a customer membership or the operator role.")
         return redirect("fabric_list")
     fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
-    # The offers shown are the first customer's credential's, as on the fabrics page (`_credential_for`).
-    credential = customers[0].default_credential
-    listing, _error = _listing_or_error(request, credential=credential)
+    # Offers, node checks, prices and the spend cap all use the chosen customer's credential, the one the
+    # order is sent with (customers may rent on different Lium accounts).
+    chosen = _chosen_customer(customers, (request.POST if request.method == "POST" else request.GET).get("customer"))
+    credential = chosen.default_credential
+    listing, _error = _listing_or_error(request, credential=credential) if credential else (None, "")
     fabric = listing.fabric(fabric_id) if listing else None
     if listing is None or fabric is None or credential is None:
         # When the listing failed, the fabrics page says so itself; say nothing twice.
-        if listing is not None:
-            messages.error(request, "That fabric is not offered any more; pick another one.")
+        if credential is None:
+            messages.error(request, f"{chosen.name} has no Lium credential; ask an operator to set one.")
+        elif listing is not None:
+            messages.error(request, f"That fabric is not offered to {chosen.name} any more; pick another one.")
         return redirect("fabric_list")
     try:
         templates = offers.cluster_templates(credential=credential)
@@ -116,7 +121,8 @@ def rent(request: HttpRequest) -> HttpResponse:
         "fabric": fabric,
         "listing": listing,
         "templates": templates,
-        "customers": customers,
+        # Only the chosen customer: the nodes shown are its account's, so the order must be its too.
+        "customers": [chosen],
         "may_set_customer_ref": is_operator(request.user),
         "saved_keys": SshPublicKey.objects.filter(user_id=request.user.pk or 0),
     }
@@ -157,7 +163,9 @@ def rent(request: HttpRequest) -> HttpResponse:
         count = request.GET.get("cheapest", "")
         initial: dict[str, object] = {}
         if count.isascii() and count.isdigit():
-            initial["executor_ids"] = [node.id for node in fabric.cheapest(int(count))]
+            # A longer number than any fabric's node count means "all"; int() refuses over 4300 digits.
+            wanted = int(count) if len(count) <= 6 else len(fabric.nodes)
+            initial["executor_ids"] = [node.id for node in fabric.cheapest(wanted)]
         form = RentForm(initial=initial, **form_kwargs)
     spend = [
         {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
@@ -167,8 +175,21 @@ def rent(request: HttpRequest) -> HttpResponse:
     return render(
         request,
         "rentals/rent.html",
-        {"form": form, "fabric": fabric, "listing": listing, "spend": spend, **_summary(fabric, form)},
+        {
+            "form": form,
+            "fabric": fabric,
+            "listing": listing,
+            "spend": spend,
+            "customers": customers,
+            "chosen_customer": chosen,
+            **_summary(fabric, form),
+        },
     )
+
+
+def _chosen_customer(customers: list[Any], wanted: object) -> Any:
+    """Return the customer named by the `customer` parameter (a pk) if the user may rent for it, else the first."""
+    return next((customer for customer in customers if str(customer.pk) == str(wanted or "")), customers[0])
 
 
 def _summary(fabric: Fabric, form: RentForm) -> dict[str, object]:
@@ -190,7 +211,10 @@ def _summary(fabric: Fabric, form: RentForm) -> dict[str, object]:
 @login_required
 def rent_summary(request: HttpRequest) -> HttpResponse:
     """The live order summary (htmx): recomputed whenever the node selection changes."""
-    listing, error = _listing_or_error(request)
+    # Priced with the offers of the customer the form rents for (its account may differ from the first's).
+    customers = list(selectors.customer_list_for_renting(user=request.user).select_related("default_credential"))
+    credential = _chosen_customer(customers, request.GET.get("customer")).default_credential if customers else None
+    listing, error = _listing_or_error(request, credential=credential)
     fabric = listing.fabric(request.GET.get("fabric", "")) if listing else None
     if listing is None or fabric is None:
         # Answer 200 so htmx swaps the message in (it ignores 4xx), and the next change can recover.
@@ -215,7 +239,9 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     if status in S.values:
         rentals = rentals.filter(status=status)
     ref = request.GET.get("ref", "").strip()
-    if ref:
+    if "\x00" in ref:
+        rentals = rentals.none()  # no ref holds a NUL, and PostgreSQL refuses one in a query
+    elif ref:
         rentals = rentals.filter(customer_ref=ref)
     # The list never shows the stored request bytes or long error texts: do not load them.
     rentals = rentals.defer("request_body", "error_message", "error_hint").order_by("-created_at", "-id")
@@ -273,6 +299,7 @@ def _parse_cursor(value: str) -> tuple[datetime, int] | None:
 def rental_detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Show one rental with its live progress, attempts and members."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    support_reads(user=request.user, rentals=[rental])
     may_act = _may_act(request)
     interval = polling.next_interval(status=rental.status, version=rental.version, seen_version=0, interval=0)
     poller = polling.poller_html(
@@ -298,6 +325,7 @@ def rental_progress(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     if not request.user.is_authenticated:
         return redirect_to_login(request.get_full_path())
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    support_reads(user=request.user, rentals=[rental])
     return progress.answer_checked_poll(request, rental, may_act=_may_act(request))
 
 
@@ -311,7 +339,7 @@ def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
     if request.method == "GET":
         return render(request, "rentals/terminate_confirm.html", {"rental": rental})
     try:
-        if services.rental_terminate(rental=rental, actor=_user(request), reason=request.POST.get("reason", "")):
+        if services.rental_terminate(rental=rental, actor=_user(request), reason=_reason(request)):
             messages.success(request, "Removing the cluster.")
         else:
             messages.error(request, "This rental has no cluster to remove.")
@@ -327,11 +355,19 @@ def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request):
         return HttpResponse("Support can look but not change rentals.", status=403)
-    if services.rental_cancel(rental=rental, actor=_user(request), reason=request.POST.get("reason", "")):
+    if services.rental_cancel(rental=rental, actor=_user(request), reason=_reason(request)):
         messages.success(request, "Cancelled. Nothing was rented.")
     else:
         messages.error(request, "Too late to cancel: the order has already been sent.")
     return redirect(reverse("rental_detail", kwargs={"public_id": rental.public_id}))
+
+
+REASON_MAX_LENGTH = 1000
+
+
+def _reason(request: HttpRequest) -> str:
+    """Return the posted reason fit for the timeline: no NUL (PostgreSQL refuses it), at most 1000 characters."""
+    return str(request.POST.get("reason", "")).replace("\x00", "")[:REASON_MAX_LENGTH]
 
 
 def _may_act(request: HttpRequest) -> bool:

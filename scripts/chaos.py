@@ -2,6 +2,7 @@
 """Chaos run: rent through faults and killed workers, then check the database against the upstream's ledger.
 
     make chaos CHAOS_ARGS="--rentals 300 --seed 7"
+    make chaos CHAOS_ARGS="--profile adversarial --rentals 300"
     python scripts/chaos.py --rentals 50 --broker redis
 
 It starts, in a fresh run folder, everything it needs and nothing shared:
@@ -17,40 +18,70 @@ It starts, in a fresh run folder, everything it needs and nothing shared:
 
 It submits rentals through `rentals.services.rental_submit` (the service behind the rent form), SIGKILLs
 worker process groups at random moments and starts replacements, waits until every rental has settled
-(a state the engine does not leave by itself), then compares every rental with the simulator's ledger and
-request log. The last line of output is one JSON object; the exit status is 1 when any of duplicates,
-lost, untruthful or key_reused is above 0 (2 when the run could not be set up).
+(a state the engine does not leave by itself), then compares every rental with the simulator's ledger,
+request log and pod list. The last line of output is one JSON object; the exit status is 1 when any of
+duplicates, lost, untruthful or key_reused is above 0, or, in the adversarial profile, unknown_with_cluster
+(2 when the run could not be set up).
+
+`--profile adversarial` adds an upstream that lies (2xx answers that prove nothing, pod listings that are
+malformed or empty, delete outages), a second simulator that does not honour Idempotency-Key for a share of
+the rentals, and an operator who retries, reconciles, confirms and terminates through the ops services.
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
 from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = Path(__file__).resolve().parent
+REPO_ROOT = SCRIPTS.parent
 sys.path.insert(0, str(REPO_ROOT))
+sys.path.insert(0, str(SCRIPTS))
 
-SIM_KEY = "sim-demo-key"
+from harness import (  # noqa: E402 - the scripts folder is put on the path just above
+    SIM_KEY,
+    Offers,
+    Processes,
+    Redis,
+    ScratchPostgres,
+    Simulator,
+    Workers,
+    delete_call_cluster,
+    elapsed,
+    say,
+)
+
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMo32AY0vFK7g5FBIBcyPdxaxSEM5rEc0kEzMVveA9b+ chaos@run"
 
-# States the engine never leaves by itself (the rest — queued, sending, retrying — it moves on).
-SETTLED_STATES = ("rented", "ready", "degraded", "refused", "failed", "unknown", "not_rented", "cancelled")
+# States the engine never leaves by itself (the rest — queued, sending, retrying, terminating — it moves on).
+SETTLED_STATES = (
+    "rented",
+    "ready",
+    "degraded",
+    "refused",
+    "failed",
+    "unknown",
+    "not_rented",
+    "cancelled",
+    "terminated",
+)
 HOLDS_CLUSTER = ("rented", "ready", "degraded", "terminating", "terminated")
 NOTHING_RENTED = ("refused", "failed", "not_rented", "cancelled")
+# A pod in this state is on its way out; any other listed pod is alive (and billing).
+LEAVING_POD_STATUSES = ("DELETING",)
 
 # Fast knobs for every process of the run (the script's own Django too): short backoffs and leases, a
 # client timeout shorter than the slowest injected commit (so that commit ends in a read timeout).
@@ -68,6 +99,12 @@ FAST_ENV = {
     "RENT_MAX_ATTEMPTS": "8",
     "POD_POLL_MIN_INTERVAL_SECONDS": "2",
 }
+
+# The adversarial operator confirms "not rented" only this long after the rental's last send: longer than
+# any injected slow commit or trickle, so a commit still on its way cannot land after the confirmation.
+QUIET_BEFORE_NOT_RENTED = timedelta(seconds=20)
+# How long the operator works through the outcome-unknown rentals once everything else has settled.
+FINAL_PASS_SECONDS = 75.0
 
 
 def fault_rules(seed: int, scale: float) -> dict[str, Any]:
@@ -93,28 +130,50 @@ def fault_rules(seed: int, scale: float) -> dict[str, Any]:
     }
 
 
-# --- Small helpers -------------------------------------------------------------------------------------
+def adversarial_rules(seed: int, scale: float) -> dict[str, Any]:
+    """Return the standard rules plus an upstream that misbehaves: answers that prove nothing, lying pod
+    listings, delete outages, stray cookies."""
 
+    def p(value: float) -> float:
+        return round(min(1.0, value * scale), 4)
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def say(message: str) -> None:
-    print(message, flush=True)
-
-
-def elapsed(start: float) -> str:
-    return f"{time.monotonic() - start:6.1f}s"
+    misbehaviour = [
+        # A 2xx whose body is HTML or empty proves nothing, whether or not the order committed behind it.
+        {"fault": "html_2xx", "probability": p(0.02), "commit": True},
+        {"fault": "html_2xx", "probability": p(0.01), "commit": False},
+        {"fault": "empty_2xx", "probability": p(0.02), "commit": True},
+        {"fault": "empty_2xx", "probability": p(0.01), "commit": False},
+        {"fault": "no_pod_ids", "probability": p(0.03)},
+        {"fault": "long_ids", "route": "rent", "probability": p(0.02)},
+        # Each chunk arrives inside the read timeout, the whole answer takes twice the client's timeout.
+        {"fault": "trickle", "probability": p(0.02), "interval": 0.5, "seconds": 6, "commit": True},
+        {"fault": "trickle", "probability": p(0.01), "interval": 0.5, "seconds": 6, "commit": False},
+        # Pod listings that prove nothing: not a list, an HTML page, junk rows, or empty while clusters run.
+        {"fault": "pods_malformed", "probability": p(0.02), "shape": "object"},
+        {"fault": "pods_malformed", "probability": p(0.02), "shape": "html"},
+        {"fault": "pods_malformed", "probability": p(0.02), "shape": "junk_rows"},
+        {"fault": "pods_empty", "probability": p(0.05)},
+        {"fault": "long_ids", "route": "pods", "probability": p(0.02)},
+        {"fault": "set_cookie", "route": "*", "probability": p(0.2)},
+        # Terminations meet a remove route that is down half the time (an answer, or a dropped connection).
+        {"fault": "delete_outage", "probability": p(0.35), "status": 503},
+        {"fault": "delete_outage", "probability": p(0.15), "drop": True},
+    ]
+    standard = fault_rules(seed, scale)
+    return {"seed": seed, "rules": standard["rules"] + misbehaviour}
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(
         prog="scripts/chaos.py",
-        description=__doc__.split("\n\n")[0],
+        description=(__doc__ or "").split("\n\n")[0],
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument(
+        "--profile",
+        choices=["standard", "adversarial"],
+        default="standard",
+        help="adversarial: a lying upstream, a non-idempotent second upstream, and an operator at work",
     )
     p.add_argument("--rentals", type=int, default=300, help="how many rentals to submit")
     p.add_argument("--seed", type=int, default=int(time.time()) % 100000, help="seed for faults, nodes and kills")
@@ -125,6 +184,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--min-kills", type=int, default=3, help="kill sooner while rentals are in flight until this many")
     p.add_argument("--submit-rate", type=float, default=4.0, help="rentals submitted per second")
     p.add_argument("--fault-scale", type=float, default=1.0, help="multiplies every fault probability (0: none)")
+    p.add_argument(
+        "--unhonoured-share",
+        type=float,
+        default=0.2,
+        help="adversarial: share of rentals sent to the second simulator, which ignores Idempotency-Key",
+    )
+    p.add_argument(
+        "--terminate-share",
+        type=float,
+        default=0.3,
+        help="adversarial: share of ready rentals the operator terminates",
+    )
+    p.add_argument(
+        "--operator-every",
+        type=float,
+        default=3.0,
+        help="adversarial: mean seconds between the operator's random actions (a reconcile lists pods, "
+        "which the upstream allows about 60 times a minute)",
+    )
     p.add_argument(
         "--broker",
         choices=["auto", "embedded", "redis"],
@@ -147,233 +225,291 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.rentals < 1 or args.workers < 1:
         p.error("--rentals and --workers must be at least 1")
+    if not 0 <= args.unhonoured_share <= 1 or not 0 <= args.terminate_share <= 1:
+        p.error("--unhonoured-share and --terminate-share must be between 0 and 1")
     return args
 
 
-# --- Processes -----------------------------------------------------------------------------------------
+# --- The audit: what the database says against what the simulator saw ------------------------------------
 
 
-class Processes:
-    """Every child process of the run, each in its own session so a kill takes its whole group."""
+@dataclass(frozen=True)
+class RentalView:
+    """What the audit needs to know of one rental."""
 
-    def __init__(self, run_dir: Path) -> None:
-        self.run_dir = run_dir
-        self.children: list[subprocess.Popen] = []
+    pk: int
+    pod_name: str
+    idempotency_key: str
+    status: str
+    cluster_id: str = ""
+    attempt_count: int = 0
+    key_reused_answer: bool = False  # an attempt was answered 422 idempotency_key_reused
 
-    def start(self, args: list[str], *, log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
-        log = open(self.run_dir / log_name, "ab")  # noqa: SIM115 - kept open for the child's life
-        process = subprocess.Popen(  # noqa: S603 - our own interpreter and redis-server, fixed arguments
-            args,
-            cwd=REPO_ROOT,
-            env=env,
-            start_new_session=True,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-        )
-        log.close()  # the child holds its own copy
-        self.children.append(process)
-        return process
 
-    @staticmethod
-    def kill(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, sig)
+@dataclass
+class Audit:
+    """The findings of one comparison; every problem names its rental (None: a ledger entry nobody owns)."""
+
+    problems: dict[str, list[tuple[RentalView | None, str]]] = field(default_factory=lambda: defaultdict(list))
+    final_counts: Counter[str] = field(default_factory=Counter)
+    unknown_with_cluster: list[RentalView] = field(default_factory=list)
+    foreign: list[dict[str, Any]] = field(default_factory=list)
+    rent_calls: int = 0
+    # None when the simulator does not log delete calls (an older one logs only rent calls).
+    delete_calls_max_per_rental: int | None = None
+    pods_checked: bool = False
+
+    def count(self, kind: str) -> int:
+        return len(self.problems[kind])
+
+
+def live_pods_by_cluster(pods: Iterable[dict[str, Any]]) -> Counter[str]:
+    """Count the listed pods that are not on their way out, per cluster id."""
+    return Counter(
+        str(pod.get("cluster_id"))
+        for pod in pods
+        if isinstance(pod, dict) and pod.get("cluster_id") and pod.get("status") not in LEAVING_POD_STATUSES
+    )
+
+
+def audit(
+    rentals: list[RentalView],
+    ledger: list[dict[str, Any]],
+    requests_log: list[dict[str, Any]],
+    pods: list[dict[str, Any]] | None,
+    delete_calls: list[dict[str, Any]] | None = None,
+) -> Audit:
+    """Compare every rental's final state with the simulators' ledger, rent calls and pod list.
+
+    `pods` is the simulators' listing taken with the faults off (None when it could not be read: then a
+    terminated or ready rental is judged by the ledger alone). `delete_calls` are the logged
+    DELETE /clusters/{id} calls (None when the simulator does not log them).
+    """
+    found = Audit()
+    by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_name: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for entry in ledger:
+        by_key[str(entry.get("idempotency_key"))].append(entry)
+        by_name[str(entry.get("pod_name"))].append(entry)
+    # A log without `route` has only rent calls in it.
+    rent_calls = [entry for entry in requests_log if entry.get("route", "rent") == "rent"]
+    bodies_by_key: dict[str, set[str]] = defaultdict(set)
+    for entry in rent_calls:
+        bodies_by_key[str(entry.get("idempotency_key"))].add(str(entry.get("body_sha256")))
+    deletes: Counter[str] = Counter()
+    for entry in delete_calls or []:
+        cluster = delete_call_cluster(entry)
+        if cluster is not None:
+            deletes[cluster] += 1
+    live = live_pods_by_cluster(pods) if pods is not None else None
+    found.pods_checked = live is not None
+
+    our_keys = {r.idempotency_key for r in rentals}
+    our_names = {r.pod_name for r in rentals}
+    found.rent_calls = sum(str(entry.get("idempotency_key")) in our_keys for entry in rent_calls)
+    most_deletes = 0
+    for rental in rentals:
+        found.final_counts[rental.status] += 1
+        key = rental.idempotency_key
+        entries = {id(e): e for e in by_key.get(key, []) + by_name.get(rental.pod_name, [])}.values()
+        clusters = {str(e.get("cluster_id")) for e in entries}
+        problems = found.problems
+        if len(by_key.get(key, [])) > 1 or len(clusters) > 1:
+            problems["duplicates"].append((rental, f"{len(clusters)} clusters: {sorted(clusters)}"))
+        if rental.status not in SETTLED_STATES:
+            problems["lost"].append((rental, f"still {rental.status} after {rental.attempt_count} attempts"))
+        elif rental.status in HOLDS_CLUSTER:
+            alive = sum(live[c] for c in clusters) if live is not None else None
+            if not clusters:
+                problems["untruthful"].append((rental, f"{rental.status} but the ledger has no cluster"))
+            elif rental.cluster_id and rental.cluster_id not in clusters:
+                problems["untruthful"].append(
+                    (rental, f"{rental.status} as {rental.cluster_id} but the ledger says {sorted(clusters)}")
+                )
+            elif rental.status == "terminated" and alive:
+                problems["untruthful"].append(
+                    (rental, f"terminated but the simulator still lists {alive} live pod(s) of {sorted(clusters)}")
+                )
+            elif rental.status == "ready" and alive == 0:
+                problems["untruthful"].append(
+                    (rental, f"ready but the simulator lists no live pod of {sorted(clusters)}")
+                )
+        elif rental.status in NOTHING_RENTED and clusters:
+            problems["untruthful"].append((rental, f"{rental.status} but the ledger has {sorted(clusters)}"))
+        elif rental.status == "unknown" and clusters:
+            found.unknown_with_cluster.append(rental)
+        if rental.key_reused_answer or len(bodies_by_key.get(key, set())) > 1:
+            problems["key_reused"].append(
+                (rental, f"{len(bodies_by_key.get(key, set()))} distinct bodies sent with one key")
+            )
+        mine = clusters | ({rental.cluster_id} if rental.cluster_id else set())
+        most_deletes = max(most_deletes, sum(deletes[c] for c in mine))
+    found.delete_calls_max_per_rental = most_deletes if delete_calls is not None else None
+    # A committed rent that no rental of ours accounts for is a cluster nobody will ever see.
+    found.foreign = [
+        e for e in ledger if str(e.get("idempotency_key")) not in our_keys and str(e.get("pod_name")) not in our_names
+    ]
+    for entry in found.foreign:
+        found.problems["duplicates"].append((None, f"ledger entry no rental accounts for: {entry}"))
+    return found
+
+
+# --- The adversarial operator ----------------------------------------------------------------------------
+
+
+class Operator:
+    """An operator at work on the ops pages, through the services those pages call.
+
+    At random moments it asks to retry a retrying or outcome-unknown rental now, or reconciles an
+    outcome-unknown one and confirms what the reconciliation found; it terminates a share of the rentals
+    that become ready; right after some submits it tries to cancel. It confirms "not rented" only on a
+    `no_match` finding and only once the rental's last send is QUIET_BEFORE_NOT_RENTED old.
+    """
+
+    def __init__(
+        self, *, user: Any, customers: list[Any], rng: random.Random, every: float, terminate_share: float
+    ) -> None:
+        self.user = user
+        self.customers = customers
+        self.rng = rng
+        self.every = every
+        self.terminate_share = terminate_share
+        self.counts: Counter[str] = Counter()
+        self.unexpected: list[str] = []
+        self.decided: set[int] = set()  # ready rentals already drawn for termination (or not)
+        self.due: list[tuple[float, int]] = []  # (monotonic time, rental pk) terminations still to ask for
+        self.next_action = time.monotonic() + rng.expovariate(1.0 / every) if every > 0 else float("inf")
+        self.random_actions = True
+
+    # Each action: call the service, count how it went. A ValidationError is the service saying no (the
+    # page shows it); an upstream error is the lying upstream (the page shows it); anything else is a defect.
+    def _do(self, action: str, call: Callable[[], Any]) -> Any:
+        from django.core.exceptions import ValidationError
+
         try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait(timeout=5)
+            result = call()
+        except ValidationError:
+            self.counts[f"{action} refused"] += 1
+            return None
+        except Exception as exc:
+            if type(exc).__module__.startswith("rentals.upstream"):
+                self.counts[f"{action} upstream error"] += 1
+            else:
+                self.counts[f"{action} error"] += 1
+                self.unexpected.append(f"{action}: {type(exc).__name__}: {str(exc)[:160]}")
+            return None
+        self.counts[f"{action} {'done' if result else 'no change'}"] += 1
+        return result
 
-    def stop_all(self) -> None:
-        """Stop every child still running: SIGTERM, a short grace, then SIGKILL (also their groups)."""
-        live = [proc for proc in self.children if proc.poll() is None]
-        for proc in live:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGTERM)
-        deadline = time.monotonic() + 8
-        for proc in live:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
-        for proc in live:
-            # Also SIGKILL the group when its leader has just exited: a pool child may linger in it.
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            if proc.poll() is None:
-                proc.wait(timeout=5)
+    def _rentals(self, *statuses: str) -> Any:
+        from rentals.models import Rental
 
+        return Rental.objects.filter(customer__in=self.customers, status__in=statuses)
 
-def wait_for_port(port: int, *, process: subprocess.Popen, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args!r} exited with {process.returncode} before listening")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
-        except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
+    def maybe_cancel(self, rental_pk: int) -> None:
+        """Right after a submit, now and then, cancel the order before a worker sends it."""
+        from ops.services import ops_cancel
+        from rentals.models import Rental
 
+        if self.rng.random() < 0.03:
+            rental = Rental.objects.get(pk=rental_pk)
+            self._do("cancel", lambda: ops_cancel(rental=rental, actor=self.user, reason="chaos: changed my mind"))
 
-class Redis:
-    """A private redis-server on a free port, without persistence (a restart loses every message)."""
+    def pending(self) -> bool:
+        """Tell whether terminations are still planned."""
+        return bool(self.due)
 
-    def __init__(self, procs: Processes, binary: str) -> None:
-        self.procs = procs
-        self.binary = binary
-        self.port = free_port()
-        self.process: subprocess.Popen | None = None
-        self.url = f"redis://127.0.0.1:{self.port}/0"
+    def tick(self) -> None:
+        """Plan terminations for newly ready rentals, ask for those due, and maybe act at random."""
+        from ops.services import ops_retry_now
 
-    def start(self) -> None:
-        self.process = self.procs.start(
-            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
-            log_name="redis.log",
+        now = time.monotonic()
+        if self.random_actions:  # after the final pass, no new terminations: the run is winding down
+            for pk in self._rentals("ready").exclude(pk__in=self.decided).values_list("pk", flat=True):
+                self.decided.add(pk)
+                if self.rng.random() < self.terminate_share:
+                    self.due.append((now + self.rng.uniform(0.5, 4.0), pk))
+        for item in [item for item in self.due if item[0] <= now]:
+            self.due.remove(item)
+            self.terminate(item[1])
+        if not self.random_actions or now < self.next_action:
+            return
+        self.next_action = now + self.rng.expovariate(1.0 / self.every)
+        unknown = list(self._rentals("unknown"))
+        waiting = list(self._rentals("retrying")) + unknown
+        choices = (["retry"] if waiting else []) + (["reconcile", "reconcile"] if unknown else [])
+        if not choices:
+            return
+        if self.rng.choice(choices) == "retry":
+            rental = self.rng.choice(waiting)
+            self._do("retry now", lambda: ops_retry_now(rental=rental, actor=self.user, reason="chaos: try again"))
+        else:
+            self.reconcile(self.rng.choice(unknown), confirm_chance=0.6)
+
+    def terminate(self, rental_pk: int) -> None:
+        """Ask to remove the rental's cluster (the delete itself runs in a worker)."""
+        from ops.services import ops_terminate
+        from rentals.models import Rental
+
+        rental = Rental.objects.get(pk=rental_pk)
+        self._do("terminate", lambda: ops_terminate(rental=rental, actor=self.user, reason="chaos: done with it"))
+
+    def reconcile(self, rental: Any, *, confirm_chance: float = 1.0) -> None:
+        """Reconcile one outcome-unknown rental, then (maybe) confirm what was found."""
+        from django.utils import timezone
+
+        from ops.selectors import latest_finding
+        from ops.services import ops_confirm_reconciliation, ops_reconcile
+
+        said = self._do("reconcile", lambda: ops_reconcile(rental=rental, actor=self.user, reason="chaos: look"))
+        # As the ops page does: the confirmation offers what the latest finding on the timeline says.
+        event = latest_finding(rental=rental) if said is not None else None
+        if event is None:
+            return
+        result, cluster_ids = event.data.get("result"), list(event.data.get("cluster_ids") or [])
+        self.counts[f"finding {result}"] += 1
+        if self.rng.random() >= confirm_chance:
+            return
+        quiet = rental.last_sent_at is None or timezone.now() - rental.last_sent_at >= QUIET_BEFORE_NOT_RENTED
+        if result == "match" and len(cluster_ids) == 1:
+            cluster_id = cluster_ids[0]
+        elif result == "no_match" and quiet:
+            cluster_id = None
+        else:
+            return
+        self._do(
+            "confirm",
+            lambda: ops_confirm_reconciliation(
+                rental=rental, actor=self.user, cluster_id=cluster_id, reason="chaos: per the reconciliation"
+            ),
         )
-        wait_for_port(self.port, process=self.process)
 
-    def restart(self) -> float:
-        """SIGKILL the server, wait a moment, start it again on the same port; return seconds it was down."""
-        assert self.process is not None
-        down = time.monotonic()
-        self.procs.kill(self.process)
-        time.sleep(1.5)
-        self.start()
-        return time.monotonic() - down
-
-
-class Workers:
-    """`--workers` celery worker processes; slot 0 also runs beat (beat must be single)."""
-
-    def __init__(self, procs: Processes, *, count: int, concurrency: int, env: dict[str, str], run_dir: Path) -> None:
-        self.procs = procs
-        self.concurrency = concurrency
-        self.env = env
-        self.run_dir = run_dir
-        self.slots: list[subprocess.Popen | None] = [None] * count
-        self.started = 0
-        self.kills = 0
-        self.beat_kills = 0
-
-    def start(self, slot: int) -> None:
-        args = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
-            "--loglevel=INFO",
-            f"--concurrency={self.concurrency}",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            f"--hostname=chaos{slot}-{self.started}@%h",
-        ]
-        if slot == 0:
-            args += ["--beat", f"--schedule={self.run_dir / 'beat-schedule'}"]
-        self.slots[slot] = self.procs.start(args, log_name=f"worker-{slot}.log", env=self.env)
-        self.started += 1
-
-    def start_all(self) -> None:
-        for slot in range(len(self.slots)):
-            self.start(slot)
-
-    def kill(self, slot: int) -> None:
-        """SIGKILL the worker's whole process group (main process and pool children)."""
-        process = self.slots[slot]
-        if process is not None:
-            with open(self.run_dir / f"worker-{slot}.log", "ab") as log:
-                log.write(f"\n===== chaos: SIGKILL at {time.strftime('%H:%M:%S')} =====\n".encode())
-            self.procs.kill(process, signal.SIGKILL)
-        self.kills += 1
-        if slot == 0:
-            self.beat_kills += 1
-
-    def check_alive(self) -> list[int]:
-        """Restart any worker that died by itself; return their slots."""
-        dead = [slot for slot, proc in enumerate(self.slots) if proc is not None and proc.poll() is not None]
-        for slot in dead:
-            self.start(slot)
-        return dead
-
-
-# --- Database ------------------------------------------------------------------------------------------
-
-
-class ScratchPostgres:
-    """A dedicated database on the given PostgreSQL server, created for this run and dropped after it."""
-
-    def __init__(self, url: str, name: str) -> None:
-        self.admin_url = url
-        self.name = name
-        parts = urlsplit(url)
-        self.url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
-
-    def _execute(self, sql: str) -> None:
-        import psycopg
-
-        admin = urlsplit(self.admin_url)
-        conninfo = urlunsplit(("postgresql", admin.netloc, admin.path or "/postgres", admin.query, ""))
-        with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
-            conn.execute(sql)
-
-    def create(self) -> None:
-        self._execute(f'CREATE DATABASE "{self.name}"')
-
-    def drop(self) -> None:
-        self._execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+    def work_unknown(self, budget: float) -> int:
+        """Work through the outcome-unknown rentals until none is left or `budget` seconds pass; return how
+        many are left. One reconciliation a second at most: each is a pod listing, and the upstream allows
+        about 60 a minute per account, shared with the engine's own poller."""
+        self.random_actions = False  # from now on only this queue; a replay now would unsettle the run
+        deadline = time.monotonic() + budget
+        looked: dict[int, float] = {}
+        while True:
+            now = time.monotonic()
+            unknown = list(self._rentals("unknown"))
+            if not unknown or now > deadline:
+                return len(unknown)
+            due = [r for r in unknown if now - looked.get(r.pk, -1e9) >= 6.0]
+            if due:
+                rental = min(due, key=lambda r: looked.get(r.pk, -1e9))
+                looked[rental.pk] = now
+                self.reconcile(rental)
+            time.sleep(1.0)
 
 
 # --- The run -------------------------------------------------------------------------------------------
 
 
-class Offers:
-    """Picks free nodes, never one already given to an earlier rental of this run."""
-
-    def __init__(self, sim_url: str, rng: random.Random) -> None:
-        import httpx
-
-        self.http = httpx.Client(base_url=sim_url, timeout=10.0, headers={"X-API-Key": SIM_KEY})
-        self.rng = rng
-        self.used: set[str] = set()
-        self.pool: dict[str, list[dict[str, Any]]] = {}
-        self.fetched_at = 0.0
-
-    def refresh(self) -> None:
-        offers = self.http.get("/api/executors/infiniband-clusters").raise_for_status().json()
-        pool: dict[str, list[dict[str, Any]]] = {}
-        for offer in offers:
-            nodes = [
-                node
-                for node in offer.get("nodes", [])
-                if node["id"] not in self.used
-                and node.get("available_gpu_count", node.get("gpu_count")) == node.get("gpu_count")
-            ]
-            pool[offer["fabric_id"]] = nodes
-        self.pool = pool
-        self.fetched_at = time.monotonic()
-
-    def pick(self, size: int) -> tuple[str, list[dict[str, Any]]] | None:
-        """Return a fabric id and `size` distinct unused whole nodes on it, or None when none are free."""
-        for refreshed in (False, True):
-            if refreshed or time.monotonic() - self.fetched_at > 3:
-                self.refresh()
-            fabrics = sorted(fabric for fabric, nodes in self.pool.items() if len(nodes) >= size)
-            if fabrics:
-                fabric = self.rng.choice(fabrics)
-                nodes = self.rng.sample(self.pool[fabric], size)
-                for node in nodes:
-                    self.used.add(node["id"])
-                    self.pool[fabric].remove(node)
-                return fabric, nodes
-        return None
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    adversarial = args.profile == "adversarial"
     started = time.monotonic()
     rng = random.Random(args.seed)  # noqa: S311 - reproducible chaos, not crypto
     run_dir = Path(args.run_dir).resolve() if args.run_dir else Path(tempfile.mkdtemp(prefix="chaos-"))
@@ -450,67 +586,98 @@ def main(argv: list[str] | None = None) -> int:
         else:
             say(f"broker: {broker_url}" + (" (private redis-server, restarted once mid-run)" if redis else ""))
         say(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
-        say(f"run folder: {run_dir}   seed: {args.seed}")
+        say(f"run folder: {run_dir}   seed: {args.seed}   profile: {args.profile}")
 
-        # Simulator ------------------------------------------------------------------------------------
-        sim_port = free_port()
-        faults = fault_rules(args.seed, args.fault_scale)
+        # Simulators -----------------------------------------------------------------------------------
+        standard_faults = fault_rules(args.seed, args.fault_scale)
         nodes_needed = args.rentals * 4
         fabrics = 8
         nodes_per_fabric = max(32, min(128, nodes_needed // fabrics))
-        sim = procs.start(
-            [
-                sys.executable,
-                "-m",
-                "simulator",
-                "--mode",
-                "test",
-                "--port",
-                str(sim_port),
-                "--start-seconds",
-                "1",
-                "--replenish",
-                "--seed",
-                str(args.seed),
-                "--fabrics",
-                str(fabrics),
-                "--nodes-per-fabric",
-                str(nodes_per_fabric),
-                "--faults",
-                json.dumps(faults),
-            ],
-            log_name="simulator.log",
-            env=child_env,
-        )
-        wait_for_port(sim_port, process=sim)
-        sim_url = f"http://127.0.0.1:{sim_port}"
+        sims = [
+            Simulator(
+                procs,
+                name="simulator",
+                seed=args.seed,
+                fabrics=fabrics,
+                nodes_per_fabric=nodes_per_fabric,
+                faults=standard_faults,
+                env=child_env,
+            )
+        ]
+        if adversarial and args.unhonoured_share > 0:
+            # A second upstream that ignores Idempotency-Key, with its own credential and customer: the
+            # engine caches "/version promises idempotency" per credential, so no cache entry crosses over.
+            sims.append(
+                Simulator(
+                    procs,
+                    name="simulator-unhonoured",
+                    seed=args.seed + 1,
+                    fabrics=fabrics,
+                    nodes_per_fabric=max(32, nodes_per_fabric // 2),
+                    faults=fault_rules(args.seed + 1, args.fault_scale),
+                    env=child_env,
+                )
+            )
+        skipped: dict[str, str] = {}
+        for sim in sims:
+            sim.start()
+            if adversarial:
+                skipped.update(sim.set_faults(adversarial_rules(sim.seed, args.fault_scale)))
+        if len(sims) > 1:
+            refusal = sims[1].set_config({"honour_idempotency_key": False, "features": ["rent_by_spec"]})
+            if refusal:
+                say("note: the simulator does not know honour_idempotency_key=false; every rental goes to the")
+                say("      idempotent simulator, so no rental meets an upstream that rents twice")
+                say(f"      (it says: {refusal[:200]})")
+                sims.pop().control.close()
+        if skipped:
+            names = ", ".join(repr(name) for name in sorted(skipped))
+            first = skipped[min(skipped)]
+            say(f"note: the simulator does not know fault(s) {names}; the run goes on without them")
+            say(f"      (it says: {first[:200]})")
+        rules = adversarial_rules(args.seed, args.fault_scale)["rules"] if adversarial else standard_faults["rules"]
         say(
-            f"simulator: {sim_url} ({fabrics} fabrics x {nodes_per_fabric} nodes, replenished), faults: "
-            + ", ".join(f"{r['fault']} {r['probability']:.0%}" for r in faults["rules"])
+            f"simulator: {sims[0].url} ({fabrics} fabrics x {nodes_per_fabric} nodes, replenished), faults: "
+            + ", ".join(f"{r['fault']} {r['probability']:.0%}" for r in rules if r["fault"] not in skipped)
         )
+        if len(sims) > 1:
+            say(f"simulator without idempotency: {sims[1].url}, {args.unhonoured_share:.0%} of the rentals")
 
         # Who rents ------------------------------------------------------------------------------------
-        from django.contrib.auth.models import User
+        from django.contrib.auth.models import Group, User
 
         from accounts.models import Customer, Membership, UpstreamCredential
+        from accounts.roles import OPERATOR_GROUP
         from rentals.models import Heartbeat, Rental, RentalEvent, RentAttempt
         from rentals.services import RentOrder, rental_submit
 
         tag = f"chaos-{args.seed}-{os.getpid()}"
-        credential = UpstreamCredential(name=tag, base_url=f"{sim_url}/api")
-        credential.set_secret(SIM_KEY)
-        credential.save()
-        customer = Customer.objects.create(name=tag, customer_ref=tag, default_credential=credential)
         user = User.objects.create_user(tag, f"{tag}@example.invalid", None)
-        Membership.objects.create(user=user, customer=customer)
+        tenants = []  # (customer, credential, offers), one per simulator
+        for index, sim in enumerate(sims):
+            name = tag if index == 0 else f"{tag}-{index}"
+            credential = UpstreamCredential(name=name, base_url=f"{sim.url}/api")
+            credential.set_secret(SIM_KEY)
+            credential.save()
+            customer = Customer.objects.create(name=name, customer_ref=name, default_credential=credential)
+            Membership.objects.create(user=user, customer=customer)
+            tenants.append((customer, credential, Offers(sim.url, rng)))
+        customers = [customer for customer, _, _ in tenants]
+        operator_user = None
+        if adversarial:
+            operator_user = User.objects.create_user(f"{tag}-operator", f"{tag}-operator@example.invalid", None)
+            operator_user.groups.add(Group.objects.get_or_create(name=OPERATOR_GROUP)[0])
 
         def delete_rows() -> None:
-            Rental.objects.filter(customer=customer).delete()
-            Heartbeat.objects.filter(name=f"pods:{credential.pk}").delete()
-            Membership.objects.filter(customer=customer).delete()
-            customer.delete()
-            credential.delete()
+            Rental.objects.filter(customer__in=customers).delete()
+            for customer, credential, _ in tenants:
+                Heartbeat.objects.filter(name=f"pods:{credential.pk}").delete()
+                Membership.objects.filter(customer=customer).delete()
+                customer.delete()
+                credential.delete()
             user.delete()
+            if operator_user is not None:
+                operator_user.delete()
 
         if args.database_url and args.database_as_is:
             cleanup_rows = delete_rows
@@ -520,7 +687,17 @@ def main(argv: list[str] | None = None) -> int:
         workers.start_all()
         say(f"workers: {args.workers} x concurrency {args.concurrency} (worker 0 runs beat)")
 
-        offers = Offers(sim_url, rng)
+        operator = (
+            Operator(
+                user=operator_user,
+                customers=customers,
+                rng=random.Random(args.seed + 2),  # noqa: S311 - its own stream: the standard draws stay as they were
+                every=args.operator_every,
+                terminate_share=args.terminate_share,
+            )
+            if adversarial
+            else None
+        )
         rental_ids: list[int] = []
         submit_errors = 0
         submit_interval = 1.0 / args.submit_rate if args.submit_rate > 0 else 0.0
@@ -542,6 +719,8 @@ def main(argv: list[str] | None = None) -> int:
         last_progress = 0.0
         counts: Counter[str] = Counter()
         crashed_restarts = 0
+        unknown_left_by_operator: int | None = None
+        route_rng = random.Random(args.seed + 3)  # noqa: S311
 
         say(f"submitting {args.rentals} rentals at {args.submit_rate:g}/s; SIGKILL a worker every ~{kill_every:g}s")
         while True:
@@ -549,6 +728,10 @@ def main(argv: list[str] | None = None) -> int:
             # Submit what is due.
             while len(rental_ids) < args.rentals and now >= next_submit:
                 index = len(rental_ids)
+                tenant = 0
+                if len(tenants) > 1 and route_rng.random() < args.unhonoured_share:
+                    tenant = 1
+                customer, credential, offers = tenants[tenant]
                 size = rng.choice((2, 2, 2, 3, 4))
                 picked = offers.pick(size) or offers.pick(2)
                 if picked is None:
@@ -578,6 +761,8 @@ def main(argv: list[str] | None = None) -> int:
                     rental_ids.append(-1)
                 else:
                     rental_ids.append(rental.pk)
+                    if operator is not None:
+                        operator.maybe_cancel(rental.pk)
                 next_submit += submit_interval
                 if redis is not None and redis_restart_at is not None and len(rental_ids) >= redis_restart_at:
                     say(f"[{elapsed(started)}] restarting Redis (SIGKILL, then start on port {redis.port})")
@@ -587,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
             ids = [pk for pk in rental_ids if pk > 0]
             counts = Counter(
                 dict(
-                    Rental.objects.filter(customer=customer)
+                    Rental.objects.filter(customer__in=customers)
                     .order_by()
                     .values_list("status")
                     .annotate(n=Count("id"))
@@ -624,6 +809,8 @@ def main(argv: list[str] | None = None) -> int:
                     lines = (run_dir / f"worker-{slot}.log").read_text(errors="replace").splitlines()
                     for line in lines[-8:]:
                         say(f"    worker-{slot}: {line[:200]}")
+            if operator is not None:
+                operator.tick()
 
             if now - last_progress >= 3:
                 last_progress = now
@@ -633,9 +820,15 @@ def main(argv: list[str] | None = None) -> int:
                     f"in flight {in_flight}  kills {workers.kills}  | {shown}"
                 )
 
-            if all_submitted and in_flight == 0 and (workers.kills >= args.min_kills or kill_every <= 0):
-                break
-            if all_submitted and in_flight == 0:
+            if all_submitted and in_flight == 0 and operator is not None and operator.pending():
+                pass  # terminations still planned: let the operator ask for them first
+            elif all_submitted and in_flight == 0 and operator is not None and unknown_left_by_operator is None:
+                # Everything settled: the operator works the outcome-unknown queue, then the loop waits
+                # for what that (and the terminations) set moving.
+                say(f"[{elapsed(started)}] the operator works through {counts['unknown']} outcome-unknown rentals")
+                unknown_left_by_operator = operator.work_unknown(min(FINAL_PASS_SECONDS, deadline - time.monotonic()))
+                continue
+            elif all_submitted and in_flight == 0:
                 break  # nothing left to disturb
             if now > deadline:
                 say(f"[{elapsed(started)}] timeout: {in_flight} rentals still in flight")
@@ -643,23 +836,7 @@ def main(argv: list[str] | None = None) -> int:
             time.sleep(0.2 if not all_submitted else 0.5)
 
         # Compare ----------------------------------------------------------------------------------------
-        import httpx
-
-        control = httpx.Client(base_url=sim_url, timeout=30.0)
-        ledger = control.get("/_sim/ledger").raise_for_status().json()
-        requests_log = control.get("/_sim/requests").raise_for_status().json()
-        ledger = ledger["ledger"] if isinstance(ledger, dict) else ledger
-        requests_log = requests_log["requests"] if isinstance(requests_log, dict) else requests_log
-
         rentals = list(Rental.objects.filter(pk__in=[pk for pk in rental_ids if pk > 0]))
-        by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        by_name: dict[str, list[dict[str, Any]]] = defaultdict(list)
-        for entry in ledger:
-            by_key[str(entry.get("idempotency_key"))].append(entry)
-            by_name[str(entry.get("pod_name"))].append(entry)
-        bodies_by_key: dict[str, set[str]] = defaultdict(set)
-        for entry in requests_log:
-            bodies_by_key[str(entry.get("idempotency_key"))].add(str(entry.get("body_sha256")))
         reused_attempts = set(
             RentAttempt.objects.filter(rental__in=rentals, error_code="idempotency_key_reused").values_list(
                 "rental_id", flat=True
@@ -667,55 +844,48 @@ def main(argv: list[str] | None = None) -> int:
         )
         attempts = RentAttempt.objects.filter(rental__in=rentals).count()
         classes = Counter(RentAttempt.objects.filter(rental__in=rentals).values_list("classification", flat=True))
-
-        our_keys = {str(r.idempotency_key) for r in rentals}
-        our_names = {r.pod_name for r in rentals}
-        problems: dict[str, list[tuple[Rental | None, str]]] = defaultdict(list)
-        unknown_with_cluster = 0
-        final_counts: Counter[str] = Counter()
-        for rental in rentals:
-            final_counts[rental.status] += 1
-            key = str(rental.idempotency_key)
-            entries = {id(e): e for e in by_key.get(key, []) + by_name.get(rental.pod_name, [])}.values()
-            clusters = {str(e.get("cluster_id")) for e in entries}
-            if len(by_key.get(key, [])) > 1 or len(clusters) > 1:
-                problems["duplicates"].append((rental, f"{len(clusters)} clusters: {sorted(clusters)}"))
-            if rental.status not in SETTLED_STATES:
-                problems["lost"].append((rental, f"still {rental.status} after {rental.attempt_count} attempts"))
-            elif rental.status in HOLDS_CLUSTER:
-                if not clusters:
-                    problems["untruthful"].append((rental, f"{rental.status} but the ledger has no cluster"))
-                elif rental.cluster_id and rental.cluster_id not in clusters:
-                    problems["untruthful"].append(
-                        (rental, f"{rental.status} as {rental.cluster_id} but the ledger says {sorted(clusters)}")
-                    )
-            elif rental.status in NOTHING_RENTED and clusters:
-                problems["untruthful"].append((rental, f"{rental.status} but the ledger has {sorted(clusters)}"))
-            elif rental.status == "unknown" and clusters:
-                unknown_with_cluster += 1
-            if rental.pk in reused_attempts or len(bodies_by_key.get(key, set())) > 1:
-                problems["key_reused"].append(
-                    (rental, f"{len(bodies_by_key.get(key, set()))} distinct bodies sent with one key")
-                )
-        # A committed rent that no rental of ours accounts for is a cluster nobody will ever see.
-        foreign = [
-            e
-            for e in ledger
-            if str(e.get("idempotency_key")) not in our_keys and str(e.get("pod_name")) not in our_names
+        views = [
+            RentalView(
+                pk=r.pk,
+                pod_name=r.pod_name,
+                idempotency_key=str(r.idempotency_key),
+                status=r.status,
+                cluster_id=r.cluster_id or "",
+                attempt_count=r.attempt_count,
+                key_reused_answer=r.pk in reused_attempts,
+            )
+            for r in rentals
         ]
-        for entry in foreign:
-            problems["duplicates"].append((None, f"ledger entry no rental accounts for: {entry}"))
-        lost = len(problems["lost"]) + submit_errors
+        ledger: list[dict[str, Any]] = []
+        requests_log: list[dict[str, Any]] = []
+        pods: list[dict[str, Any]] | None = []
+        delete_calls: list[dict[str, Any]] | None = []
+        for sim in sims:
+            ledger += sim.ledger()
+            requests_log += sim.requests()
+            logged = sim.delete_calls()
+            delete_calls = None if delete_calls is None or logged is None else delete_calls + logged
+            # The pod list is read honestly: faults off first (the run is over, nothing is in flight).
+            sim.clear_faults()
+            listed = sim.pods()
+            pods = None if pods is None or listed is None else pods + listed
+        found = audit(views, ledger, requests_log, pods, delete_calls)
+        problems = found.problems
+        final_counts = found.final_counts
+        lost = found.count("lost") + submit_errors
 
         seconds = round(time.monotonic() - started, 1)
         result = {
+            "profile": args.profile,
             "rentals": args.rentals,
             "settled": sum(final_counts[s] for s in SETTLED_STATES),
-            "duplicates": len(problems["duplicates"]),
+            "duplicates": found.count("duplicates"),
             "lost": lost,
-            "untruthful": len(problems["untruthful"]),
-            "key_reused": len(problems["key_reused"]),
+            "untruthful": found.count("untruthful"),
+            "key_reused": found.count("key_reused"),
+            "unknown_with_cluster": len(found.unknown_with_cluster),
             "unknown": final_counts["unknown"],
+            "delete_calls_max_per_rental": found.delete_calls_max_per_rental,
             "attempts": attempts,
             "worker_kills": workers.kills,
             "seconds": seconds,
@@ -724,18 +894,25 @@ def main(argv: list[str] | None = None) -> int:
         say("")
         say("=" * 72)
         say(
-            f"chaos run, seed {args.seed}: {args.rentals} rentals, {args.workers} workers x {args.concurrency}, "
-            f"broker {broker}, database {connection.vendor}"
+            f"chaos run ({args.profile}), seed {args.seed}: {args.rentals} rentals, {args.workers} workers x "
+            f"{args.concurrency}, broker {broker}, database {connection.vendor}"
         )
+        deletes = found.delete_calls_max_per_rental
         rows = [
             ("final states", ", ".join(f"{s} {n}" for s, n in sorted(final_counts.items()))),
             ("attempts", f"{attempts} ({', '.join(f'{c} {n}' for c, n in sorted(classes.items()))})"),
-            ("rent calls seen upstream", str(sum(str(e.get("idempotency_key")) in our_keys for e in requests_log))),
-            ("clusters in the ledger", f"{len(ledger)} (foreign: {len(foreign)})"),
+            ("rent calls seen upstream", str(found.rent_calls)),
+            ("clusters in the ledger", f"{len(ledger)} (foreign: {len(found.foreign)})"),
             (
                 "unknown with a cluster",
-                f"{unknown_with_cluster} of {final_counts['unknown']} (reconciliation would find it)",
+                f"{len(found.unknown_with_cluster)} of {final_counts['unknown']}"
+                + ("" if adversarial else " (reconciliation would find it)"),
             ),
+            (
+                "deletes per rental, most",
+                str(deletes) if deletes is not None else "not known (this simulator logs only rent calls)",
+            ),
+            ("pods checked", "yes (terminated and ready against live pods)" if found.pods_checked else "no"),
             (
                 "worker kills",
                 f"{workers.kills} SIGKILL ({workers.beat_kills} of the beat worker); "
@@ -743,6 +920,15 @@ def main(argv: list[str] | None = None) -> int:
             ),
             ("redis restarts", f"1 (down {redis_down_seconds:.1f}s)" if redis_down_seconds else "0"),
             ("submit errors", str(submit_errors)),
+        ]
+        if adversarial:
+            assert operator is not None
+            rows += [
+                ("operator actions", ", ".join(f"{k} {n}" for k, n in sorted(operator.counts.items())) or "none"),
+                ("faults left out", ", ".join(sorted(skipped)) or "none"),
+                ("upstreams", f"{len(sims)} ({'one ignores' if len(sims) > 1 else 'none ignores'} Idempotency-Key)"),
+            ]
+        rows += [
             (
                 "duplicates / lost / untruthful / key_reused",
                 f"{result['duplicates']} / {result['lost']} / {result['untruthful']} / {result['key_reused']}",
@@ -752,33 +938,43 @@ def main(argv: list[str] | None = None) -> int:
         width = max(len(name) for name, _ in rows)
         for name, value in rows:
             say(f"  {name:<{width}}  {value}")
+        if operator is not None and operator.unexpected:
+            say(f"  note: {len(operator.unexpected)} operator action(s) raised unexpected errors, e.g.:")
+            for line in operator.unexpected[:3]:
+                say(f"    {line}")
         bad = [
             (kind, subject, why)
             for kind in ("duplicates", "lost", "untruthful", "key_reused")
             for subject, why in problems[kind]
         ]
+        if adversarial:
+            bad += [
+                ("unknown_with_cluster", rental, "unknown, but the ledger has its cluster")
+                for rental in found.unknown_with_cluster
+            ]
         for kind, subject, why in bad[: args.explain]:
             say("")
             if subject is None:
                 say(f"  {kind}: {why}")
                 continue
-            rental = subject
-            say(f"  {kind}: rental {rental.pk} {rental.pod_name} key {rental.idempotency_key}: {why}")
-            for attempt in RentAttempt.objects.filter(rental=rental).order_by("number"):
+            say(f"  {kind}: rental {subject.pk} {subject.pod_name} key {subject.idempotency_key}: {why}")
+            for attempt in RentAttempt.objects.filter(rental_id=subject.pk).order_by("number"):
                 say(
                     f"    attempt {attempt.number} {attempt.started_at:%H:%M:%S.%f} {attempt.duration_ms}ms "
                     f"http {attempt.http_status} {attempt.classification} {attempt.error_code} "
                     f"replayed={attempt.replayed} {attempt.request_id} {attempt.message[:80]}"
                 )
-            for event in RentalEvent.objects.filter(rental=rental).order_by("at", "id"):
+            for event in RentalEvent.objects.filter(rental_id=subject.pk).order_by("at", "id"):
                 say(
                     f"    event {event.at:%H:%M:%S.%f} {event.from_status or '-'} -> {event.to_status or '-'}: "
                     f"{event.message[:100]}"
                 )
-            for entry in requests_log:
-                if entry.get("idempotency_key") == str(rental.idempotency_key):
+            for entry in requests_log + (delete_calls or []):
+                mine = entry.get("idempotency_key") == subject.idempotency_key
+                if mine or (subject.cluster_id and delete_call_cluster(entry) == subject.cluster_id):
                     say(
-                        f"    upstream {entry.get('at')} {entry.get('request_id')} status {entry.get('status')} "
+                        f"    upstream {entry.get('sim')} {entry.get('at')} {entry.get('request_id')} "
+                        f"{entry.get('route', 'rent')} status {entry.get('status')} "
                         f"replayed={entry.get('replayed')} dropped={entry.get('dropped')}"
                     )
         worker_errors = 0
@@ -787,9 +983,11 @@ def main(argv: list[str] | None = None) -> int:
         if worker_errors:
             say(f"  note: {worker_errors} task(s) raised unexpected errors; see {run_dir}/worker-*.log")
         ok = not (result["duplicates"] or result["lost"] or result["untruthful"] or result["key_reused"])
+        if adversarial and result["unknown_with_cluster"]:
+            ok = False
         say("=" * 72)
         if not ok or args.keep:
-            say(f"run folder kept: {run_dir} (worker-*.log, simulator.log, db)")
+            say(f"run folder kept: {run_dir} (worker-*.log, simulator*.log, db)")
         print(json.dumps(result), flush=True)
         return 0 if ok else 1
     except KeyboardInterrupt:

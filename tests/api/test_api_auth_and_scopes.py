@@ -87,10 +87,34 @@ def test_failed_attempts_are_rate_limited_per_client_ip(alice, make_key, api) ->
     body = assert_envelope(limited, 429, "too_many_failed_attempts")
     assert 1 <= int(limited.headers["Retry-After"]) <= 61
     assert "Wait" in body["error"]["hint"]
-    # While the address is blocked even a good key waits: otherwise guessing would simply go on.
-    assert_envelope(api(make_key(alice)).get("/rentals"), 429)
     # A request without any key guesses nothing and is not counted.
     assert_envelope(api().get("/rentals"), 401, "not_authenticated")
+
+
+def test_bad_keys_from_an_address_never_block_a_valid_key_from_it(alice, make_key, api) -> None:
+    away_from_a_minute_boundary()
+    bad = api("lcd_00000000_" + "y" * 43)
+    for _ in range(10):
+        bad.get("/rentals")
+    assert_envelope(bad.get("/rentals"), 429, "too_many_failed_attempts")
+    # Behind a proxy every customer shares the address: a valid key is served, only bad ones wait.
+    assert api(make_key(alice)).get("/rentals").status_code == 200
+    assert_envelope(bad.get("/rentals"), 429, "too_many_failed_attempts")
+
+
+def test_failed_attempts_are_counted_per_real_client_behind_a_proxy(alice, make_key, api, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.TRUSTED_PROXY_COUNT = 1
+    away_from_a_minute_boundary()
+    bad_key = "lcd_00000000_" + "y" * 43
+    for _ in range(10):
+        api(bad_key).get("/rentals", headers={"X-Forwarded-For": "198.51.100.2"})
+    assert_envelope(api(bad_key).get("/rentals", headers={"X-Forwarded-For": "198.51.100.2"}), 429)
+    (
+        assert_envelope(
+            api(bad_key).get("/rentals", headers={"X-Forwarded-For": "203.0.113.3"}), 401, "invalid_api_key"
+        ),
+        "another client behind the same proxy is not blocked",
+    )
 
 
 def test_each_user_has_a_request_budget_per_minute(alice, bob, make_key, api, settings) -> None:  # type: ignore[no-untyped-def]

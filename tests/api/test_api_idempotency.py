@@ -158,3 +158,22 @@ def test_a_request_that_lost_its_key_to_a_repeat_cannot_store_its_answer(alice) 
         idempotency.idempotency_finish(record=first, status=201, body="{}")
     idempotency.idempotency_finish(record=repeat, status=201, body='{"id": "the repeat"}')
     assert IdempotencyRecord.objects.get(pk=first.pk).response_body == '{"id": "the repeat"}'
+
+
+@pytest.mark.django_db
+def test_a_request_that_lost_its_key_cannot_release_the_repeats_claim(alice) -> None:
+    """First runs past its lock, a repeat takes the key over, the first fails: a third must not start afresh."""
+    from api import idempotency
+
+    first = idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
+    stale = timezone.now() - timedelta(hours=1)
+    IdempotencyRecord.objects.filter(pk=first.pk).update(locked_at=stale)
+    first.locked_at = stale
+    repeat = idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
+    assert repeat.pk == first.pk, "the repeat took the stale key over"
+    idempotency.idempotency_abandon(record=first)  # the first request's transient failure
+    with pytest.raises(v1.ApiError) as third:
+        idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
+    assert third.value.status == 409, "the repeat still holds the key: a third request must wait, not rent again"
+    idempotency.idempotency_abandon(record=repeat)
+    assert not IdempotencyRecord.objects.filter(key="k-1").exists(), "the holder itself releases the key"

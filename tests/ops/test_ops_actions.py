@@ -91,18 +91,44 @@ def test_retry_now_is_refused_outside_the_window(make_rental, olga, client_for, 
     assert enqueued == [] and staff_actions(rental) == []
 
 
-def test_retry_now_on_an_unknown_rental_either_replays_or_says_clearly_why_not(
-    make_rental, olga, client_for, enqueued, django_capture_on_commit_callbacks
+@pytest.fixture
+def promise(monkeypatch):  # type: ignore[no-untyped-def]
+    """Set whether the credential's backend lists rent_idempotency in `GET /version`."""
+
+    def set_promise(promised: bool) -> None:
+        monkeypatch.setattr("rentals.engine.upstream_promises_idempotency", lambda credential: promised)
+
+    return set_promise
+
+
+def test_retry_now_replays_an_unknown_rental_when_the_backend_promises_idempotency(
+    make_rental, olga, client_for, enqueued, promise, django_capture_on_commit_callbacks
 ) -> None:
+    promise(True)
     rental = make_rental(status=S.UNKNOWN, first_sent_at=timezone.now() - timedelta(minutes=30), possibly_sent=True)
+    client = client_for(olga)
+    assert f"/ops/rentals/{rental.public_id}/retry/" in client.get(f"/ops/rentals/{rental.public_id}/").content.decode()
     with django_capture_on_commit_callbacks(execute=True):
-        response = act(client_for(olga), rental, "retry", reason="worker died, replay")
+        response = act(client, rental, "retry", reason="worker died, replay")
+    assert response.status_code == 302
     rental.refresh_from_db()
-    if response.status_code == 302:  # unknown → retrying is allowed by the state machine
-        assert rental.status == S.RETRYING and ("rentals.tasks.rental_send", (rental.pk,)) in enqueued
-    else:
-        assert "not enabled yet" in response.content.decode()
-        assert rental.status == S.UNKNOWN and enqueued == []
+    assert rental.status == S.RETRYING and ("rentals.tasks.rental_send", (rental.pk,)) in enqueued
+
+
+def test_retry_now_is_not_offered_when_the_backend_does_not_promise_idempotency(
+    make_rental, olga, client_for, enqueued, promise
+) -> None:
+    promise(False)
+    rental = make_rental(status=S.UNKNOWN, first_sent_at=timezone.now() - timedelta(minutes=30), possibly_sent=True)
+    client = client_for(olga)
+    page = client.get(f"/ops/rentals/{rental.public_id}/").content.decode()
+    assert "/retry/" not in page and "/reconcile/" in page
+    assert "this Lium backend does not promise idempotency" in page
+    assert "a re-send could rent twice" in page and "reconcile instead, or ask Lium" in page
+    response = act(client, rental, "retry", reason="try anyway")
+    assert "does not promise idempotency" in response.content.decode()
+    rental.refresh_from_db()
+    assert rental.status == S.UNKNOWN and enqueued == [] and staff_actions(rental) == []
 
 
 def test_a_409_outcome_unknown_rental_is_not_offered_a_replay(make_rental, olga, client_for) -> None:

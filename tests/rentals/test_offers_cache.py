@@ -11,6 +11,7 @@ import time
 import pytest
 
 from rentals import offers
+from rentals.upstream_parse import offer_listing
 
 pytestmark = pytest.mark.django_db
 
@@ -21,15 +22,17 @@ class CountingUpstream:
     def __init__(self) -> None:
         self.calls = 0
 
-    def list_offers(self) -> list[dict]:
+    def list_offers(self) -> list[offers.Fabric]:
         self.calls += 1
-        return [
-            {
-                "fabric_id": f"fab-{f}",
-                "nodes": [{"id": f"n{f}{i}", "gpu_count": 8, "price_per_gpu": "2"} for i in range(3)],
-            }
-            for f in range(2)
-        ]
+        return offer_listing(
+            [
+                {
+                    "fabric_id": f"fab-{f}",
+                    "nodes": [{"id": f"n{f}{i}", "gpu_count": 8, "price_per_gpu": "2"} for i in range(3)],
+                }
+                for f in range(2)
+            ]
+        )
 
 
 @pytest.fixture

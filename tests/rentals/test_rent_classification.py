@@ -57,9 +57,85 @@ def test_a_replayed_2xx_is_confirmed_and_says_it_was_a_replay() -> None:
     assert result.classification == C.CONFIRMED and result.replayed is True
 
 
-def test_a_2xx_without_a_readable_body_is_still_confirmed_so_the_order_is_never_resent() -> None:
-    result, _ = rent(httpx.Response(200, content=b"<html>ok</html>"))
-    assert result.classification == C.CONFIRMED and result.pod_ids == []
+def test_a_2xx_object_without_pods_or_cluster_is_confirmed_and_the_members_are_found_later() -> None:
+    result, _ = rent(answer(200, {"message": "Cluster rented"}))
+    assert result.classification == C.CONFIRMED and result.pod_ids == [] and result.cluster_id == ""
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"<html>Down for maintenance</html>", b"", b"[]", b'"ok"', b"null", b'{"pod_ids": ["p1"'],
+    ids=["html", "empty", "list", "string", "null", "truncated"],
+)
+def test_a_2xx_whose_body_cannot_be_read_is_inconclusive_never_confirmed(content: bytes) -> None:
+    # The order may or may not have been taken: the engine retries with the same key (or settles unknown).
+    result, _ = rent(httpx.Response(200, content=content, headers={"X-Request-Id": "req-html"}))
+    assert result.classification == C.INCONCLUSIVE
+    assert result.http_status == 200 and result.pod_ids == [] and result.request_id == "req-html"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"success": "yes", "pod_ids": ["p1"]},
+        {"success": 1, "pod_ids": ["p1"]},
+        {"success": True, "pod_ids": "p1,p2"},
+        {"success": True, "pod_ids": [1, 2]},
+        {"success": True, "pod_ids": [{"id": "p1"}]},
+        {"success": True, "pod_ids": ["p1", ""]},
+        {"success": True, "pod_ids": ["p" * 101]},
+        {"success": True, "pod_ids": ["p1\nX-Evil: 1"]},
+        {"success": True, "pod_ids": ["p1"], "cluster_id": "c" * 201},
+        {"success": True, "pod_ids": ["p1"], "cluster_id": {"id": "cl-1"}},
+    ],
+    ids=[
+        "success-string",
+        "success-number",
+        "pods-string",
+        "pods-numbers",
+        "pods-objects",
+        "pod-empty",
+        "pod-too-long",
+        "pod-control-chars",
+        "cluster-too-long",
+        "cluster-object",
+    ],
+)
+def test_a_2xx_with_malformed_success_pods_or_cluster_is_inconclusive(body: dict) -> None:
+    result, _ = rent(answer(200, body))
+    assert result.classification == C.INCONCLUSIVE
+    assert result.pod_ids == [] and result.cluster_id == ""
+
+
+def test_the_longest_ids_that_fit_their_columns_are_kept_whole() -> None:
+    result, _ = rent(rented(pod_ids=["p" * 100, "q" * 100], cluster_id="c" * 200))
+    assert result.classification == C.CONFIRMED
+    assert result.pod_ids == ["p" * 100, "q" * 100] and result.cluster_id == "c" * 200
+
+
+@pytest.mark.parametrize("step", ["ok", "refused", "error"])
+def test_an_over_long_request_id_is_dropped_not_cut_into_another_id(step: str) -> None:
+    long_id = "r" * 101
+    if step == "ok":
+        response = rented(headers={"X-Request-Id": long_id})
+    elif step == "refused":
+        response = error(400, "bad_request", request_id=long_id)
+    else:
+        response = httpx.Response(503, content=b"busy", headers={"X-Request-Id": long_id})
+    result, _ = rent(response)
+    assert result.request_id == ""
+
+
+def test_error_text_is_cut_to_its_column_and_an_over_long_code_is_dropped() -> None:
+    result, _ = rent(
+        httpx.Response(
+            400,
+            json={"error": {"code": "c" * 101, "message": "m" * 5000, "hint": "h" * 5000, "request_id": "req-2"}},
+        )
+    )
+    assert result.classification == C.REFUSED
+    assert result.error_code == "" and result.request_id == "req-2"
+    assert len(result.message) == 2000 and len(result.hint) == 2000
 
 
 # --- refused -----------------------------------------------------------------------------------------------

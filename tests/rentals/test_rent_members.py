@@ -80,14 +80,165 @@ def test_a_degraded_cluster_is_ready_again_when_the_member_recovers(rented_renta
     assert rented_rental.status == S.READY
 
 
-def test_a_ready_cluster_that_loses_a_member_is_degraded(rented_rental, fake_upstream) -> None:
+def test_a_ready_cluster_that_loses_a_member_in_two_listings_is_degraded(rented_rental, fake_upstream, clock) -> None:
     fake_upstream.pods = [pod(0), pod(1)]
     sync(rented_rental)
     fake_upstream.pods = [pod(0)]
     sync(rented_rental)
+    assert rented_rental.status == S.READY, "one listing without the member proves nothing"
+    clock.advance(seconds=3)
+    sync(rented_rental)
     assert rented_rental.status == S.DEGRADED
     gone = rented_rental.members.get(pod_id="p2")
     assert gone.gone_at is not None and gone.status == "GONE"
+
+
+def test_a_member_missed_once_and_listed_again_is_not_gone(rented_rental, fake_upstream, clock) -> None:
+    fake_upstream.pods = [pod(0), pod(1)]
+    sync(rented_rental)
+    fake_upstream.pods = [pod(0)]
+    sync(rented_rental)
+    clock.advance(seconds=3)
+    fake_upstream.pods = [pod(0), pod(1)]
+    sync(rented_rental)
+    clock.advance(seconds=3)
+    fake_upstream.pods = [pod(0)]
+    sync(rented_rental)
+    assert rented_rental.status == S.READY, "the absences were not consecutive"
+    assert rented_rental.members.get(pod_id="p2").status == "RUNNING"
+
+
+def test_two_listings_without_the_member_closer_than_the_interval_prove_nothing(
+    rented_rental, fake_upstream, clock
+) -> None:
+    fake_upstream.pods = [pod(0), pod(1)]
+    sync(rented_rental)
+    fake_upstream.pods = []
+    sync(rented_rental)
+    clock.advance(seconds=1)
+    sync(rented_rental)
+    assert rented_rental.status == S.READY
+
+
+def test_an_empty_listing_is_not_proof_that_a_ready_cluster_is_lost(rented_rental, fake_upstream, clock) -> None:
+    fake_upstream.pods = [pod(0), pod(1)]
+    sync(rented_rental)
+    fake_upstream.pods = []
+    sync(rented_rental)
+    assert rented_rental.status == S.READY
+    clock.advance(seconds=3)
+    sync(rented_rental)
+    assert rented_rental.status == S.DEGRADED
+    assert "every member is no longer listed" in rented_rental.events.get(to_status=S.DEGRADED).message
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [
+        {"pods": []},
+        "maintenance",
+        None,
+        ["p1"],
+        [{"cluster_id": "cl-1", "status": "RUNNING"}],
+        [{"id": "p1", "cluster_id": "cl-1"}],
+        [{"id": "p" * 101, "cluster_id": "cl-1", "status": "RUNNING"}],
+        [{"id": "p1", "cluster_id": ["cl-1"], "status": "RUNNING"}],
+    ],
+    ids=["object", "string", "null", "row-string", "no-id", "no-status", "id-too-long", "cluster-not-string"],
+)
+def test_an_unreadable_listing_concludes_nothing(rented_rental, fake_upstream, monkeypatch, clock, listing) -> None:
+    import httpx
+
+    fake_upstream.pods = [pod(0), pod(1)]
+    sync(rented_rental)
+    monkeypatch.setattr(fake_upstream, "handle", lambda request: httpx.Response(200, json=listing))
+    for _ in range(3):
+        assert members.credential_pods_sync(credential_id=rented_rental.credential_id, force=True) == 0
+        clock.advance(seconds=5)
+    rented_rental.refresh_from_db()
+    assert rented_rental.status == S.READY
+    assert all(m.gone_at is None and m.status == "RUNNING" for m in rented_rental.members.all())
+
+
+def test_rows_of_other_clusters_are_ignored(rented_rental, fake_upstream) -> None:
+    fake_upstream.pods = [pod(0), pod(1), pod(0, "CREATION_FAILED", cluster_id="cl-other", pod_id="x1")]
+    sync(rented_rental)
+    assert rented_rental.status == S.READY
+    assert set(rented_rental.members.values_list("pod_id", flat=True)) == {"p1", "p2"}
+
+
+# --- what reaches a copy-paste line -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        "ssh root@h -p 22; rm -rf ~",
+        "ssh root@h -p 22 && reboot",
+        "ssh root@$(reboot) -p 22",
+        "ssh -oProxyCommand=evil root@h",
+        "ssh root@-oProxyCommand=x -p 22",
+        "ssh root@h -p 0",
+        "ssh root@h -p 65536",
+        "ssh root@h\n-p 22",
+        "scp root@h -p 22",
+        "ssh root@h -p 22 ",
+    ],
+)
+def test_an_ssh_line_not_of_the_documented_form_is_not_stored(rented_rental, fake_upstream, command: str) -> None:
+    fake_upstream.pods = [pod(0), {**pod(1), "ssh_connect_cmd": command}]
+    sync(rented_rental)
+    member = rented_rental.members.get(pod_id="p2")
+    assert member.ssh_command == "" and member.status == "RUNNING"
+    assert rented_rental.status == S.RENTED, "a member without a usable SSH line is not ready"
+
+
+@pytest.mark.parametrize("command", ["ssh root@198.51.100.7 -p 22001", "ssh ubuntu@node-1.example.com", "ssh a@h -p 1"])
+def test_a_documented_ssh_line_is_stored(rented_rental, fake_upstream, command: str) -> None:
+    fake_upstream.pods = [pod(0), {**pod(1), "ssh_connect_cmd": command}]
+    sync(rented_rental)
+    assert rented_rental.members.get(pod_id="p2").ssh_command == command
+
+
+@pytest.mark.parametrize("overlay", ["10.0.0.1 $(reboot)", "10.0.0.256", "10.0.0.1\nrm -rf ~", "fe80::1", 167772161])
+def test_an_overlay_ip_that_is_not_ipv4_never_reaches_a_launch_line(rented_rental, fake_upstream, overlay) -> None:
+    from rentals.launch import cluster_launch
+
+    fake_upstream.pods = [pod(0), {**pod(1), "cluster_overlay_ip": overlay}]
+    sync(rented_rental)
+    assert rented_rental.members.get(pod_id="p2").overlay_ip == ""
+    launch = cluster_launch(list(rented_rental.members.all()), gpus_per_node=8)
+    assert launch is not None and launch.hostfile == "10.0.0.1 slots=8"
+    text = launch.hostfile + launch.torchrun + launch.master_addr
+    assert "reboot" not in text and "rm" not in text and "$(" not in text
+
+
+def test_launch_lines_skip_a_bad_overlay_ip_stored_before_it_was_checked(rented_rental) -> None:
+    from rentals.launch import cluster_launch
+
+    bad = ClusterMember(rental=rented_rental, pod_id="p1", rank=0, overlay_ip="10.0.0.1 $(reboot)", gpu_count=8)
+    good = ClusterMember(rental=rented_rental, pod_id="p2", rank=1, overlay_ip="10.0.0.2", gpu_count=8)
+    launch = cluster_launch([bad, good], gpus_per_node=0)
+    assert launch is not None
+    assert launch.master_addr == "10.0.0.2" and launch.hostfile == "10.0.0.2 slots=8"
+    assert "--master_addr 10.0.0.2 " in launch.torchrun and "reboot" not in launch.torchrun
+
+
+def test_over_long_or_malformed_row_fields_are_dropped_to_fit_their_columns(rented_rental, fake_upstream) -> None:
+    odd = {
+        **pod(1, "PENDING"),
+        "phase": "x" * 65,
+        "executor": {"id": "e" * 101},
+        "price": "1e12",
+        "estimated_ready_seconds": -5,
+        "cluster_node_index": "one",
+        "gpu_count": True,
+    }
+    fake_upstream.pods = [pod(0), odd]
+    sync(rented_rental)
+    member = rented_rental.members.get(pod_id="p2")
+    assert (member.phase, member.executor_id, member.eta_seconds, member.rank) == ("", "", None, None)
+    assert member.price_per_hour == 0 and member.gpu_count == 0
 
 
 def test_members_are_found_by_pod_id_when_the_cluster_id_is_not_known(make_rental, fake_upstream) -> None:
@@ -98,10 +249,32 @@ def test_members_are_found_by_pod_id_when_the_cluster_id_is_not_known(make_renta
     assert set(rental.members.values_list("pod_id", flat=True)) == {"p1", "p2"}
 
 
-def test_a_terminating_cluster_is_terminated_once_its_pods_are_gone(rented_rental, fake_upstream) -> None:
+def terminate(rental, fake_upstream) -> None:  # type: ignore[no-untyped-def]
+    """Move the rental to terminating and have Lium accept its DELETE /clusters/{id}."""
+    from rentals.services import rental_delete_cluster
+    from tests.rentals.fakes import answer
+
+    rental.__class__.objects.filter(pk=rental.pk).update(status=S.TERMINATING)
+    fake_upstream.script = [
+        answer(
+            200,
+            {
+                "cluster_id": "cl-1",
+                "success": True,
+                "message": "Deletion started for 2 members",
+                "pods": [{"pod_id": p, "success": True, "message": "Pod deletion started"} for p in ("p1", "p2")],
+            },
+        )
+    ]
+    assert rental_delete_cluster(rental_id=rental.pk) == "started"
+
+
+def test_a_terminating_cluster_is_terminated_once_its_pods_are_gone_in_two_listings(
+    rented_rental, fake_upstream, clock
+) -> None:
     fake_upstream.pods = [pod(0), pod(1)]
     sync(rented_rental)
-    rented_rental.__class__.objects.filter(pk=rented_rental.pk).update(status=S.TERMINATING)
+    terminate(rented_rental, fake_upstream)
 
     fake_upstream.pods = [pod(0, "DELETING"), pod(1, "DELETING")]
     sync(rented_rental)
@@ -109,8 +282,42 @@ def test_a_terminating_cluster_is_terminated_once_its_pods_are_gone(rented_renta
 
     fake_upstream.pods = []
     sync(rented_rental)
+    assert rented_rental.status == S.TERMINATING, "one empty listing proves nothing"
+    clock.advance(seconds=3)
+    sync(rented_rental)
     assert rented_rental.status == S.TERMINATED
     assert all(m.gone_at is not None for m in rented_rental.members.all())
+
+
+def test_an_empty_listing_never_terminates_a_cluster_whose_delete_was_not_accepted(
+    rented_rental, fake_upstream, clock
+) -> None:
+    fake_upstream.pods = [pod(0), pod(1)]
+    sync(rented_rental)
+    rented_rental.__class__.objects.filter(pk=rented_rental.pk).update(status=S.TERMINATING)
+    fake_upstream.pods = []
+    for _ in range(3):
+        sync(rented_rental)
+        clock.advance(seconds=5)
+    assert rented_rental.status == S.TERMINATING
+
+
+def test_a_terminating_cluster_without_known_members_waits_for_the_delete_to_say_so(
+    make_rental, fake_upstream, clock
+) -> None:
+    from rentals.services import rental_delete_cluster
+    from tests.rentals.fakes import error
+
+    rental = make_rental(status=S.TERMINATING, cluster_id="cl-1")
+    fake_upstream.pods = []
+    for _ in range(3):
+        sync(rental)
+        clock.advance(seconds=5)
+    assert rental.status == S.TERMINATING
+    fake_upstream.script = [error(404, "cluster_not_found", "Cluster cl-1 not found")]
+    assert rental_delete_cluster(rental_id=rental.pk) == "gone"
+    rental.refresh_from_db()
+    assert rental.status == S.TERMINATED
 
 
 # --- one listing per interval per credential ----------------------------------------------------------------

@@ -18,7 +18,13 @@ pytestmark = pytest.mark.django_db
 
 
 def member(cluster_id: str, executor: str, *, name: str = "train-1") -> dict[str, Any]:
-    return {"id": f"{cluster_id}-{executor}", "cluster_id": cluster_id, "pod_name": name, "executor": {"id": executor}}
+    return {
+        "id": f"{cluster_id}-{executor}",
+        "status": "RUNNING",
+        "cluster_id": cluster_id,
+        "pod_name": name,
+        "executor": {"id": executor},
+    }
 
 
 @pytest.fixture
@@ -35,7 +41,7 @@ def test_reconcile_finds_the_one_cluster_that_matches_the_order(unknown_rental, 
         member("cl-1", "exec-b"),
         member("cl-2", "exec-c", name="someone-else"),
         member("cl-2", "exec-d", name="someone-else"),
-        {"id": "solo", "cluster_id": None, "pod_name": "train-1"},
+        {"id": "solo", "status": "RUNNING", "cluster_id": None, "pod_name": "train-1"},
     ]
     finding = rental_reconcile(rental=unknown_rental)
     assert (finding.result, finding.cluster_ids) == ("match", ["cl-1"])
@@ -64,10 +70,34 @@ def test_reconcile_reports_no_match(unknown_rental, fake_upstream, pods) -> None
 
 def test_reconcile_reports_ambiguity_when_several_clusters_match(unknown_rental, fake_upstream) -> None:
     fake_upstream.pods = [
-        {"id": f"{c}-{i}", "cluster_id": c, "pod_name": "train-1"} for c in ("cl-1", "cl-2") for i in range(2)
+        {"id": f"{c}-{i}", "status": "PENDING", "cluster_id": c, "pod_name": "train-1"}
+        for c in ("cl-1", "cl-2")
+        for i in range(2)
     ]
     finding = rental_reconcile(rental=unknown_rental)
     assert finding.result == "ambiguous" and sorted(finding.cluster_ids) == ["cl-1", "cl-2"]
+
+
+@pytest.mark.parametrize(
+    "listing",
+    [{"pods": []}, "maintenance", [["cl-1-exec-a"]], [{"cluster_id": "cl-1", "status": "RUNNING"}]],
+    ids=["object", "string", "row-not-object", "row-without-id"],
+)
+def test_reconcile_never_reads_an_unreadable_listing_as_no_match(unknown_rental, fake_upstream, monkeypatch, listing):
+    import httpx
+
+    from rentals import upstream
+
+    monkeypatch.setattr(fake_upstream, "handle", lambda request: httpx.Response(200, json=listing))
+    with pytest.raises(upstream.MalformedAnswer):
+        rental_reconcile(rental=unknown_rental)
+    assert not unknown_rental.events.filter(kind=RentalEvent.Kind.RECONCILE).exists()
+
+
+def test_reconcile_skips_a_cluster_created_before_the_order(unknown_rental, fake_upstream) -> None:
+    before = (unknown_rental.created_at - timedelta(hours=1)).isoformat().replace("+00:00", "Z")
+    fake_upstream.pods = [{**member("cl-1", "exec-a"), "created_at": before}, member("cl-1", "exec-b")]
+    assert rental_reconcile(rental=unknown_rental).result == "no_match"
 
 
 # --- confirm ---------------------------------------------------------------------------------------------------

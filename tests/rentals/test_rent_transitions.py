@@ -22,6 +22,7 @@ EXPECTED_ALLOWED = {
     (S.QUEUED, S.CANCELLED),
     (S.SENDING, S.RENTED),
     (S.SENDING, S.REFUSED),
+    (S.SENDING, S.SENDING),  # a worker takes over the expired lease of one that died
     (S.SENDING, S.RETRYING),
     (S.SENDING, S.UNKNOWN),
     (S.SENDING, S.FAILED),

@@ -11,6 +11,7 @@ from tests.rentals.fakes import BASE_URL, rented
 
 BODY = b'{"executor_uuids":["exec-a","exec-b"],"pod_name":"train-1"}'
 KEY = "9a1c0a4e-2222-4c9a-9a55-0d1c1a2b3c4d"
+DELETE_ROWS = {"success": True, "pods": [{"pod_id": "p1", "success": True, "message": "Pod deletion started"}]}
 
 
 class Recorder:
@@ -102,7 +103,7 @@ def test_five_same_origin_hops_are_followed() -> None:
     routes = {f"{BASE_URL}/hop{i}": redirect(302, f"/api/hop{i + 1}") for i in range(5)}
     routes[f"{BASE_URL}/hop5"] = httpx.Response(200, json=[{"id": "p1"}])
     recorder = Recorder(routes)
-    assert client(recorder, base_url=BASE_URL)._json("GET", "/hop0") == [{"id": "p1"}]
+    assert client(recorder, base_url=BASE_URL)._call("GET", "/hop0").json() == [{"id": "p1"}]
     assert len(recorder.sent) == 6
 
 
@@ -110,7 +111,7 @@ def test_more_than_five_hops_are_refused() -> None:
     routes = {f"{BASE_URL}/hop{i}": redirect(302, f"/api/hop{i + 1}") for i in range(10)}
     recorder = Recorder(routes)
     with pytest.raises(upstream.UnsafeRedirect, match="More than 5 redirects"):
-        client(recorder)._json("GET", "/hop0")
+        client(recorder)._call("GET", "/hop0")
     assert len(recorder.sent) == 6, "the initial request and 5 followed hops; the 6th redirect is refused"
 
 
@@ -138,7 +139,7 @@ def test_a_303_turns_a_delete_into_a_get_without_a_body() -> None:
     recorder = Recorder(
         {
             "DELETE " + BASE_URL + "/clusters/cl-1": redirect(303, "/api/clusters/cl-1/status"),
-            BASE_URL + "/clusters/cl-1/status": httpx.Response(200, json={"success": True, "pods": []}),
+            BASE_URL + "/clusters/cl-1/status": httpx.Response(200, json=DELETE_ROWS),
         }
     )
     client(recorder).delete_cluster("cl-1")
@@ -150,7 +151,7 @@ def test_a_302_turns_a_delete_into_a_get_as_browsers_and_the_sdk_do() -> None:
     recorder = Recorder(
         {
             "DELETE " + BASE_URL + "/clusters/cl-1": redirect(302, "/api/clusters/cl-1/status"),
-            BASE_URL + "/clusters/cl-1/status": httpx.Response(200, json={"success": True, "pods": []}),
+            BASE_URL + "/clusters/cl-1/status": httpx.Response(200, json=DELETE_ROWS),
         }
     )
     client(recorder).delete_cluster("cl-1")
@@ -166,3 +167,20 @@ def test_a_301_keeps_a_get_a_get() -> None:
     )
     assert client(recorder).list_pods() == []
     assert [r.method for r in recorder.sent] == ["GET", "GET"]
+
+
+def test_a_rent_whose_redirect_hop_cannot_connect_is_inconclusive_not_never_sent() -> None:
+    sent: list[httpx.Request] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        request.read()
+        sent.append(request)
+        if len(sent) == 1:
+            return redirect(307, "/api/executors/cluster/rent-v2")
+        raise httpx.ConnectError("connection refused")
+
+    http = httpx.Client(transport=httpx.MockTransport(handler))
+    result = upstream.LiumClient(
+        base_url=BASE_URL, auth=upstream.Auth(scheme="api_key", secret="sk-secret"), http=http
+    ).rent_cluster(body=BODY, idempotency_key=KEY, customer_ref=None)
+    assert len(sent) == 2 and result.classification == C.INCONCLUSIVE, "the first request reached the server"

@@ -71,3 +71,17 @@ def test_an_order_above_the_spend_cap_is_refused_naming_cap_and_spend(
     assert "above its spend cap of $1.00/hour" in html
     assert "already cost $0.00/hour" in html
     assert not Rental.objects.exists()
+
+
+REPLAY_TEXT = "Lium answered with the stored result of the first request (a replay): nothing was rented twice."
+
+
+def test_a_replayed_answer_is_explained_in_visible_text(rental, alice, client_for) -> None:  # type: ignore[no-untyped-def]
+    Rental.objects.filter(pk=rental.pk).update(replayed=True, status="rented")
+    html = client_for(alice).get(f"/rentals/{rental.public_id}/").content.decode()
+    assert f">{REPLAY_TEXT}<" in html, "said in the page's text, not only in a tooltip"
+
+
+def test_an_answer_that_was_not_replayed_says_nothing_about_replays(rental, alice, client_for) -> None:  # type: ignore[no-untyped-def]
+    html = client_for(alice).get(f"/rentals/{rental.public_id}/").content.decode()
+    assert REPLAY_TEXT not in html

@@ -1,0 +1,35 @@
+"""The client's address, as the login throttle (django-axes) and the API's failed-key throttle both see it."""
+
+from __future__ import annotations
+
+import ipaddress
+
+from django.conf import settings
+from django.http import HttpRequest
+
+
+def client_ip(request: HttpRequest) -> str | None:
+    """Return the address of the client, trusting exactly TRUSTED_PROXY_COUNT proxies in front of the app.
+
+    Each proxy appends the address it received the request from to X-Forwarded-For, so with N proxies the
+    client is the N-th entry from the right; entries further left are whatever the client sent. With no
+    trusted proxy, or a request that did not pass through all of them, the peer address (REMOTE_ADDR) is used.
+    None when no valid address is known (axes stores a null address).
+    """
+    peer = _valid(request.META.get("REMOTE_ADDR", "")) or None
+    count = int(getattr(settings, "TRUSTED_PROXY_COUNT", 0) or 0)
+    if count <= 0:
+        return peer
+    forwarded = [part.strip() for part in str(request.META.get("HTTP_X_FORWARDED_FOR", "")).split(",")]
+    forwarded = [part for part in forwarded if part]
+    if len(forwarded) < count:
+        return peer
+    return _valid(forwarded[-count]) or peer
+
+
+def _valid(value: str) -> str:
+    """Return `value` as a normalised IP address, or "" (axes stores it in an address column)."""
+    try:
+        return str(ipaddress.ip_address(str(value).strip()))
+    except ValueError:
+        return ""

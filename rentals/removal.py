@@ -1,0 +1,78 @@
+"""Cluster removal: at most one live `DELETE /clusters/{id}` retry chain per terminating rental.
+
+A worker claims the next DELETE by moving `Rental.next_delete_at` forward with a conditional UPDATE (like
+the rent claim), so a duplicate message, a sweeper's copy or a second worker finds nothing due and sends
+nothing. Failures back off exponentially with jitter; only the claim's winner enqueues the next try.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+
+from rentals import services
+from rentals.models import Rental
+from rentals.states import RentalStatus as S
+
+# After Lium accepted the removal, the pod poller sees the members go; DELETE again (it is idempotent) only
+# if they are still listed this much later.
+RECHECK_AFTER_STARTED_SECONDS = 300
+
+
+def delete_backoff(*, attempts: int) -> float:
+    """Return seconds to wait after `attempts` failed DELETEs: exponential, capped, with jitter."""
+    base = settings.CLUSTER_DELETE_BACKOFF_BASE_SECONDS
+    cap = settings.CLUSTER_DELETE_BACKOFF_CAP_SECONDS
+    backoff = min(cap, base * 2 ** max(attempts - 1, 0))
+    # Jitter spreads the retries of many clusters that failed together (S311: not for security).
+    return backoff * random.uniform(0.5, 1.0)  # noqa: S311
+
+
+def cluster_delete_claim(*, rental_id: int) -> bool:
+    """Take the rental's next DELETE if it is due; return whether this caller got it."""
+    now = timezone.now()
+    # Held for as long as the call may take; a worker that dies leaves it due again after that.
+    held_until = now + timedelta(seconds=settings.RENT_LEASE_SECONDS)
+    due = Q(next_delete_at__isnull=True) | Q(next_delete_at__lte=now)
+    return Rental.objects.filter(due, pk=rental_id, status=S.TERMINATING).update(next_delete_at=held_until) == 1
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    outcome: str  # "not-due", or what `services.rental_delete_cluster` returned
+    retry_in: float | None = None  # seconds until the next try, when it should be enqueued
+
+
+def cluster_delete_attempt(*, rental_id: int) -> DeleteOutcome:
+    """Claim the rental's DELETE, send it, and schedule the next one if it failed."""
+    if not cluster_delete_claim(rental_id=rental_id):
+        return DeleteOutcome("not-due")
+    outcome = services.rental_delete_cluster(rental_id=rental_id)
+    attempts = Rental.objects.filter(pk=rental_id).values_list("delete_attempts", flat=True).first() or 0
+    now = timezone.now()
+    if outcome == "retry":
+        delay = delete_backoff(attempts=attempts + 1)
+        Rental.objects.filter(pk=rental_id, status=S.TERMINATING).update(
+            next_delete_at=now + timedelta(seconds=delay), delete_attempts=F("delete_attempts") + 1
+        )
+        return DeleteOutcome(outcome, retry_in=delay)
+    if outcome == "started":
+        Rental.objects.filter(pk=rental_id, status=S.TERMINATING).update(
+            next_delete_at=now + timedelta(seconds=RECHECK_AFTER_STARTED_SECONDS),
+            delete_attempts=F("delete_attempts") + 1,
+        )
+    return DeleteOutcome(outcome)
+
+
+def due_for_delete(*, now_overdue: timedelta, unscheduled_after: timedelta) -> Q:
+    """Return the terminating rentals whose DELETE is overdue (its message was lost) or was never scheduled."""
+    now = timezone.now()
+    return Q(status=S.TERMINATING) & (
+        Q(next_delete_at__lte=now - now_overdue)
+        | Q(next_delete_at__isnull=True, updated_at__lte=now - unscheduled_after)
+    )

@@ -1,0 +1,40 @@
+"""Record support reading a customer's rental outside the ops pages (customer pages and the API).
+
+The ops timeline already records its own views (`ops.services.support_view_record`, at most once per user
+and rental per interval); this applies the same record wherever else support can read a rental.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.utils import timezone
+
+from accounts.models import Membership
+from accounts.roles import is_operator, is_staff_reader
+from ops.services import SUPPORT_VIEW_EVERY, support_view_record
+from rentals.models import Rental, RentalEvent
+
+
+def support_reads(*, user: AbstractBaseUser | AnonymousUser, rentals: Iterable[Rental]) -> None:
+    """Record a support view of each rental that is not of the reader's own customers (operators: none)."""
+    if not is_staff_reader(user) or is_operator(user) or user.pk is None:
+        return
+    rentals = list(rentals)
+    if not rentals:
+        return
+    own = set(Membership.objects.filter(user_id=user.pk).values_list("customer_id", flat=True))
+    outside = {rental.pk: rental for rental in rentals if rental.customer_id not in own}
+    # One query finds the rentals already recorded within the interval, so a listed page costs no query per row.
+    recent = set(
+        RentalEvent.objects.filter(
+            rental_id__in=outside,
+            kind=RentalEvent.Kind.SUPPORT_VIEW,
+            actor_id=user.pk,
+            at__gte=timezone.now() - SUPPORT_VIEW_EVERY,
+        ).values_list("rental_id", flat=True)
+    )
+    for pk, rental in outside.items():
+        if pk not in recent:
+            support_view_record(rental=rental, user=user)  # type: ignore[arg-type]

@@ -1,0 +1,393 @@
+"""The chaos run's machinery: child processes, a private Redis, Celery workers, a scratch PostgreSQL
+database, and the simulator (started, configured and read back through its /_sim control routes).
+
+Nothing here knows what a rental is; `scripts/chaos.py` drives the run and judges it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+from urllib.parse import unquote, urlsplit, urlunsplit
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SIM_KEY = "sim-demo-key"
+
+
+# --- Small helpers -------------------------------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def say(message: str) -> None:
+    print(message, flush=True)
+
+
+def elapsed(start: float) -> str:
+    return f"{time.monotonic() - start:6.1f}s"
+
+
+# --- Processes -----------------------------------------------------------------------------------------
+
+
+class Processes:
+    """Every child process of the run, each in its own session so a kill takes its whole group."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.run_dir = run_dir
+        self.children: list[subprocess.Popen] = []
+
+    def start(self, args: list[str], *, log_name: str, env: dict[str, str] | None = None) -> subprocess.Popen:
+        log = open(self.run_dir / log_name, "ab")  # noqa: SIM115 - kept open for the child's life
+        process = subprocess.Popen(  # noqa: S603 - our own interpreter and redis-server, fixed arguments
+            args,
+            cwd=REPO_ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        log.close()  # the child holds its own copy
+        self.children.append(process)
+        return process
+
+    @staticmethod
+    def kill(process: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait(timeout=5)
+
+    def stop_all(self) -> None:
+        """Stop every child still running: SIGTERM, a short grace, then SIGKILL (also their groups)."""
+        live = [proc for proc in self.children if proc.poll() is None]
+        for proc in live:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + 8
+        for proc in live:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+        for proc in live:
+            # Also SIGKILL the group when its leader has just exited: a pool child may linger in it.
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            if proc.poll() is None:
+                proc.wait(timeout=5)
+
+
+def wait_for_port(port: int, *, process: subprocess.Popen, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode} before listening")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
+
+
+class Redis:
+    """A private redis-server on a free port, without persistence (a restart loses every message)."""
+
+    def __init__(self, procs: Processes, binary: str) -> None:
+        self.procs = procs
+        self.binary = binary
+        self.port = free_port()
+        self.process: subprocess.Popen | None = None
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        self.process = self.procs.start(
+            [self.binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"],
+            log_name="redis.log",
+        )
+        wait_for_port(self.port, process=self.process)
+
+    def restart(self) -> float:
+        """SIGKILL the server, wait a moment, start it again on the same port; return seconds it was down."""
+        assert self.process is not None
+        down = time.monotonic()
+        self.procs.kill(self.process)
+        time.sleep(1.5)
+        self.start()
+        return time.monotonic() - down
+
+
+class Workers:
+    """`--workers` celery worker processes; slot 0 also runs beat (beat must be single)."""
+
+    def __init__(self, procs: Processes, *, count: int, concurrency: int, env: dict[str, str], run_dir: Path) -> None:
+        self.procs = procs
+        self.concurrency = concurrency
+        self.env = env
+        self.run_dir = run_dir
+        self.slots: list[subprocess.Popen | None] = [None] * count
+        self.started = 0
+        self.kills = 0
+        self.beat_kills = 0
+
+    def start(self, slot: int) -> None:
+        args = [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "dashboard",
+            "worker",
+            "--loglevel=INFO",
+            f"--concurrency={self.concurrency}",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+            f"--hostname=chaos{slot}-{self.started}@%h",
+        ]
+        if slot == 0:
+            args += ["--beat", f"--schedule={self.run_dir / 'beat-schedule'}"]
+        self.slots[slot] = self.procs.start(args, log_name=f"worker-{slot}.log", env=self.env)
+        self.started += 1
+
+    def start_all(self) -> None:
+        for slot in range(len(self.slots)):
+            self.start(slot)
+
+    def kill(self, slot: int) -> None:
+        """SIGKILL the worker's whole process group (main process and pool children)."""
+        process = self.slots[slot]
+        if process is not None:
+            with open(self.run_dir / f"worker-{slot}.log", "ab") as log:
+                log.write(f"\n===== chaos: SIGKILL at {time.strftime('%H:%M:%S')} =====\n".encode())
+            self.procs.kill(process, signal.SIGKILL)
+        self.kills += 1
+        if slot == 0:
+            self.beat_kills += 1
+
+    def check_alive(self) -> list[int]:
+        """Restart any worker that died by itself; return their slots."""
+        dead = [slot for slot, proc in enumerate(self.slots) if proc is not None and proc.poll() is not None]
+        for slot in dead:
+            self.start(slot)
+        return dead
+
+
+# --- Database ------------------------------------------------------------------------------------------
+
+
+class ScratchPostgres:
+    """A dedicated database on the given PostgreSQL server, created for this run and dropped after it."""
+
+    def __init__(self, url: str, name: str) -> None:
+        self.admin_url = url
+        self.name = name
+        parts = urlsplit(url)
+        self.url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
+
+    def _execute(self, sql: str) -> None:
+        import psycopg
+
+        admin = urlsplit(self.admin_url)
+        conninfo = urlunsplit(("postgresql", admin.netloc, admin.path or "/postgres", admin.query, ""))
+        with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(sql)
+
+    def create(self) -> None:
+        self._execute(f'CREATE DATABASE "{self.name}"')
+
+    def drop(self) -> None:
+        self._execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+# --- The simulator ---------------------------------------------------------------------------------------
+
+
+class Offers:
+    """Picks free nodes, never one already given to an earlier rental of this run."""
+
+    def __init__(self, sim_url: str, rng: random.Random) -> None:
+        import httpx
+
+        self.http = httpx.Client(base_url=sim_url, timeout=10.0, headers={"X-API-Key": SIM_KEY})
+        self.rng = rng
+        self.used: set[str] = set()
+        self.pool: dict[str, list[dict[str, Any]]] = {}
+        self.fetched_at = 0.0
+
+    def refresh(self) -> None:
+        offers = self.http.get("/api/executors/infiniband-clusters").raise_for_status().json()
+        self.http.cookies.clear()  # a set_cookie fault must not make this client send cookies back
+        pool: dict[str, list[dict[str, Any]]] = {}
+        for offer in offers:
+            nodes = [
+                node
+                for node in offer.get("nodes", [])
+                if node["id"] not in self.used
+                and node.get("available_gpu_count", node.get("gpu_count")) == node.get("gpu_count")
+            ]
+            pool[offer["fabric_id"]] = nodes
+        self.pool = pool
+        self.fetched_at = time.monotonic()
+
+    def pick(self, size: int) -> tuple[str, list[dict[str, Any]]] | None:
+        """Return a fabric id and `size` distinct unused whole nodes on it, or None when none are free."""
+        for refreshed in (False, True):
+            if refreshed or time.monotonic() - self.fetched_at > 3:
+                self.refresh()
+            fabrics = sorted(fabric for fabric, nodes in self.pool.items() if len(nodes) >= size)
+            if fabrics:
+                fabric = self.rng.choice(fabrics)
+                nodes = self.rng.sample(self.pool[fabric], size)
+                for node in nodes:
+                    self.used.add(node["id"])
+                    self.pool[fabric].remove(node)
+                return fabric, nodes
+        return None
+
+
+class Simulator:
+    """One simulator process of the run, and its /_sim control routes."""
+
+    def __init__(
+        self,
+        procs: Processes,
+        *,
+        name: str,
+        seed: int,
+        fabrics: int,
+        nodes_per_fabric: int,
+        faults: dict[str, Any],
+        env: dict[str, str],
+    ) -> None:
+        self.procs = procs
+        self.name = name
+        self.seed = seed
+        self.fabrics = fabrics
+        self.nodes_per_fabric = nodes_per_fabric
+        self.faults = faults
+        self.env = env
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        """Start the process in test mode with its initial faults and wait until it listens."""
+        import httpx
+
+        args = [sys.executable, "-m", "simulator", "--mode", "test", "--port", str(self.port)]
+        args += ["--start-seconds", "1", "--replenish", "--seed", str(self.seed)]
+        args += ["--fabrics", str(self.fabrics), "--nodes-per-fabric", str(self.nodes_per_fabric)]
+        args += ["--faults", json.dumps(self.faults)]
+        process = self.procs.start(args, log_name=f"{self.name}.log", env=self.env)
+        wait_for_port(self.port, process=process)
+        self.control = httpx.Client(base_url=self.url, timeout=30.0)
+
+    def set_faults(self, spec: dict[str, Any]) -> dict[str, str]:
+        """Replace the fault rules with `spec`, leaving out each rule the simulator refuses.
+
+        Return {fault name: the simulator's reason} for the rules left out (an older simulator does not
+        know the newer faults; the run goes on without them and says so).
+        """
+        answer = self.control.post("/_sim/faults", json=spec)
+        if answer.status_code != 422:
+            answer.raise_for_status()
+            return {}
+        refused: dict[str, str] = {}
+        kept = []
+        for rule in spec["rules"]:
+            probe = self.control.post("/_sim/faults", json={"seed": spec.get("seed", 0), "rules": [rule]})
+            if probe.status_code == 422:
+                refused.setdefault(str(rule.get("fault")), error_message(probe))
+            else:
+                probe.raise_for_status()
+                kept.append(rule)
+        self.control.post("/_sim/faults", json={**spec, "rules": kept}).raise_for_status()
+        return refused
+
+    def clear_faults(self) -> None:
+        self.control.delete("/_sim/faults").raise_for_status()
+
+    def set_config(self, settings: dict[str, Any]) -> str:
+        """Change runtime settings; return "" when done, else the simulator's reason for refusing."""
+        answer = self.control.post("/_sim/config", json=settings)
+        if answer.status_code == 422:
+            return error_message(answer)
+        answer.raise_for_status()
+        return ""
+
+    def ledger(self) -> list[dict[str, Any]]:
+        """Return every committed rent, each tagged with this simulator's name."""
+        body = self.control.get("/_sim/ledger").raise_for_status().json()
+        entries = body["ledger"] if isinstance(body, dict) else body
+        return [{**entry, "sim": self.name} for entry in entries]
+
+    def requests(self, route: str | None = None) -> list[dict[str, Any]]:
+        """Return the request log: every rent call, or with `route` the recent calls of that route."""
+        params = {"route": route} if route else None
+        body = self.control.get("/_sim/requests", params=params).raise_for_status().json()
+        entries = body["requests"] if isinstance(body, dict) else body
+        return [{**entry, "sim": self.name} for entry in entries]
+
+    def delete_calls(self) -> list[dict[str, Any]] | None:
+        """Return the logged DELETE /clusters/{id} calls, or None when the simulator logs only rent calls
+        (it then ignores `?route=` and answers with rent calls, which carry no `route` field)."""
+        entries = self.requests("delete")
+        if any(entry.get("route") != "delete" for entry in entries):
+            return None
+        return entries
+
+    def pods(self) -> list[dict[str, Any]] | None:
+        """Return the account's pod rows as the public GET /pods lists them, or None if it will not say."""
+        for _ in range(4):
+            answer = self.control.get("/api/pods", headers={"X-API-Key": SIM_KEY})
+            if answer.status_code == 429:
+                time.sleep(min(15.0, float(answer.headers.get("Retry-After", "2") or 2)))
+                continue
+            if answer.status_code != 200:
+                return None
+            rows = answer.json()
+            return rows if isinstance(rows, list) else None
+        return None
+
+
+def error_message(answer: Any) -> str:
+    """Return the message of a simulator error envelope (or the raw text)."""
+    try:
+        body = answer.json()
+    except ValueError:
+        return answer.text[:300]
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and error.get("message"):
+        return str(error["message"])
+    return str(body)[:300]
+
+
+DELETE_PATH = re.compile(r"/clusters/([^/?#]+)")
+
+
+def delete_call_cluster(entry: dict[str, Any]) -> str | None:
+    """Return the cluster id a logged DELETE /clusters/{id} call named, or None for any other call."""
+    if entry.get("route") != "delete":
+        return None
+    if entry.get("cluster_id"):
+        return str(entry["cluster_id"])
+    match = DELETE_PATH.search(str(entry.get("path") or ""))
+    return unquote(match.group(1)) if match else ""

@@ -1,0 +1,39 @@
+"""The login throttle sees the real client address behind a proxy and locks one username at one address only."""
+
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+pytestmark = pytest.mark.django_db
+
+PROXY = "10.0.0.1"  # every request reaches the app from the reverse proxy
+
+
+def login_from(address: str, username: str, password: str) -> int:
+    """Post the login form as if from `address` through one proxy; return the status (302 means logged in)."""
+    client = Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR=address)
+    return client.post("/accounts/login/", {"username": username, "password": password}).status_code
+
+
+def test_wrong_passwords_from_one_address_do_not_lock_the_user_out_elsewhere(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.TRUSTED_PROXY_COUNT = 1
+    for _ in range(settings.AXES_FAILURE_LIMIT):
+        login_from("198.51.100.2", "alice", "wrong")
+    assert login_from("198.51.100.2", "alice", "pw") == 429, "the guessing address is locked out"
+    assert login_from("203.0.113.3", "alice", "pw") == 302, "alice logs in from her own address"
+
+
+def test_a_forged_forwarded_for_entry_does_not_escape_the_lock(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    # The proxy appends the address it saw; anything to its left is whatever the client sent.
+    settings.TRUSTED_PROXY_COUNT = 1
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        login_from(f"192.0.2.{n + 1}, 198.51.100.2", "alice", "wrong")
+    assert login_from("192.0.2.99, 198.51.100.2", "alice", "pw") == 429
+
+
+def test_without_a_trusted_proxy_the_forwarded_header_is_ignored(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.TRUSTED_PROXY_COUNT = 0
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        login_from(f"192.0.2.{n + 1}", "alice", "wrong")
+    assert login_from("203.0.113.3", "alice", "pw") == 429, "all came from the same peer address"
