@@ -57,6 +57,7 @@ api = NinjaAPI(
     docs_url="/docs",
 )
 install_handlers(api)
+api.add_router("/webhooks", "api.webhooks.router")  # webhook endpoints (notifications app)
 
 # Documented error answers (all use the envelope); any other status the API may give uses it too.
 ERRORS: dict[Any, Any] = {frozenset({400, 401, 403, 404, 409, 422, 429, 502, 503}): ErrorOut}

@@ -71,6 +71,7 @@ INSTALLED_APPS = [
     "ops",
     "ninja",
     "api",
+    "notifications",
 ]
 
 MIDDLEWARE = [
@@ -288,6 +289,42 @@ CELERY_BEAT_SCHEDULE = {
     # SQLite keeps no planner statistics by itself (a no-op on PostgreSQL); see rentals.tasks.sqlite_analyze.
     "sqlite-analyze": {"task": "rentals.tasks.sqlite_analyze", "schedule": 3600.0},
 }
+
+# --- Webhooks and e-mail (notifications) ----------------------------------------------------------------
+# Webhooks go to https URLs on public addresses only in production; the demo's receivers run on 127.0.0.1.
+WEBHOOK_REQUIRE_HTTPS = env.bool("WEBHOOK_REQUIRE_HTTPS", PRODUCTION)
+WEBHOOK_ALLOW_PRIVATE_ADDRESSES = env.bool("WEBHOOK_ALLOW_PRIVATE_ADDRESSES", not PRODUCTION)
+WEBHOOK_CONNECT_TIMEOUT_SECONDS = env.float(
+    "WEBHOOK_CONNECT_TIMEOUT_SECONDS", 5, validate=Range(min=0, min_inclusive=False)
+)
+WEBHOOK_TIMEOUT_SECONDS = env.float("WEBHOOK_TIMEOUT_SECONDS", 10, validate=Range(min=0, min_inclusive=False))
+# Deliveries are retried with exponential backoff and jitter for this long (at least once, same webhook-id).
+WEBHOOK_RETRY_WINDOW_SECONDS = env.int("WEBHOOK_RETRY_WINDOW_SECONDS", 24 * 3600, validate=POSITIVE)
+WEBHOOK_BACKOFF_BASE_SECONDS = env.float("WEBHOOK_BACKOFF_BASE_SECONDS", 10, validate=NOT_NEGATIVE)
+WEBHOOK_BACKOFF_CAP_SECONDS = env.float("WEBHOOK_BACKOFF_CAP_SECONDS", 2 * 3600, validate=NOT_NEGATIVE)
+WEBHOOK_SWEEP_INTERVAL_SECONDS = env.float(
+    "WEBHOOK_SWEEP_INTERVAL_SECONDS", 30, validate=Range(min=0, min_inclusive=False)
+)
+WEBHOOK_MAX_BODY_BYTES = 256 * 1024
+WEBHOOK_MAX_RESPONSE_BYTES = 64 * 1024
+# Links in e-mails point here.
+SITE_URL = env.str("SITE_URL", "http://127.0.0.1:8000")
+EMAIL_BACKEND = env.str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if PRODUCTION else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_HOST = env.str("EMAIL_HOST", "localhost")
+EMAIL_PORT = env.int("EMAIL_PORT", 25, validate=Range(min=1, max=65535))
+EMAIL_HOST_USER = env.str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env.str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env.bool("EMAIL_USE_TLS", False)
+EMAIL_TIMEOUT = 10
+DEFAULT_FROM_EMAIL = env.str("DEFAULT_FROM_EMAIL", "Lium clusters <noreply@localhost>")
+CELERY_BEAT_SCHEDULE["notifications-sweep"] = {
+    "task": "notifications.tasks.deliveries_sweep",
+    "schedule": WEBHOOK_SWEEP_INTERVAL_SECONDS,
+}
+CELERY_BEAT_SCHEDULE["notifications-removal-soon"] = {"task": "notifications.tasks.removal_soon_scan", "schedule": 60.0}
 
 # --- Content-Security-Policy (django-csp) ---------------------------------------------------------------
 # Scripts and styles come only from our own static files (htmx from django-htmx's); no inline code.

@@ -23,6 +23,7 @@ urlpatterns = [
     path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
     path("profile/api-keys/", include("api.urls")),
     path("profile/", include("accounts.urls")),
+    path("profile/", include("notifications.urls")),
     path("api/v1/", api_v1_urls()),
     path("admin/", admin.site.urls),
     path("ops/", include("ops.urls")),

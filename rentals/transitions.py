@@ -17,6 +17,7 @@ from django.utils import timezone
 
 from rentals.models import Rental, RentalEvent
 from rentals.polling import forget_poll_state
+from rentals.signals import rental_status_changed
 from rentals.states import RentalStatus as S
 from rentals.states import can_transition
 
@@ -69,6 +70,8 @@ def rental_transition(
                 message=message,
                 data=data or {},
             )
+            # Inside the transaction: an outbox written by a receiver commits or rolls back with this change.
+            rental_status_changed.send(sender=Rental, rental_id=rental_id, from_status=from_status, to_status=to_status)
     return changed == 1
 
 

@@ -12,6 +12,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from accounts.models import SshPublicKey
 from api.keys import api_key_create
+from notifications.services import endpoint_create, endpoint_send_test
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
@@ -66,6 +67,19 @@ EXPECTED: dict[str, dict[tuple[str, str], object]] = {
     "api-v1:rental_create": {(ANON, "POST"): 401, (SAM, "POST"): 403},
     "api-v1:rental_get": API_READ,
     "api-v1:rental_terminate": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
+    # Webhooks and e-mail (notifications): alice's endpoint; support reads every log and changes nothing.
+    "webhook_list": {**MEMBER_PAGE, (BOB, "GET"): 200, (SAM, "POST"): 403, (ALICE, "POST"): 200},
+    "webhook_detail": RENTAL_READ,
+    "webhook_test": {**RENTAL_WRITE, (ALICE, "POST"): 302, (OLGA, "POST"): 302, (ALICE, "GET"): 405},
+    "webhook_redeliver": {**RENTAL_WRITE, (ALICE, "POST"): 302},
+    "webhook_delete": RENTAL_WRITE,
+    "notification_preferences": {**MEMBER_PAGE, (BOB, "POST"): 302},
+    "api-v1:webhook_list": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (SAM, "GET"): 200},
+    "api-v1:webhook_create": {(ANON, "POST"): 401, (SAM, "POST"): 403, (ALICE, "POST"): 422},
+    "api-v1:webhook_delete": {(ANON, "GET"): 405},
+    "api-v1:webhook_test": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 202},
+    "api-v1:webhook_deliveries": API_READ,
+    "api-v1:webhook_redeliver": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
 }
 
 
@@ -100,6 +114,10 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
     rental = rental_submit(user=alice, customer=alice.memberships.get().customer, order=order, customer_ref="acme")
     Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="c-1")
     ssh_key = SshPublicKey.objects.create(user=alice, name="laptop", public_key=SSH_KEY)
+    endpoint, _secret = endpoint_create(
+        customer=rental.customer, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice
+    )
+    delivery = endpoint_send_test(endpoint=endpoint)
     keys = {
         user.username: api_key_create(user=user, name="k", scopes=["read", "rent", "manage"])
         for user in (alice, bob, sam, olga)
@@ -107,6 +125,8 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
     return {
         "rental": rental,
         "ssh_key": ssh_key,
+        "endpoint": endpoint,
+        "delivery": delivery,
         "api_key": keys["alice"][0],
         "keys": keys,
         "users": {ALICE: alice, BOB: bob, SAM: sam, OLGA: olga},
@@ -121,7 +141,13 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "ops_rental_action": {"public_id": public_id, "action": "cancel"},
         "api-v1:rental_get": {"rental_id": public_id},
         "api-v1:rental_terminate": {"rental_id": public_id},
+        "webhook_redeliver": {"pk": world["endpoint"].pk, "delivery_pk": world["delivery"].pk},
+        "api-v1:webhook_redeliver": {"webhook_id": world["endpoint"].pk, "delivery_id": world["delivery"].pk},
     }.get(name)
+    if kwargs is None and name in {"webhook_detail", "webhook_test", "webhook_delete"}:
+        kwargs = {"pk": world["endpoint"].pk}
+    if kwargs is None and name in {"api-v1:webhook_delete", "api-v1:webhook_test", "api-v1:webhook_deliveries"}:
+        kwargs = {"webhook_id": world["endpoint"].pk}
     if kwargs is None and name in {
         "rental_detail",
         "rental_progress",

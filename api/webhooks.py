@@ -1,0 +1,245 @@
+"""Webhook endpoints in the JSON API (a django-ninja Router, added to api.v1 at /webhooks).
+
+An endpoint belongs to a customer: the key's user's customer, or, for an operator, the one named in the body.
+Reads need the `read` scope, changes the `manage` scope; support reads every endpoint and changes none.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+import pydantic
+from django.core.exceptions import ValidationError as DjangoValidationError
+from django.http import Http404, HttpRequest, HttpResponse
+from ninja import Router, Schema
+from pydantic import ConfigDict, Field, StrictInt, StrictStr
+
+from accounts.models import Customer
+from accounts.roles import is_operator
+from api.auth import require_scope, require_writer
+from api.errors import ApiError, validation_error_from
+from api.representations import dumps
+from api.schemas import CustomerOut, ErrorOut
+from notifications import selectors, services
+from notifications.models import Delivery, WebhookEndpoint
+
+router = Router(tags=["webhooks"])
+ERRORS: dict[Any, Any] = {frozenset({400, 401, 403, 404, 409, 422, 429}): ErrorOut}
+
+
+class WebhookCreateIn(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+    url: StrictStr = Field(..., max_length=2000, description="An https URL on a public address (in production).")
+    events: list[StrictStr] = Field(..., min_length=1, max_length=50, description='Event types, or ["*"] for all.')
+    customer: StrictInt | StrictStr | None = Field(
+        None, description="The customer's id or name; operators must give it, members may leave it out."
+    )
+
+
+class WebhookOut(Schema):
+    id: int
+    url: str
+    events: list[str]
+    customer: CustomerOut
+    created_at: datetime
+
+
+class WebhookCreatedOut(WebhookOut):
+    secret: str = Field(..., description="The whsec_ signing secret: shown in this answer only.")
+
+
+class WebhookListOut(Schema):
+    items: list[WebhookOut]
+
+
+class DeliveryOut(Schema):
+    id: int
+    event_id: str
+    event_type: str
+    status: str
+    attempt_count: int
+    last_status_code: int | None
+    last_duration_ms: int | None
+    last_response: str
+    last_error: str
+    next_attempt_at: datetime | None
+    delivered_at: datetime | None
+    created_at: datetime
+
+
+class DeliveryListOut(Schema):
+    items: list[DeliveryOut]
+
+
+def _json(data: Any, status: int = 200) -> HttpResponse:
+    return HttpResponse(dumps(data), status=status, content_type="application/json")
+
+
+def _endpoint_dict(endpoint: WebhookEndpoint) -> dict[str, Any]:
+    return {
+        "id": endpoint.pk,
+        "url": endpoint.url,
+        "events": endpoint.events,
+        "customer": {"id": endpoint.customer_id, "name": endpoint.customer.name},
+        "created_at": endpoint.created_at,
+    }
+
+
+def _delivery_dict(delivery: Delivery) -> dict[str, Any]:
+    return {
+        "id": delivery.pk,
+        "event_id": delivery.event_id,
+        "event_type": delivery.event.type,
+        "status": delivery.status,
+        "attempt_count": delivery.attempt_count,
+        "last_status_code": delivery.last_status_code,
+        "last_duration_ms": delivery.last_duration_ms,
+        "last_response": delivery.last_response,
+        "last_error": delivery.last_error,
+        "next_attempt_at": delivery.next_attempt_at if delivery.status == Delivery.Status.PENDING else None,
+        "delivered_at": delivery.delivered_at,
+        "created_at": delivery.created_at,
+    }
+
+
+def _field_error(field: str, code: str, message: str) -> ApiError:
+    return ApiError(
+        422,
+        code,
+        f"{field}: {message}",
+        hint="Fix this field and send the request again.",
+        validation_errors=[{"field": field, "message": message}],
+    )
+
+
+def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Customer:
+    """The customer an endpoint is for: as api.v1 resolves it for a rent (operators must name one)."""
+    customers = selectors.customers_for_endpoints(user=request.user)
+    if wanted is None:
+        mine = list(customers[:2])
+        if len(mine) != 1 or is_operator(request.user):
+            raise _field_error("customer", "customer_required", "Say which customer this endpoint is for (id or name).")
+        return mine[0]
+    found = None
+    if isinstance(wanted, int):
+        found = customers.filter(pk=wanted).first()
+    elif "\x00" not in wanted:
+        found = customers.filter(name=wanted).first()
+        if found is None and wanted.isascii() and wanted.isdigit() and len(wanted) < 10:
+            found = customers.filter(pk=int(wanted)).first()
+    if found is None:
+        raise _field_error("customer", "unknown_customer", f"You may not add webhooks for a customer '{wanted}'.")
+    return found
+
+
+def _endpoint_for(request: HttpRequest, webhook_id: int, *, manage: bool = False) -> WebhookEndpoint:
+    try:
+        endpoint = selectors.endpoint_get_for_user(user=request.user, pk=webhook_id)
+    except Http404 as exc:
+        raise ApiError(404, "not_found", "No such webhook endpoint.") from exc
+    if manage and not selectors.may_manage_endpoints(user=request.user, customer_id=endpoint.customer_id):
+        raise ApiError(403, "forbidden", "You may not change this webhook endpoint.")
+    return endpoint
+
+
+def _parse_body(raw: bytes) -> WebhookCreateIn:
+    """Parse the body after the scope and role checks, so a refusal never depends on what was sent."""
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        raise ApiError(400, "invalid_json", "The request body is not valid JSON.", hint="Send a JSON object.") from exc
+    if not isinstance(data, dict):
+        raise ApiError(400, "invalid_json", "The request body must be a JSON object.", hint="Send a JSON object.")
+    try:
+        return WebhookCreateIn.model_validate(data)
+    except pydantic.ValidationError as exc:
+        raise validation_error_from(exc.errors(include_url=False)) from exc
+
+
+CREATE_BODY = {
+    "requestBody": {"required": True, "content": {"application/json": {"schema": WebhookCreateIn.model_json_schema()}}}
+}
+
+
+@router.post(
+    "",
+    response={201: WebhookCreatedOut, **ERRORS},
+    summary="Register a webhook endpoint",
+    openapi_extra=CREATE_BODY,
+)
+def webhook_create(request: HttpRequest) -> HttpResponse:
+    """Register a URL for signed events; the answer holds the `whsec_` secret, which is never shown again."""
+    require_scope(request, "manage")
+    require_writer(request)
+    payload = _parse_body(request.body)
+    customer = _resolve_customer(request, payload.customer)
+    try:
+        endpoint, secret = services.endpoint_create(
+            customer=customer,
+            url=payload.url,
+            events=payload.events,
+            created_by=request.user,  # type: ignore[arg-type]
+        )
+    except DjangoValidationError as exc:
+        field = "url" if exc.code == "unsafe_url" else "events"
+        if exc.code == "too_many_endpoints":
+            raise ApiError(409, "too_many_endpoints", exc.messages[0], hint="Delete an endpoint first.") from exc
+        raise _field_error(field, f"invalid_{field}", exc.messages[0]) from exc
+    response = _json({**_endpoint_dict(endpoint), "secret": secret}, status=201)
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@router.get("", response={200: WebhookListOut, **ERRORS}, summary="List webhook endpoints")
+def webhook_list(request: HttpRequest) -> HttpResponse:
+    """The endpoints you may see (never their secrets)."""
+    require_scope(request, "read")
+    endpoints = selectors.endpoint_list_for_user(user=request.user)[:500]
+    return _json({"items": [_endpoint_dict(endpoint) for endpoint in endpoints]})
+
+
+@router.delete("/{webhook_id}", response={204: None, **ERRORS}, summary="Delete a webhook endpoint")
+def webhook_delete(request: HttpRequest, webhook_id: int) -> HttpResponse:
+    """Delete an endpoint: it receives nothing more."""
+    require_scope(request, "manage")
+    require_writer(request)
+    services.endpoint_delete(endpoint=_endpoint_for(request, webhook_id, manage=True))
+    return HttpResponse(status=204)
+
+
+@router.post("/{webhook_id}/test", response={202: DeliveryOut, **ERRORS}, summary="Send a test event")
+def webhook_test(request: HttpRequest, webhook_id: int) -> HttpResponse:
+    """Send a `webhook.test` event to this endpoint; follow it in its deliveries."""
+    require_scope(request, "manage")
+    require_writer(request)
+    delivery = services.endpoint_send_test(endpoint=_endpoint_for(request, webhook_id, manage=True))
+    return _json(_delivery_dict(delivery), status=202)
+
+
+@router.get("/{webhook_id}/deliveries", response={200: DeliveryListOut, **ERRORS}, summary="An endpoint's delivery log")
+def webhook_deliveries(request: HttpRequest, webhook_id: int) -> HttpResponse:
+    """The endpoint's latest 100 deliveries, newest first."""
+    require_scope(request, "read")
+    endpoint = _endpoint_for(request, webhook_id)
+    return _json({"items": [_delivery_dict(d) for d in selectors.delivery_list_for_endpoint(endpoint=endpoint)]})
+
+
+@router.post(
+    "/{webhook_id}/deliveries/{delivery_id}/redeliver",
+    response={202: DeliveryOut, **ERRORS},
+    summary="Redeliver an event",
+)
+def webhook_redeliver(request: HttpRequest, webhook_id: int, delivery_id: int) -> HttpResponse:
+    """Send a delivery's event again, with the same `webhook-id`."""
+    require_scope(request, "manage")
+    require_writer(request)
+    endpoint = _endpoint_for(request, webhook_id, manage=True)
+    try:
+        delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_id)
+    except Http404 as exc:
+        raise ApiError(404, "not_found", "No such delivery.") from exc
+    again = services.delivery_redeliver(delivery=delivery)
+    return _json(_delivery_dict(Delivery.objects.select_related("event").get(pk=again.pk)), status=202)

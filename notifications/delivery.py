@@ -1,0 +1,198 @@
+"""Deliver one outbox row: a signed POST (Standard Webhooks) or an e-mail, then settle or schedule a retry.
+
+A delivery is claimed with a conditional UPDATE (pending, due, no live lease), so a duplicate task finds nothing
+to do. No transaction is open during the HTTP call. Every attempt sends the event's stored body with the
+event's id as `webhook-id`; only `webhook-timestamp` and the signature over it are new.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.core.mail import EmailMessage
+from django.db.models import F, Q
+from django.template.loader import render_to_string
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from notifications import events as ev
+from notifications.addresses import UnsafeUrl, check_url
+from notifications.models import Delivery
+from notifications.queue import enqueue_delivery
+
+logger = logging.getLogger(__name__)
+
+EXCERPT_CHARS = 500
+USER_AGENT = "lium-clusters-webhooks/1"
+# A retry further away than this waits for the sweeper instead of a delayed message: a broker redelivers an
+# unacknowledged message after its visibility timeout (one hour on Redis).
+MAX_COUNTDOWN_SECONDS = 3000
+
+
+@dataclass(frozen=True)
+class Outcome:
+    ok: bool
+    status_code: int | None = None
+    duration_ms: int = 0
+    response: str = ""
+    error: str = ""
+    # No retry can help (the body is over the cap): give up now.
+    final: bool = False
+
+
+def backoff_seconds(attempt: int) -> float:
+    """Return the wait after `attempt` failed attempts: exponential, capped, with jitter over its upper half."""
+    ceiling = min(settings.WEBHOOK_BACKOFF_CAP_SECONDS, settings.WEBHOOK_BACKOFF_BASE_SECONDS * 2 ** (attempt - 1))
+    return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - jitter, not a secret
+
+
+def delivery_attempt(*, delivery_id: int) -> str:
+    """Make one attempt if the delivery is due; return what happened (`delivered`, `retry`, `failed`, `not_due`)."""
+    now = timezone.now()
+    lease = now + timedelta(seconds=settings.WEBHOOK_TIMEOUT_SECONDS + 30)
+    claimed = (
+        Delivery.objects.filter(pk=delivery_id, status=Delivery.Status.PENDING, next_attempt_at__lte=now)
+        .filter(Q(lease_until__isnull=True) | Q(lease_until__lt=now))
+        .update(lease_until=lease, attempt_count=F("attempt_count") + 1, last_attempt_at=now)
+    )
+    if not claimed:
+        return "not_due"
+    delivery = Delivery.objects.select_related("event", "endpoint", "recipient").filter(pk=delivery_id).first()
+    if delivery is None:  # its endpoint was deleted meanwhile
+        return "gone"
+    try:
+        outcome = _send_webhook(delivery) if delivery.kind == Delivery.Kind.WEBHOOK else _send_email(delivery)
+    except Exception as exc:  # a defect must not leave the row leased forever: record it and retry
+        logger.exception("Delivery %s of event %s failed unexpectedly", delivery.pk, delivery.event_id)
+        outcome = Outcome(ok=False, error=f"Internal error: {type(exc).__name__}")
+    return _settle(delivery, lease, outcome)
+
+
+def _settle(delivery: Delivery, lease: datetime, outcome: Outcome) -> str:
+    now = timezone.now()
+    fields: dict[str, object] = {
+        "lease_until": None,
+        "last_status_code": outcome.status_code,
+        "last_duration_ms": outcome.duration_ms,
+        "last_response": outcome.response[:EXCERPT_CHARS],
+        "last_error": outcome.error[:EXCERPT_CHARS],
+    }
+    delay = 0.0
+    if outcome.ok:
+        result = "delivered"
+        fields.update(status=Delivery.Status.DELIVERED, delivered_at=now, next_attempt_at=None)
+    else:
+        delay = backoff_seconds(delivery.attempt_count)  # already counts this attempt (claimed above)
+        next_at = now + timedelta(seconds=delay)
+        if outcome.final or next_at > delivery.give_up_at:
+            result = "failed"
+            fields.update(status=Delivery.Status.FAILED, next_attempt_at=None)
+        else:
+            result = "retry"
+            fields.update(next_attempt_at=next_at)
+    # Only the holder of this attempt's lease settles it (a sweeper may have handed an expired one on).
+    Delivery.objects.filter(pk=delivery.pk, lease_until=lease).update(**fields)
+    logger.info(
+        "Delivery %s of event %s (%s): %s, status %s, attempt %s",
+        delivery.pk,
+        delivery.event_id,
+        delivery.kind,
+        result,
+        outcome.status_code,
+        delivery.attempt_count,
+    )
+    if result == "retry" and delay <= MAX_COUNTDOWN_SECONDS:
+        enqueue_delivery(delivery.pk, countdown=delay)
+    return result
+
+
+def _send_webhook(delivery: Delivery) -> Outcome:
+    endpoint, event = delivery.endpoint, delivery.event
+    assert endpoint is not None
+    body = event.body.encode()
+    if len(body) > settings.WEBHOOK_MAX_BODY_BYTES:
+        return Outcome(
+            ok=False,
+            error=f"The event is {len(body)} bytes, over the {settings.WEBHOOK_MAX_BODY_BYTES} cap.",
+            final=True,
+        )
+    try:
+        target = check_url(endpoint.url)
+    except UnsafeUrl as exc:
+        return Outcome(ok=False, error=f"Not sent: {exc}")
+    sent_at = datetime.now(UTC)
+    headers = {
+        "webhook-id": event.id,
+        "webhook-timestamp": str(int(sent_at.timestamp())),
+        "webhook-signature": Webhook(endpoint.get_secret()).sign(event.id, sent_at, event.body),
+        "content-type": "application/json",
+        "user-agent": USER_AGENT,
+    }
+    url = httpx.URL(target.url)
+    extensions: dict[str, object] = {}
+    if target.address is not None:
+        # Connect to the address that was checked, not to whatever the name resolves to a moment later.
+        headers["host"] = url.netloc.decode()
+        extensions["sni_hostname"] = target.host
+        url = url.copy_with(host=target.address)
+    return _post(url, body, headers, extensions)
+
+
+def _post(url: httpx.URL, body: bytes, headers: dict[str, str], extensions: dict[str, object]) -> Outcome:
+    total = settings.WEBHOOK_TIMEOUT_SECONDS
+    timeout = httpx.Timeout(total, connect=min(settings.WEBHOOK_CONNECT_TIMEOUT_SECONDS, total))
+    started = time.monotonic()
+    deadline = started + total
+    try:
+        with (
+            httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
+            client.stream("POST", url, content=body, headers=headers, extensions=extensions) as response,
+        ):
+            received = bytearray()
+            for chunk in response.iter_raw():
+                received += chunk
+                if len(received) >= settings.WEBHOOK_MAX_RESPONSE_BYTES or time.monotonic() > deadline:
+                    break
+            status = response.status_code
+    except httpx.HTTPError as exc:
+        return Outcome(ok=False, duration_ms=_ms(started), error=f"{type(exc).__name__}: {exc}"[:EXCERPT_CHARS])
+    excerpt = bytes(received[: EXCERPT_CHARS * 4]).decode(errors="replace")[:EXCERPT_CHARS]
+    ok = 200 <= status < 300
+    error = "" if ok else (f"Redirects are not followed (status {status})." if 300 <= status < 400 else "")
+    return Outcome(ok=ok, status_code=status, duration_ms=_ms(started), response=excerpt, error=error)
+
+
+def _ms(started: float) -> int:
+    return int((time.monotonic() - started) * 1000)
+
+
+def _send_email(delivery: Delivery) -> Outcome:
+    user, event = delivery.recipient, delivery.event
+    if user is None or not user.email or not user.is_active:
+        return Outcome(ok=False, error="The recipient has no e-mail address.", final=True)
+    payload = json.loads(event.body)
+    data = payload.get("data") or {}
+    context = {
+        "event": payload,
+        "title": ev.EVENT_TYPES.get(event.type, event.type),
+        "rental": data.get("rental"),
+        "data": data,
+        "user": user,
+        "site_url": settings.SITE_URL.rstrip("/"),
+    }
+    subject = " ".join(render_to_string("notifications/email/subject.txt", context).split())
+    body = render_to_string("notifications/email/body.txt", context)
+    started = time.monotonic()
+    message = EmailMessage(subject, body, settings.DEFAULT_FROM_EMAIL, [user.email], headers={"X-Event-Id": event.id})
+    try:
+        message.send()
+    except Exception as exc:  # SMTP, socket and TLS errors alike: retry later
+        return Outcome(ok=False, duration_ms=_ms(started), error=f"{type(exc).__name__}: {exc}"[:EXCERPT_CHARS])
+    return Outcome(ok=True, duration_ms=_ms(started), response=f"Sent to {user.email}")

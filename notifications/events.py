@@ -1,0 +1,47 @@
+"""The event types a customer can subscribe to, and which rental state emits which."""
+
+from __future__ import annotations
+
+from rentals.states import RentalStatus as S
+
+RENTAL_RENTED = "rental.rented"
+RENTAL_READY = "rental.ready"
+RENTAL_DEGRADED = "rental.degraded"
+RENTAL_UNKNOWN = "rental.unknown"
+RENTAL_REFUSED = "rental.refused"
+RENTAL_FAILED = "rental.failed"
+RENTAL_TERMINATED = "rental.terminated"
+RENTAL_REMOVAL_SOON = "rental.removal_soon"
+BUDGET_THRESHOLD = "budget.threshold"
+# Sent only to the one endpoint a user asked to test; nobody subscribes to it.
+WEBHOOK_TEST = "webhook.test"
+ALL = "*"
+
+# Type -> what a person reads on the preferences page and in an e-mail's subject.
+EVENT_TYPES: dict[str, str] = {
+    RENTAL_RENTED: "Cluster rented (nodes starting)",
+    RENTAL_READY: "Cluster ready (every node running)",
+    RENTAL_DEGRADED: "Cluster degraded (a node failed)",
+    RENTAL_UNKNOWN: "Outcome unknown (support is checking)",
+    RENTAL_REFUSED: "Order refused by Lium",
+    RENTAL_FAILED: "Order failed (Lium unreachable)",
+    RENTAL_TERMINATED: "Cluster removed",
+    RENTAL_REMOVAL_SOON: "Scheduled removal within the hour",
+    BUDGET_THRESHOLD: "Budget threshold reached",
+}
+
+# The rental state a transition lands in -> the event it emits. Other states emit nothing.
+STATUS_EVENTS: dict[str, str] = {
+    S.RENTED: RENTAL_RENTED,
+    S.READY: RENTAL_READY,
+    S.DEGRADED: RENTAL_DEGRADED,
+    S.UNKNOWN: RENTAL_UNKNOWN,
+    S.REFUSED: RENTAL_REFUSED,
+    S.FAILED: RENTAL_FAILED,
+    S.TERMINATED: RENTAL_TERMINATED,
+}
+
+
+def subscribed(events: list[str], event_type: str) -> bool:
+    """Return whether a subscription list (which may be ["*"]) covers `event_type`."""
+    return ALL in events or event_type in events

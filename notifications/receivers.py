@@ -1,0 +1,19 @@
+"""Turn rental state changes into events, inside the transaction that made the change (the outbox)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from notifications.events import STATUS_EVENTS
+from notifications.services import event_emit
+from rentals.models import Rental
+
+
+def on_rental_status_changed(*, rental_id: int, to_status: str, **_kwargs: Any) -> None:
+    """Emit the event for the state the rental moved into, if that state has one."""
+    event_type = STATUS_EVENTS.get(to_status)
+    if event_type is None:
+        return
+    customer_id = Rental.objects.filter(pk=rental_id).values_list("customer_id", flat=True).first()
+    if customer_id is not None:
+        event_emit(customer=customer_id, type=event_type, rental_id=rental_id)

@@ -1,0 +1,135 @@
+"""Profile pages: a customer's webhook endpoints (register, delete, test, delivery log, redeliver) and the
+user's e-mail choices. Support reads every endpoint's log and changes nothing; operators act on any."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_http_methods, require_POST
+
+from notifications import selectors, services
+from notifications.forms import EmailPreferenceForm, WebhookEndpointForm
+
+READ_ONLY = "Support can look at webhooks but not change them."
+
+
+def _user(request: HttpRequest) -> User:
+    assert isinstance(request.user, User)
+    return request.user
+
+
+def _no_store(response: HttpResponse) -> HttpResponse:
+    # The page may carry a secret shown once: never cache it.
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def webhook_list(request: HttpRequest) -> HttpResponse:
+    """List the endpoints the user may see and register one; a new secret is rendered once, in this response."""
+    customers = selectors.customers_for_endpoints(user=request.user)
+    may_add = customers.exists()
+    if request.method == "POST" and not may_add:
+        return HttpResponse(READ_ONLY if request.user.is_authenticated else "", status=403)
+    form = WebhookEndpointForm(request.POST or None, customers=customers)
+    new_secret = None
+    if request.method == "POST" and form.is_valid():
+        try:
+            _endpoint, new_secret = services.endpoint_create(
+                customer=form.cleaned_data["customer"],
+                url=form.cleaned_data["url"],
+                events=form.cleaned_data["subscription"],
+                created_by=_user(request),
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            form = WebhookEndpointForm(customers=customers)
+    endpoints = selectors.endpoint_list_for_user(user=request.user)
+    return _no_store(
+        render(
+            request,
+            "notifications/webhooks.html",
+            {"form": form, "may_add": may_add, "endpoints": endpoints, "new_secret": new_secret},
+        )
+    )
+
+
+@login_required
+def webhook_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    """An endpoint and its delivery log (status, duration, answer excerpt, attempts, next try)."""
+    endpoint = selectors.endpoint_get_for_user(user=request.user, pk=pk)
+    return render(
+        request,
+        "notifications/webhook_detail.html",
+        {
+            "endpoint": endpoint,
+            "deliveries": selectors.delivery_list_for_endpoint(endpoint=endpoint),
+            "may_manage": selectors.may_manage_endpoints(user=request.user, customer_id=endpoint.customer_id),
+        },
+    )
+
+
+def _managed_endpoint(request: HttpRequest, pk: int):  # type: ignore[no-untyped-def]
+    endpoint = selectors.endpoint_get_for_user(user=request.user, pk=pk)
+    if not selectors.may_manage_endpoints(user=request.user, customer_id=endpoint.customer_id):
+        return endpoint, HttpResponse(READ_ONLY, status=403)
+    return endpoint, None
+
+
+@login_required
+@require_POST
+def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
+    """Send a `webhook.test` event to this endpoint."""
+    endpoint, refused = _managed_endpoint(request, pk)
+    if refused:
+        return refused
+    delivery = services.endpoint_send_test(endpoint=endpoint)
+    messages.success(request, f"Test event {delivery.event_id} is on its way; its delivery appears below.")
+    return redirect("webhook_detail", pk=endpoint.pk)
+
+
+@login_required
+@require_POST
+def webhook_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    """Delete an endpoint: it receives nothing more."""
+    endpoint, refused = _managed_endpoint(request, pk)
+    if refused:
+        return refused
+    services.endpoint_delete(endpoint=endpoint)
+    messages.success(request, f"Webhook endpoint {endpoint.url} deleted.")
+    return redirect("webhook_list")
+
+
+@login_required
+@require_POST
+def webhook_redeliver(request: HttpRequest, pk: int, delivery_pk: int) -> HttpResponse:
+    """Send a delivery's event again, with the same webhook-id."""
+    endpoint, refused = _managed_endpoint(request, pk)
+    if refused:
+        return refused
+    delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_pk)
+    services.delivery_redeliver(delivery=delivery)
+    messages.success(request, f"Event {delivery.event_id} will be delivered again (same webhook-id).")
+    return redirect("webhook_detail", pk=endpoint.pk)
+
+
+@login_required
+@require_http_methods(["GET", "POST"])
+def notification_preferences(request: HttpRequest) -> HttpResponse:
+    """Choose which events reach the user by e-mail."""
+    user = _user(request)
+    if request.method == "POST":
+        form = EmailPreferenceForm(request.POST)
+        if form.is_valid():
+            services.email_preference_set(user=user, events=form.cleaned_data["events"])
+            messages.success(request, "Saved. Only the events you ticked reach you by e-mail.")
+            return redirect("notification_preferences")
+    else:
+        form = EmailPreferenceForm(initial={"events": services.email_events_for(user=user)})
+    return render(request, "notifications/preferences.html", {"form": form, "has_email": bool(user.email)})
