@@ -38,10 +38,11 @@ chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the databas
 bench: install ## Benchmarks: latency, poll cost, page cost, search, engine throughput, memory
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py $(BENCH_ARGS)
 
-lint: install ## Ruff and mypy
+lint: install ## Ruff, mypy, import cycles
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
+	$(BIN)/python scripts/check_import_cycles.py
 
 clean:
 	rm -rf .run

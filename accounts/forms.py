@@ -4,7 +4,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from accounts.models import SshPublicKey
-from rentals.validators import validate_ssh_public_key
+from accounts.validators import validate_ssh_public_key
 
 
 class SshPublicKeyForm(forms.ModelForm):

@@ -17,7 +17,7 @@ from api.keys import (
     request_rate_retry_after,
 )
 from api.models import ApiKey
-from dashboard.client_address import client_ip
+from common.client_address import client_ip
 
 KEY_HINT = "Create a key at /profile/api-keys/ and send it as 'X-API-Key: lcd_…' or 'Authorization: Bearer lcd_…'."
 

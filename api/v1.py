@@ -25,18 +25,18 @@ from ninja import Header, NinjaAPI, Query
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
 from accounts.roles import is_operator
+from accounts.validators import validate_ssh_public_key
 from api import idempotency
 from api.auth import AUTH, require_scope, require_writer
 from api.errors import ApiError, error_response, install_handlers, validation_error_from
 from api.representations import dumps, fabric_dict, node_dict, rental_dict
 from api.schemas import ErrorOut, FabricListOut, FabricNodesOut, RentalCreateIn, RentalListOut, RentalOut
 from rentals import offers, selectors, services
+from rentals.audit import support_reads
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing
 from rentals.states import RentalStatus
-from rentals.support_audit import support_reads
 from rentals.upstream import RateLimited, UpstreamError, UpstreamUnavailable
-from rentals.validators import validate_ssh_public_key
 
 logger = logging.getLogger(__name__)
 

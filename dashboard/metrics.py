@@ -15,15 +15,15 @@ from datetime import timedelta
 from django.conf import settings
 from django.db.models import Count, ExpressionWrapper, F, Q, Sum, fields
 from django.http import HttpRequest, HttpResponse
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, generate_latest
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from common.metrics import POLL_REQUESTS
+
 LATENCY_BUCKETS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 QUEUE_BUCKETS_S = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
-
-POLL_REQUESTS = Counter("dashboard_poll_requests_total", "Progress fragment polls served", ["outcome"])
 
 
 class DatabaseCollector(Collector):

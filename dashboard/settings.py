@@ -100,9 +100,9 @@ AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # Proxies in front of the app (each appends to X-Forwarded-For): the login and API-key throttles count
-# failures per real client address (`dashboard.client_address`), not per proxy.
+# failures per real client address (`common.client_address`), not per proxy.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", 0, validate=NOT_NEGATIVE)
-AXES_CLIENT_IP_CALLABLE = "dashboard.client_address.client_ip"
+AXES_CLIENT_IP_CALLABLE = "common.client_address.client_ip"
 
 ROOT_URLCONF = "dashboard.urls"
 WSGI_APPLICATION = "dashboard.wsgi.application"
@@ -175,7 +175,7 @@ STORAGES = {
 CACHE_URL = env.str("CACHE_URL", "")
 CACHES = {
     "default": (
-        {"BACKEND": "dashboard.redis_cache.ReusingRedisCache", "LOCATION": CACHE_URL}
+        {"BACKEND": "common.redis_cache.ReusingRedisCache", "LOCATION": CACHE_URL}
         if CACHE_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     ),
@@ -368,7 +368,7 @@ LOG_LEVEL = env.str("LOG_LEVEL", "INFO", validate=OneOf(["DEBUG", "INFO", "WARNI
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "dashboard.logcontext.ContextFilter"}},
+    "filters": {"context": {"()": "common.logcontext.ContextFilter"}},
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {

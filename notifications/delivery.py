@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import logging
-import random
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -22,6 +21,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
+from common.backoff import backoff_seconds
 from notifications import events as ev
 from notifications.addresses import UnsafeUrl, check_url
 from notifications.models import Delivery
@@ -47,10 +47,11 @@ class Outcome:
     final: bool = False
 
 
-def backoff_seconds(attempt: int) -> float:
+def delivery_backoff(attempt: int) -> float:
     """Return the wait after `attempt` failed attempts: exponential, capped, with jitter over its upper half."""
-    ceiling = min(settings.WEBHOOK_BACKOFF_CAP_SECONDS, settings.WEBHOOK_BACKOFF_BASE_SECONDS * 2 ** (attempt - 1))
-    return ceiling / 2 + random.uniform(0, ceiling / 2)  # noqa: S311 - jitter, not a secret
+    return backoff_seconds(
+        failures=attempt, base=settings.WEBHOOK_BACKOFF_BASE_SECONDS, cap=settings.WEBHOOK_BACKOFF_CAP_SECONDS
+    )
 
 
 def delivery_attempt(*, delivery_id: int) -> str:
@@ -89,7 +90,7 @@ def _settle(delivery: Delivery, lease: datetime, outcome: Outcome) -> str:
         result = "delivered"
         fields.update(status=Delivery.Status.DELIVERED, delivered_at=now, next_attempt_at=None)
     else:
-        delay = backoff_seconds(delivery.attempt_count)  # already counts this attempt (claimed above)
+        delay = delivery_backoff(delivery.attempt_count)  # already counts this attempt (claimed above)
         next_at = now + timedelta(seconds=delay)
         if outcome.final or next_at > delivery.give_up_at:
             result = "failed"

@@ -12,6 +12,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
+from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum, Value
@@ -173,9 +174,8 @@ def broker_queue_depth() -> int | None:
     """Return the number of messages waiting in the `celery` queue when the broker is Redis, else None."""
     if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
         return None
-    from dashboard.celery import app
-
-    with app.connection_for_read() as connection:
+    # The project's Celery app, without importing the project package (apps never import it).
+    with current_app.connection_for_read() as connection:
         client = connection.default_channel.client  # type: ignore[attr-defined]
         return int(client.llen("celery"))
 

@@ -6,7 +6,7 @@ why). State changes go through `rentals.transitions` and the rentals services, n
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import datetime
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -17,6 +17,7 @@ from django.utils import timezone
 from rentals import engine, reconcile
 from rentals import services as rental_services
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
+from rentals.enqueue import enqueue_rental_send
 from rentals.models import Rental, RentalEvent
 from rentals.polling import forget_poll_state
 from rentals.selectors import needs_attention
@@ -24,7 +25,6 @@ from rentals.states import RentalStatus as S
 from rentals.states import can_transition
 from rentals.transitions import IllegalTransition, rental_touch, rental_transition
 
-SUPPORT_VIEW_EVERY = timedelta(minutes=10)
 # A replay of these answers can only repeat them: the upstream keeps 409 outcome-unknown forever, and a
 # 422 key-reused means our stored bytes no longer match what was first sent (a defect to investigate).
 NO_REPLAY_ERRORS = frozenset({"idempotency_outcome_unknown", "idempotency_key_reused"})
@@ -93,8 +93,6 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
     refusal = retry_refusal(rental, now)
     if refusal:
         raise ValidationError(refusal)
-    from rentals.tasks import enqueue_rental_send
-
     if rental.status == S.RETRYING:
         with transaction.atomic():
             moved = Rental.objects.filter(pk=rental.pk, status=S.RETRYING).update(
@@ -223,17 +221,3 @@ def ops_cancel(*, rental: Rental, actor: User, reason: str) -> bool:
             rental=rental, actor=actor, action="cancel", reason=reason, message=f"Cancel. {reason}", since=since
         )
     return moved
-
-
-def support_view_record(*, rental: Rental, user: User) -> bool:
-    """Record that support opened the rental's timeline, at most once per user and rental per 10 minutes."""
-    now = timezone.now()
-    recent = RentalEvent.objects.filter(
-        rental_id=rental.pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor=user, at__gte=now - SUPPORT_VIEW_EVERY
-    ).exists()
-    if recent:
-        return False
-    RentalEvent.objects.create(
-        rental_id=rental.pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor=user, message=f"Viewed by {user.get_username()}."
-    )
-    return True

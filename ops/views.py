@@ -27,6 +27,7 @@ from accounts.roles import is_operator, is_staff_reader
 from ops import search as support_search
 from ops import selectors, services
 from ops.forms import ActionForm, AuditFilterForm, ConfirmReconciliationForm, SearchForm, UsageForm
+from rentals.audit import support_view_record
 from rentals.models import Rental
 from rentals.selectors import needs_attention
 from rentals.states import HOLDS_CLUSTER_STATES
@@ -147,7 +148,7 @@ def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
     rental = _rental(public_id)
     user = _user(request)
     if not is_operator(user):
-        services.support_view_record(rental=rental, user=user)
+        support_view_record(rental=rental, user=user)
     now = timezone.now()
     finding = selectors.latest_finding(rental=rental)
     operator = is_operator(user)

@@ -12,7 +12,6 @@ already have reached Lium only to a backend that promises idempotency; otherwise
 from __future__ import annotations
 
 import logging
-import random
 import time
 import uuid
 from dataclasses import dataclass
@@ -26,8 +25,10 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.models import UpstreamCredential
-from dashboard.logcontext import bind
+from common.backoff import backoff_seconds
+from common.logcontext import bind
 from rentals import upstream
+from rentals.enqueue import enqueue_pods_sync, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_touch, rental_transition
@@ -51,9 +52,9 @@ class Claim:
 
 def retry_delay(*, attempt_number: int, retry_after: float | None) -> float:
     """Return seconds to wait: exponential backoff with jitter, never less than Retry-After."""
-    backoff = min(settings.RENT_BACKOFF_CAP_SECONDS, settings.RENT_BACKOFF_BASE_SECONDS * 2 ** (attempt_number - 1))
-    # Jitter spreads the retries of many rentals that failed together (S311: not for security).
-    delay = backoff * random.uniform(0.5, 1.0)  # noqa: S311
+    delay = backoff_seconds(
+        failures=attempt_number, base=settings.RENT_BACKOFF_BASE_SECONDS, cap=settings.RENT_BACKOFF_CAP_SECONDS
+    )
     return max(delay, retry_after or 0.0)
 
 
@@ -333,8 +334,6 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
             **common,
         )
         if moved:
-            from rentals.tasks import enqueue_pods_sync
-
             transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
         return S.RENTED if moved else None
 
@@ -437,8 +436,6 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         **common,
     )
     if moved:
-        from rentals.tasks import enqueue_rental_send
-
         transaction.on_commit(lambda: enqueue_rental_send(rental.pk, countdown=delay))
     return S.RETRYING if moved else None
 

@@ -10,9 +10,10 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from accounts.models import Customer, SshPublicKey, customer_ref_validator
+from accounts.validators import parse_ssh_public_keys
 from rentals.offers import Fabric, OfferListing, Template, check_node_selection
 from rentals.services import RentOrder
-from rentals.validators import POD_NAME_HELP, parse_ssh_public_keys, validate_pod_name
+from rentals.validators import POD_NAME_HELP, validate_pod_name
 
 
 class NodeSelectionField(forms.MultipleChoiceField):

@@ -16,7 +16,7 @@ from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import render_to_string
 
-from dashboard.metrics import POLL_REQUESTS
+from common.metrics import POLL_REQUESTS
 from rentals import polling
 from rentals.launch import cluster_launch
 from rentals.models import Rental

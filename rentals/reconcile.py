@@ -11,7 +11,6 @@ the last look. Operators run the same look by hand, also for a `rented` rental w
 from __future__ import annotations
 
 import logging
-import random
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -21,7 +20,9 @@ from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
+from common.backoff import backoff_seconds
 from rentals import services, upstream
+from rentals.enqueue import enqueue_pods_sync
 from rentals.models import Rental, RentalEvent
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
@@ -39,10 +40,9 @@ def max_looks() -> int:
 
 
 def look_delay(*, looks_done: int) -> float:
-    """Return seconds until the next automatic look: base, then doubling, with a little jitter."""
+    """Return seconds until the next automatic look: base, then doubling, with jitter."""
     base = settings.RECONCILE_LOOK_BASE_SECONDS
-    # Jitter spreads the looks of many rentals that went unknown together (S311: not for security).
-    return base * 2**looks_done * random.uniform(0.75, 1.0)  # noqa: S311
+    return backoff_seconds(failures=looks_done + 1, base=base, cap=base * 2**settings.RECONCILE_MAX_LOOKS)
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,5 @@ def _found(
         else:
             return LookResult("not-due")
         if moved:
-            from rentals.tasks import enqueue_pods_sync
-
             transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
     return LookResult(outcome if moved else "not-due")

@@ -7,7 +7,6 @@ nothing. Failures back off exponentially with jitter; only the claim's winner en
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -15,6 +14,7 @@ from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
+from common.backoff import backoff_seconds
 from rentals import services
 from rentals.models import Rental
 from rentals.states import RentalStatus as S
@@ -26,11 +26,11 @@ RECHECK_AFTER_STARTED_SECONDS = 300
 
 def delete_backoff(*, attempts: int) -> float:
     """Return seconds to wait after `attempts` failed DELETEs: exponential, capped, with jitter."""
-    base = settings.CLUSTER_DELETE_BACKOFF_BASE_SECONDS
-    cap = settings.CLUSTER_DELETE_BACKOFF_CAP_SECONDS
-    backoff = min(cap, base * 2 ** max(attempts - 1, 0))
-    # Jitter spreads the retries of many clusters that failed together (S311: not for security).
-    return backoff * random.uniform(0.5, 1.0)  # noqa: S311
+    return backoff_seconds(
+        failures=attempts,
+        base=settings.CLUSTER_DELETE_BACKOFF_BASE_SECONDS,
+        cap=settings.CLUSTER_DELETE_BACKOFF_CAP_SECONDS,
+    )
 
 
 def cluster_delete_claim(*, rental_id: int) -> bool:

@@ -22,15 +22,17 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
-from dashboard.logcontext import bind
+from accounts.validators import validate_ssh_public_key
+from common.logcontext import bind
 from rentals import upstream
+from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_rental_send, enqueue_schedule_removal
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.polling import forget_poll_state
 from rentals.selectors import customer_hourly_spend
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_transition
-from rentals.validators import validate_pod_name, validate_ssh_public_key
+from rentals.validators import validate_pod_name
 
 logger = logging.getLogger(__name__)
 
@@ -153,8 +155,6 @@ def rental_submit(
                 message=f"Order saved: {len(order.executor_ids)} nodes on {order.fabric_id}.",
                 data={"idempotency_key": str(rental.idempotency_key), "body_sha256": rental.body_sha256},
             )
-            from rentals.tasks import enqueue_rental_send
-
             transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
         with bind(rental_id=rental.public_id, idempotency_key=rental.idempotency_key, customer=customer_ref or "-"):
             logger.info(
@@ -215,8 +215,6 @@ def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") ->
         message=f"Terminate requested. {reason}".strip(),
     )
     if moved:
-        from rentals.tasks import enqueue_cluster_delete
-
         transaction.on_commit(lambda: enqueue_cluster_delete(rental.pk))
     return moved
 
@@ -312,8 +310,6 @@ def rental_schedule_removal(*, rental: Rental, actor: User | None, hours: int) -
             message=f"Removal scheduled for {at:%Y-%m-%d %H:%M} UTC.",
             data={"removal_scheduled_at": at.isoformat()},
         )
-        from rentals.tasks import enqueue_schedule_removal
-
         transaction.on_commit(lambda: enqueue_schedule_removal(rental.pk))
     return at
 
@@ -408,8 +404,6 @@ def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: st
             cluster_id=cluster_id,
         )
         if moved:
-            from rentals.tasks import enqueue_pods_sync
-
             transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
         return moved
     return rental_transition(

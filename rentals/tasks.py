@@ -16,6 +16,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from rentals import engine, members, reconcile, removal, services
+from rentals.enqueue import (
+    enqueue_cluster_delete,
+    enqueue_pods_sync,
+    enqueue_reconcile_look,
+    enqueue_rental_send,
+)
 from rentals.models import Heartbeat, Rental
 from rentals.states import RentalStatus as S
 from rentals.upstream import UpstreamError
@@ -23,33 +29,6 @@ from rentals.upstream import UpstreamError
 logger = logging.getLogger(__name__)
 
 SWEEPER_HEARTBEAT = "sweeper"
-
-
-def _enqueue(task, *args: object, countdown: float | None = None) -> None:  # type: ignore[no-untyped-def]
-    try:
-        task.apply_async(args=args, countdown=countdown)
-    except Exception:  # the broker is down or unreachable: the sweeper will re-enqueue from the row
-        logger.warning("Could not enqueue %s%r; the sweeper will pick it up.", task.name, args, exc_info=True)
-
-
-def enqueue_rental_send(rental_id: int, countdown: float | None = None) -> None:
-    _enqueue(rental_send, rental_id, countdown=countdown)
-
-
-def enqueue_pods_sync(credential_id: int) -> None:
-    _enqueue(credential_pods_sync, credential_id)
-
-
-def enqueue_schedule_removal(rental_id: int) -> None:
-    _enqueue(rental_schedule_removal, rental_id)
-
-
-def enqueue_cluster_delete(rental_id: int) -> None:
-    _enqueue(rental_delete_cluster, rental_id)
-
-
-def enqueue_reconcile_look(rental_id: int, countdown: float | None = None) -> None:
-    _enqueue(rental_reconcile_look, rental_id, countdown=countdown)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -70,7 +49,7 @@ def credential_pods_sync(credential_id: int) -> int:
         polled is not None
         and Rental.objects.filter(credential_id=credential_id, status__in=(S.RENTED, S.TERMINATING)).exists()
     ):
-        _enqueue(credential_pods_sync, credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
+        enqueue_pods_sync(credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
     return polled or 0
 
 
@@ -83,12 +62,8 @@ def rental_delete_cluster(rental_id: int) -> str:
     """
     result = removal.cluster_delete_attempt(rental_id=rental_id)
     if result.retry_in is not None:
-        enqueue_cluster_delete_later(rental_id, countdown=result.retry_in)
+        enqueue_cluster_delete(rental_id, countdown=result.retry_in)
     return result.outcome
-
-
-def enqueue_cluster_delete_later(rental_id: int, countdown: float) -> None:
-    _enqueue(rental_delete_cluster, rental_id, countdown=countdown)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

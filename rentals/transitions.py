@@ -10,11 +10,14 @@ import uuid
 from datetime import datetime, timedelta
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
+from common.backoff import backoff_seconds
+from rentals.enqueue import enqueue_reconcile_look
 from rentals.models import Rental, RentalEvent
 from rentals.polling import forget_poll_state
 from rentals.signals import rental_status_changed
@@ -58,8 +61,6 @@ def rental_transition(
             forget_poll_state(rental_id)
             if first_look_in is not None:
                 # The engine looks for the cluster itself (rentals.reconcile); the sweeper re-sends a lost message.
-                from rentals.tasks import enqueue_reconcile_look
-
                 transaction.on_commit(lambda: enqueue_reconcile_look(rental_id, countdown=first_look_in))
             RentalEvent.objects.create(
                 rental_id=rental_id,
@@ -76,9 +77,9 @@ def rental_transition(
 
 
 def _first_look_in() -> float:
-    from rentals.reconcile import look_delay
-
-    return look_delay(looks_done=0)
+    """Return seconds until an unknown rental's first automatic look (`rentals.reconcile`)."""
+    base = settings.RECONCILE_LOOK_BASE_SECONDS
+    return backoff_seconds(failures=1, base=base, cap=base)
 
 
 def _entering(from_status: str, to_status: str, now: datetime, first_look_in: float | None) -> dict[str, Any]:

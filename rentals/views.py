@@ -21,13 +21,13 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
-from dashboard import ratelimit
+from common import ratelimit
 from rentals import offers, polling, progress, selectors, services
+from rentals.audit import support_reads
 from rentals.forms import RentForm
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing
 from rentals.states import RentalStatus as S
-from rentals.support_audit import support_reads
 from rentals.upstream import UpstreamError
 
 

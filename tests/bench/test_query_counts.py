@@ -160,7 +160,7 @@ def test_progress_fragment_costs_the_same_queries_with_few_and_many_members(
 ) -> None:
     from rentals.services import RentOrder, rental_submit
 
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     client = client_for(alice)
 
     def rental_with(members: int) -> Rental:

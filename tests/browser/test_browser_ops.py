@@ -24,7 +24,7 @@ except ImportError:
         raise
     pytest.skip("browser tests need the playwright package (uv sync installs the dev group)", allow_module_level=True)
 
-from rentals import engine, tasks
+from rentals import engine
 from rentals.members import credential_pods_sync
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.services import RentOrder, rental_submit
@@ -39,7 +39,7 @@ ACTIONS = ("retry", "reconcile", "confirm", "terminate", "cancel")
 @pytest.fixture
 def in_process(monkeypatch: pytest.MonkeyPatch) -> None:
     """Drive the engine from the test: enqueues (also the live server's) go nowhere."""
-    monkeypatch.setattr(tasks, "_enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *args, **kwargs: None)
 
 
 @pytest.fixture

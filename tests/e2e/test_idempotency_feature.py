@@ -25,7 +25,7 @@ def submit(simulator: Simulator, alice, acme):  # type: ignore[no-untyped-def]
 def test_a_backend_without_rent_idempotency_gets_no_second_send(
     simulator: Simulator, alice, acme, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     simulator.http.post("/_sim/config", json={"features": ["rent_by_spec"]}).raise_for_status()
     simulator.faults([{"fault": "drop_after_commit", "next": 1}])
     rental = submit(simulator, alice, acme)
@@ -38,7 +38,7 @@ def test_a_backend_without_rent_idempotency_gets_no_second_send(
 def test_a_backend_with_rent_idempotency_gets_the_same_order_again(
     simulator: Simulator, alice, acme, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     simulator.faults([{"fault": "drop_after_commit", "next": 1}])
     rental = submit(simulator, alice, acme)
     assert engine.rental_attempt(rental_id=rental.pk) == "retrying"

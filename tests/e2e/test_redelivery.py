@@ -29,7 +29,7 @@ def submit(simulator: Simulator, alice, acme) -> Rental:  # type: ignore[no-unty
 def test_a_redelivered_task_resends_the_same_key_and_bytes_and_one_cluster_exists(
     simulator: Simulator, alice, acme, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(tasks, "_enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *args, **kwargs: None)
     rental = submit(simulator, alice, acme)
 
     # The first worker claims the rental and sends it, then dies before recording the answer.

@@ -84,7 +84,7 @@ def no_broker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
     for where in ("notifications.services", "notifications.delivery", "notifications.tasks"):
         monkeypatch.setattr(f"{where}.enqueue_delivery", record)
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     return enqueued
 
 

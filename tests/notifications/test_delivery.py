@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 from standardwebhooks.webhooks import Webhook
 
-from notifications.delivery import backoff_seconds, delivery_attempt
+from notifications.delivery import delivery_attempt, delivery_backoff
 from notifications.models import Delivery, Event
 from notifications.services import delivery_redeliver, endpoint_create, endpoint_send_test
 from notifications.tasks import deliveries_sweep
@@ -93,7 +93,7 @@ def test_backoff_grows_exponentially_up_to_the_cap(settings) -> None:
     settings.WEBHOOK_BACKOFF_BASE_SECONDS = 10
     settings.WEBHOOK_BACKOFF_CAP_SECONDS = 7200
     for attempt, ceiling in [(1, 10), (2, 20), (5, 160), (20, 7200)]:
-        waits = [backoff_seconds(attempt) for _ in range(50)]
+        waits = [delivery_backoff(attempt) for _ in range(50)]
         assert all(ceiling / 2 <= wait <= ceiling for wait in waits)
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pytest
 
-from rentals import tasks
 from rentals.models import Rental, RentalNode
 
 _numbers = count(1)
@@ -29,10 +28,10 @@ def enqueued(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, tuple[object, .
     """Record Celery enqueues instead of sending them to a broker."""
     calls: list[tuple[str, tuple[object, ...]]] = []
 
-    def record(task: Any, *args: object, countdown: float | None = None) -> None:
-        calls.append((task.name, args))
+    def record(task_name: str, *args: object, countdown: float | None = None) -> None:
+        calls.append((task_name, args))
 
-    monkeypatch.setattr(tasks, "_enqueue", record)
+    monkeypatch.setattr("rentals.enqueue._enqueue", record)
     return calls
 
 

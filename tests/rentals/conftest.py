@@ -14,7 +14,7 @@ import httpx
 import pytest
 from django.utils import timezone
 
-from rentals import tasks, upstream
+from rentals import upstream
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
@@ -50,10 +50,10 @@ def fake_upstream(monkeypatch: pytest.MonkeyPatch) -> FakeUpstream:
 def enqueued(monkeypatch: pytest.MonkeyPatch) -> Enqueued:
     recorder = Enqueued()
 
-    def record(task: Any, *args: object, countdown: float | None = None) -> None:
-        recorder.calls.append((task.name, args, countdown))
+    def record(task_name: str, *args: object, countdown: float | None = None) -> None:
+        recorder.calls.append((task_name, args, countdown))
 
-    monkeypatch.setattr(tasks, "_enqueue", record)
+    monkeypatch.setattr("rentals.enqueue._enqueue", record)
     return recorder
 
 

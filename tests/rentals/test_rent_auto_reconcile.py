@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from rentals import reconcile, tasks
+from common import backoff
+from rentals import tasks
 from rentals.models import Rental, RentalEvent
 from rentals.states import RentalStatus as S
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream, error
@@ -29,7 +30,7 @@ def member(cluster_id: str, executor: str, *, name: str = "train-1", **extra: An
 
 @pytest.fixture
 def no_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(reconcile.random, "uniform", lambda low, high: high)
+    monkeypatch.setattr(backoff.random, "uniform", lambda low, high: high)
 
 
 @pytest.fixture

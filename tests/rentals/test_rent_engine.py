@@ -8,6 +8,7 @@ from datetime import timedelta
 import httpx
 import pytest
 
+from common import backoff
 from rentals import engine, tasks
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.services import rental_cancel
@@ -22,7 +23,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def no_jitter(monkeypatch: pytest.MonkeyPatch) -> None:
     """Take the top of the jitter range so delays are exact: base * 2 ** (n - 1)."""
-    monkeypatch.setattr(engine.random, "uniform", lambda low, high: high)
+    monkeypatch.setattr(backoff.random, "uniform", lambda low, high: high)
 
 
 def attempt(rental: Rental, capture) -> str | None:  # type: ignore[no-untyped-def]

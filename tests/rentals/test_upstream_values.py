@@ -63,7 +63,7 @@ def test_an_account_answer_that_is_not_an_object_is_an_error() -> None:
 
 @pytest.mark.django_db
 def test_test_connection_fails_on_an_unreadable_version(acme, monkeypatch: pytest.MonkeyPatch) -> None:
-    from accounts.services import credential_test_connection
+    from rentals.credentials import credential_test_connection
 
     monkeypatch.setattr(upstream, "client_for", lambda credential: client_answering(b"<html>maintenance</html>"))
     report = credential_test_connection(credential=acme.default_credential)
@@ -72,7 +72,7 @@ def test_test_connection_fails_on_an_unreadable_version(acme, monkeypatch: pytes
 
 @pytest.mark.django_db
 def test_test_connection_says_when_no_balance_was_given(acme, monkeypatch: pytest.MonkeyPatch) -> None:
-    from accounts.services import credential_test_connection
+    from rentals.credentials import credential_test_connection
 
     monkeypatch.setattr(upstream, "client_for", lambda credential: client_answering({"features": []}))
     report = credential_test_connection(credential=acme.default_credential)

@@ -15,7 +15,7 @@ import pytest
 from cryptography.fernet import Fernet
 from django.utils import timezone
 
-from dashboard.logcontext import ContextFilter
+from common.logcontext import ContextFilter
 from rentals import engine, members
 from rentals.models import Heartbeat
 from rentals.services import RentOrder, rental_submit
@@ -100,7 +100,7 @@ def test_readyz_names_a_sweeper_that_stopped(client) -> None:
 
 @pytest.mark.django_db
 def test_metrics_count_rentals_by_state(client, alice, acme, monkeypatch) -> None:
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     order = RentOrder(fabric_id="f", executor_ids=["a", "b"], pod_name="job", public_keys=[SSH_KEY])
     rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")
     body = client.get("/metrics").content.decode()
@@ -114,7 +114,7 @@ def test_a_rentals_production_logs_are_json_lines_with_its_id_and_no_secret(
 ) -> None:
     from pythonjsonlogger.json import JsonFormatter
 
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     stream = io.StringIO()
     handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
@@ -152,7 +152,7 @@ def test_submitting_too_many_orders_a_minute_is_refused_with_the_wait(
 ) -> None:
     from tests.web.test_rent_form import form_data
 
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     settings.RENT_SUBMIT_RATE_PER_MINUTE = 1
     client = client_for(alice)
     fabric_id = simulator.offers()[0]["fabric_id"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from accounts.admin import UpstreamCredentialForm
+from ops.admin_credentials import UpstreamCredentialForm
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_delete_cluster, rental_submit, rental_terminate
 from tests.conftest import SSH_KEY
@@ -15,7 +15,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def rental(alice, acme, monkeypatch):  # type: ignore[no-untyped-def]
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name="job", public_keys=[SSH_KEY])
     return rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")
 

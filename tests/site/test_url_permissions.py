@@ -109,7 +109,7 @@ def test_every_url_has_a_permission_test() -> None:
 @pytest.fixture
 def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped-def]
     """Alice's rental, her saved SSH key and API key; every persona with an API key of all scopes."""
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name="job", public_keys=[SSH_KEY])
     rental = rental_submit(user=alice, customer=alice.memberships.get().customer, order=order, customer_ref="acme")
     Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="c-1")

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from accounts.models import SshPublicKey
 from api.keys import api_key_create
+from notifications.services import endpoint_create, endpoint_send_test
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
@@ -99,15 +100,21 @@ def params_for(page: str) -> st.SearchStrategy[dict]:
 @pytest.fixture
 def world(alice, olga, monkeypatch):  # type: ignore[no-untyped-def]
     """Alice's ready rental, her saved SSH and API keys, fake offers, no broker and an upstream that fails."""
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     offer_fakes.install(monkeypatch, lambda credential: [node("n-1", "1.00"), node("n-2", "2.00")])
     failing = httpx.Client(transport=httpx.MockTransport(lambda request: httpx.Response(503, json={})))
     monkeypatch.setattr("rentals.upstream.shared_http_client", lambda: failing)
     order = RentOrder(fabric_id=FABRIC, executor_ids=["n-1", "n-2"], pod_name="job", public_keys=[SSH_KEY])
     rental = rental_submit(user=alice, customer=alice.memberships.get().customer, order=order, customer_ref="acme")
     Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="c-1")
+    monkeypatch.setattr("notifications.services.enqueue_delivery", lambda *a, **k: None)
+    endpoint, _secret = endpoint_create(
+        customer=rental.customer, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice
+    )
     return {
         "rental": rental,
+        "endpoint": endpoint,
+        "delivery": endpoint_send_test(endpoint=endpoint),
         "ssh_key": SshPublicKey.objects.create(user=alice, name="laptop", public_key=SSH_KEY),
         "api_key": api_key_create(user=alice, name="k", scopes=["read"])[0],
         "users": {"operator": olga, "customer": alice},

@@ -171,7 +171,7 @@ def test_my_rentals_shows_the_spend_cap(rental, alice, acme, client_for) -> None
 
 
 def test_my_rentals_pages_with_older_links_without_gaps_or_repeats(alice, acme, client_for, monkeypatch) -> None:
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     for number in range(30):
         order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name=f"job-{number:02d}", public_keys=[SSH_KEY])
         rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")

@@ -97,7 +97,7 @@ def test_an_operator_customer_ref_with_a_newline_is_refused(offers, olga, acme, 
 
 
 def test_a_member_cannot_choose_the_customer_ref(offers, alice, client_for, monkeypatch) -> None:
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     client = client_for(alice)
     response = client.post(
         f"/rent/?fabric={offers[0]['fabric_id']}", form_data(client, offers[0]["fabric_id"], customer_ref="globex")
@@ -115,7 +115,7 @@ def test_a_customer_ref_with_a_newline_is_refused_in_the_admin(credential) -> No
 
 
 def test_a_double_submit_creates_one_rental(offers, alice, client_for, monkeypatch) -> None:
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     client = client_for(alice)
     data = form_data(client, offers[0]["fabric_id"])
     first = client.post(f"/rent/?fabric={offers[0]['fabric_id']}", data)
@@ -127,7 +127,7 @@ def test_a_double_submit_creates_one_rental(offers, alice, client_for, monkeypat
 def test_a_double_submit_that_still_validates_creates_one_rental(offers, alice, client_for, monkeypatch) -> None:
     # The second click arrives before the first one's nodes left the cached listing: the form validates
     # again, and the form token's unique constraint still answers with the first rental.
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     monkeypatch.setattr("rentals.offers.offers_take", lambda **kwargs: None)
     client = client_for(alice)
     data = form_data(client, offers[0]["fabric_id"])

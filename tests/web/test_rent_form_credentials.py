@@ -35,7 +35,7 @@ def two_accounts(monkeypatch: pytest.MonkeyPatch, acme):  # type: ignore[no-unty
     globex = Customer.objects.create(name="Globex", customer_ref="globex", default_credential=credentials["west"])
 
     offer_fakes.install(monkeypatch, lambda credential: LISTINGS[credential.name])
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     return {"acme": Customer.objects.get(pk=acme.pk), "globex": globex, **credentials}
 
 

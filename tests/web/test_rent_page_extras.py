@@ -16,7 +16,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def no_enqueue(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("rentals.tasks._enqueue", lambda *a, **k: None)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
 
 
 def test_a_saved_key_is_offered_and_used_without_pasting(simulator: Simulator, alice, client_for, no_enqueue):

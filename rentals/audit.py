@@ -1,20 +1,35 @@
-"""Record support reading a customer's rental outside the ops pages (customer pages and the API).
+"""Record support reading a rental: on the ops timeline, the customer pages and the API alike.
 
-The ops timeline already records its own views (`ops.services.support_view_record`, at most once per user
-and rental per interval); this applies the same record wherever else support can read a rental.
+A view is recorded at most once per user and rental per SUPPORT_VIEW_EVERY, so reading is cheap to audit.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import timedelta
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.utils import timezone
 
 from accounts.models import Membership
 from accounts.roles import is_operator, is_staff_reader
-from ops.services import SUPPORT_VIEW_EVERY, support_view_record
 from rentals.models import Rental, RentalEvent
+
+SUPPORT_VIEW_EVERY = timedelta(minutes=10)
+
+
+def support_view_record(*, rental: Rental, user: User) -> bool:
+    """Record that support opened the rental's timeline, at most once per user and rental per 10 minutes."""
+    now = timezone.now()
+    recent = RentalEvent.objects.filter(
+        rental_id=rental.pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor=user, at__gte=now - SUPPORT_VIEW_EVERY
+    ).exists()
+    if recent:
+        return False
+    RentalEvent.objects.create(
+        rental_id=rental.pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor=user, message=f"Viewed by {user.get_username()}."
+    )
+    return True
 
 
 def support_reads(*, user: AbstractBaseUser | AnonymousUser, rentals: Iterable[Rental]) -> None:

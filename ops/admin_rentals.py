@@ -4,6 +4,7 @@ from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
 
 from accounts.roles import is_operator
+from ops.services import ops_reconcile  # the same look, rules and timeline record as the ops page
 from rentals import services
 from rentals.models import ClusterMember, Rental, RentalEvent, RentAttempt
 from rentals.states import RentalStatus
@@ -42,8 +43,6 @@ def terminate_rentals(modeladmin, request, queryset) -> None:  # type: ignore[no
 def reconcile_rentals(modeladmin, request, queryset) -> None:  # type: ignore[no-untyped-def]
     if not _operator_only(modeladmin, request):
         return
-    from ops.services import ops_reconcile  # the same look, rules and timeline record as the ops page
-
     for rental in queryset.filter(status__in=(RentalStatus.UNKNOWN, RentalStatus.RENTED)).select_related("credential"):
         try:
             found = ops_reconcile(rental=rental, actor=request.user, reason=ADMIN_REASON)

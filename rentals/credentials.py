@@ -1,10 +1,11 @@
-"""Writes and checks on accounts: testing an upstream credential."""
+"""Checks on upstream credentials: does this one reach Lium, and what does its backend promise?"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from accounts.models import UpstreamCredential
+from rentals import upstream
 
 
 @dataclass(frozen=True)
@@ -18,8 +19,6 @@ def credential_test_connection(*, credential: UpstreamCredential) -> ConnectionR
 
     An answer that does not parse is a failed test (`MalformedAnswer`), never a connected credential.
     """
-    from rentals import upstream
-
     try:
         client = upstream.client_for(credential)
         version = client.version()

@@ -1,0 +1,48 @@
+"""Put rental work on the broker, by task name.
+
+This module imports neither the engine nor the services (nor `rentals.tasks`, which imports both), so any of
+them can enqueue without an import cycle. A failed enqueue is only logged: the row is the truth and the
+sweeper enqueues what is due from it.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from celery import current_app
+
+logger = logging.getLogger(__name__)
+
+RENTAL_SEND = "rentals.tasks.rental_send"
+PODS_SYNC = "rentals.tasks.credential_pods_sync"
+SCHEDULE_REMOVAL = "rentals.tasks.rental_schedule_removal"
+CLUSTER_DELETE = "rentals.tasks.rental_delete_cluster"
+RECONCILE_LOOK = "rentals.tasks.rental_reconcile_look"
+TASK_NAMES = (RENTAL_SEND, PODS_SYNC, SCHEDULE_REMOVAL, CLUSTER_DELETE, RECONCILE_LOOK)
+
+
+def _enqueue(task_name: str, *args: object, countdown: float | None = None) -> None:
+    try:
+        current_app.send_task(task_name, args=args, countdown=countdown)
+    except Exception:  # the broker is down or unreachable: the sweeper will re-enqueue from the row
+        logger.warning("Could not enqueue %s%r; the sweeper will pick it up.", task_name, args, exc_info=True)
+
+
+def enqueue_rental_send(rental_id: int, countdown: float | None = None) -> None:
+    _enqueue(RENTAL_SEND, rental_id, countdown=countdown)
+
+
+def enqueue_pods_sync(credential_id: int, countdown: float | None = None) -> None:
+    _enqueue(PODS_SYNC, credential_id, countdown=countdown)
+
+
+def enqueue_schedule_removal(rental_id: int) -> None:
+    _enqueue(SCHEDULE_REMOVAL, rental_id)
+
+
+def enqueue_cluster_delete(rental_id: int, countdown: float | None = None) -> None:
+    _enqueue(CLUSTER_DELETE, rental_id, countdown=countdown)
+
+
+def enqueue_reconcile_look(rental_id: int, countdown: float | None = None) -> None:
+    _enqueue(RECONCILE_LOOK, rental_id, countdown=countdown)
