@@ -147,46 +147,55 @@ class Processes:
                 proc.wait(timeout=5)
 
 
-def wait_for_port(port: int, *, process: subprocess.Popen, timeout: float = 20.0) -> None:
-    """Wait until something listens on the loopback `port`; fail early when `process` exits."""
+def wait_for_child(ready: Callable[[], bool], *, process: subprocess.Popen, timeout: float, what: str) -> None:
+    """Ask `ready` every tenth of a second until it says yes; fail once `process` exits or `timeout` passes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"{process.args!r} exited with {process.returncode} before listening")
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode} before {what}")
+        if ready():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{process.args!r} was not {what} after {timeout} s")
+
+
+def wait_for_port(port: int, *, process: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Wait until something listens on the loopback `port`; fail early when `process` exits."""
+
+    def listens() -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+                return True
         except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
+            return False
+
+    wait_for_child(listens, process=process, timeout=timeout, what=f"listening on port {port}")
 
 
 def wait_for_http(url: str, *, process: subprocess.Popen, timeout: float = 30.0) -> None:
     """Wait until `url` answers at all (any status); fail early when `process` exits."""
     import httpx
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args!r} exited with {process.returncode} before answering")
+    def answers() -> bool:
         try:
             httpx.get(url, timeout=2.0)
-            return
         except httpx.HTTPError:
-            time.sleep(0.1)
-    raise RuntimeError(f"{url} did not answer within {timeout} s")
+            return False
+        return True
+
+    wait_for_child(answers, process=process, timeout=timeout, what=f"answering {url}")
 
 
 def wait_for_log_line(log: Path, marker: str, *, process: subprocess.Popen, timeout: float = 60.0) -> None:
     """Wait until the child's `log` holds `marker`; fail with the log's end when the child exits first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"{process.args!r} exited: {log.read_text(errors='replace')[-2000:]}")
-        if marker in log.read_text(errors="replace"):
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"{log.name} did not show {marker!r} within {timeout} s")
+
+    def logged() -> bool:
+        return marker in log.read_text(errors="replace")
+
+    try:
+        wait_for_child(logged, process=process, timeout=timeout, what=f"logging {marker!r}")
+    except RuntimeError as exc:
+        raise RuntimeError(f"{exc}; {log.name} ends:\n{log.read_text(errors='replace')[-2000:]}") from None
 
 
 def children_of(pid: int) -> list[int]:
