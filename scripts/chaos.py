@@ -43,15 +43,14 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-SCRIPTS = Path(__file__).resolve().parent
-REPO_ROOT = SCRIPTS.parent
+REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-sys.path.insert(0, str(SCRIPTS))
 
-from harness import (  # noqa: E402 - the scripts folder is put on the path just above
+from scripts.harness import (  # noqa: E402 - the repository is put on the path just above
     SIM_KEY,
     Offers,
     Processes,
@@ -60,7 +59,9 @@ from harness import (  # noqa: E402 - the scripts folder is put on the path just
     Simulator,
     Workers,
     delete_call_cluster,
+    django_setup_and_migrate,
     elapsed,
+    interrupt_on,
     say,
 )
 
@@ -164,6 +165,17 @@ def adversarial_rules(seed: int, scale: float) -> dict[str, Any]:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Return the run's options; exit with a usage message when they cannot make a run."""
+    p = option_parser()
+    args = p.parse_args(argv)
+    if args.rentals < 1 or args.workers < 1:
+        p.error("--rentals and --workers must be at least 1")
+    if not 0 <= args.unhonoured_share <= 1 or not 0 <= args.terminate_share <= 1:
+        p.error("--unhonoured-share and --terminate-share must be between 0 and 1")
+    return args
+
+
+def option_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="scripts/chaos.py",
         description=(__doc__ or "").split("\n\n")[0],
@@ -222,12 +234,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--run-dir", default="", help="run folder (default: a new temporary folder)")
     p.add_argument("--keep", action="store_true", help="keep the run folder (it is always kept on failure)")
     p.add_argument("--explain", type=int, default=5, help="print the history of this many bad rentals")
-    args = p.parse_args(argv)
-    if args.rentals < 1 or args.workers < 1:
-        p.error("--rentals and --workers must be at least 1")
-    if not 0 <= args.unhonoured_share <= 1 or not 0 <= args.terminate_share <= 1:
-        p.error("--unhonoured-share and --terminate-share must be between 0 and 1")
-    return args
+    return p
 
 
 # --- The audit: what the database says against what the simulator saw ------------------------------------
@@ -313,33 +320,11 @@ def audit(
         key = rental.idempotency_key
         entries = {id(e): e for e in by_key.get(key, []) + by_name.get(rental.pod_name, [])}.values()
         clusters = {str(e.get("cluster_id")) for e in entries}
-        problems = found.problems
         if len(by_key.get(key, [])) > 1 or len(clusters) > 1:
-            problems["duplicates"].append((rental, f"{len(clusters)} clusters: {sorted(clusters)}"))
-        if rental.status not in SETTLED_STATES:
-            problems["lost"].append((rental, f"still {rental.status} after {rental.attempt_count} attempts"))
-        elif rental.status in HOLDS_CLUSTER:
-            alive = sum(live[c] for c in clusters) if live is not None else None
-            if not clusters:
-                problems["untruthful"].append((rental, f"{rental.status} but the ledger has no cluster"))
-            elif rental.cluster_id and rental.cluster_id not in clusters:
-                problems["untruthful"].append(
-                    (rental, f"{rental.status} as {rental.cluster_id} but the ledger says {sorted(clusters)}")
-                )
-            elif rental.status == "terminated" and alive:
-                problems["untruthful"].append(
-                    (rental, f"terminated but the simulator still lists {alive} live pod(s) of {sorted(clusters)}")
-                )
-            elif rental.status == "ready" and alive == 0:
-                problems["untruthful"].append(
-                    (rental, f"ready but the simulator lists no live pod of {sorted(clusters)}")
-                )
-        elif rental.status in NOTHING_RENTED and clusters:
-            problems["untruthful"].append((rental, f"{rental.status} but the ledger has {sorted(clusters)}"))
-        elif rental.status == "unknown" and clusters:
-            found.unknown_with_cluster.append(rental)
+            found.problems["duplicates"].append((rental, f"{len(clusters)} clusters: {sorted(clusters)}"))
+        judge_state(found, rental, clusters, live)
         if rental.key_reused_answer or len(bodies_by_key.get(key, set())) > 1:
-            problems["key_reused"].append(
+            found.problems["key_reused"].append(
                 (rental, f"{len(bodies_by_key.get(key, set()))} distinct bodies sent with one key")
             )
         mine = clusters | ({rental.cluster_id} if rental.cluster_id else set())
@@ -352,6 +337,31 @@ def audit(
     for entry in found.foreign:
         found.problems["duplicates"].append((None, f"ledger entry no rental accounts for: {entry}"))
     return found
+
+
+def judge_state(found: Audit, rental: RentalView, clusters: set[str], live: Counter[str] | None) -> None:
+    """Record whether the rental's final state tells the truth about the clusters the ledger has for it."""
+    problems = found.problems
+    if rental.status not in SETTLED_STATES:
+        problems["lost"].append((rental, f"still {rental.status} after {rental.attempt_count} attempts"))
+    elif rental.status in HOLDS_CLUSTER:
+        alive = sum(live[c] for c in clusters) if live is not None else None
+        if not clusters:
+            problems["untruthful"].append((rental, f"{rental.status} but the ledger has no cluster"))
+        elif rental.cluster_id and rental.cluster_id not in clusters:
+            problems["untruthful"].append(
+                (rental, f"{rental.status} as {rental.cluster_id} but the ledger says {sorted(clusters)}")
+            )
+        elif rental.status == "terminated" and alive:
+            problems["untruthful"].append(
+                (rental, f"terminated but the simulator still lists {alive} live pod(s) of {sorted(clusters)}")
+            )
+        elif rental.status == "ready" and alive == 0:
+            problems["untruthful"].append((rental, f"ready but the simulator lists no live pod of {sorted(clusters)}"))
+    elif rental.status in NOTHING_RENTED and clusters:
+        problems["untruthful"].append((rental, f"{rental.status} but the ledger has {sorted(clusters)}"))
+    elif rental.status == "unknown" and clusters:
+        found.unknown_with_cluster.append(rental)
 
 
 # --- The adversarial operator ----------------------------------------------------------------------------
@@ -508,508 +518,702 @@ class Operator:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    adversarial = args.profile == "adversarial"
-    started = time.monotonic()
-    rng = random.Random(args.seed)  # noqa: S311 - reproducible chaos, not crypto
-    run_dir = Path(args.run_dir).resolve() if args.run_dir else Path(tempfile.mkdtemp(prefix="chaos-"))
-    run_dir.mkdir(parents=True, exist_ok=True)
-    procs = Processes(run_dir)
-    scratch: ScratchPostgres | None = None
-    cleanup_rows = None
-    ok = False
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_sigterm)
+    """Run the chaos run; print the verdict and, last, one JSON line. Exit 0, 1 on a finding, 2 on set-up."""
+    run = begin_run(parse_args(argv))
     try:
-        # Broker ---------------------------------------------------------------------------------------
-        given_broker = os.environ.get("CELERY_BROKER_URL", "")
-        broker = args.broker
-        if broker == "auto":
-            broker = "redis" if given_broker.startswith(("redis://", "rediss://")) else "embedded"
-        redis: Redis | None = None
-        if broker == "redis":
-            binary = shutil.which("redis-server") or next(
-                (path for path in ("/usr/bin/redis-server", "/usr/local/bin/redis-server") if Path(path).exists()), ""
-            )
-            if binary:
-                redis = Redis(procs, binary)
-                redis.start()
-                broker_url = redis.url
-            elif given_broker.startswith(("redis://", "rediss://")):
-                broker_url = given_broker
-                say(f"note: no redis-server binary; using {broker_url} as is and skipping the Redis restart")
-            else:
-                say("error: --broker redis needs a redis-server binary or CELERY_BROKER_URL=redis://...")
-                return 2
-        else:
-            broker_url = "filesystem://"
-
-        # Database -------------------------------------------------------------------------------------
-        db_url = args.database_url
-        if not db_url:
-            db_url = f"sqlite:///{run_dir / 'db.sqlite3'}"
-        elif db_url.startswith(("postgres://", "postgresql://")) and not args.database_as_is:
-            scratch = ScratchPostgres(db_url, f"chaos_{args.seed}_{os.getpid()}")
-            scratch.create()
-            db_url = scratch.url
-
-        # Environment for this process and every child, set before Django reads its settings.
-        for name, value in FAST_ENV.items():
-            os.environ.setdefault(name, value)  # a knob set in the environment wins
-        os.environ.update(
-            {
-                "RUN_DIR": str(run_dir),
-                "DATABASE_URL": db_url,
-                "CELERY_BROKER_URL": broker_url,
-                "DJANGO_SETTINGS_MODULE": "dashboard.settings",
-                "PYTHONUNBUFFERED": "1",
-            }
-        )
-        child_env = {**os.environ, "LOG_LEVEL": "INFO"}
-        # This process only submits and reads: keep its console for the progress lines (an enqueue that
-        # fails while Redis restarts is expected and recovered by the sweeper).
-        os.environ["LOG_LEVEL"] = "ERROR"
-
-        import django
-
-        django.setup()
-        from django.core.management import call_command
-        from django.db import connection
-        from django.db.models import Count
-
-        call_command("migrate", interactive=False, verbosity=0)
-        if broker == "embedded":
-            say(f"broker: embedded file-system transport in {run_dir / 'broker'}")
-        else:
-            say(f"broker: {broker_url}" + (" (private redis-server, restarted once mid-run)" if redis else ""))
-        say(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
-        say(f"run folder: {run_dir}   seed: {args.seed}   profile: {args.profile}")
-
-        # Simulators -----------------------------------------------------------------------------------
-        standard_faults = fault_rules(args.seed, args.fault_scale)
-        nodes_needed = args.rentals * 4
-        fabrics = 8
-        nodes_per_fabric = max(32, min(128, nodes_needed // fabrics))
-        sims = [
-            Simulator(
-                procs,
-                name="simulator",
-                seed=args.seed,
-                fabrics=fabrics,
-                nodes_per_fabric=nodes_per_fabric,
-                faults=standard_faults,
-                env=child_env,
-            )
-        ]
-        if adversarial and args.unhonoured_share > 0:
-            # A second upstream that ignores Idempotency-Key, with its own credential and customer: the
-            # engine caches "/version promises idempotency" per credential, so no cache entry crosses over.
-            sims.append(
-                Simulator(
-                    procs,
-                    name="simulator-unhonoured",
-                    seed=args.seed + 1,
-                    fabrics=fabrics,
-                    nodes_per_fabric=max(32, nodes_per_fabric // 2),
-                    faults=fault_rules(args.seed + 1, args.fault_scale),
-                    env=child_env,
-                )
-            )
-        skipped: dict[str, str] = {}
-        for sim in sims:
-            sim.start()
-            if adversarial:
-                skipped.update(sim.set_faults(adversarial_rules(sim.seed, args.fault_scale)))
-        if len(sims) > 1:
-            refusal = sims[1].set_config({"honour_idempotency_key": False, "features": ["rent_by_spec"]})
-            if refusal:
-                say("note: the simulator does not know honour_idempotency_key=false; every rental goes to the")
-                say("      idempotent simulator, so no rental meets an upstream that rents twice")
-                say(f"      (it says: {refusal[:200]})")
-                sims.pop().control.close()
-        if skipped:
-            names = ", ".join(repr(name) for name in sorted(skipped))
-            first = skipped[min(skipped)]
-            say(f"note: the simulator does not know fault(s) {names}; the run goes on without them")
-            say(f"      (it says: {first[:200]})")
-        rules = adversarial_rules(args.seed, args.fault_scale)["rules"] if adversarial else standard_faults["rules"]
-        say(
-            f"simulator: {sims[0].url} ({fabrics} fabrics x {nodes_per_fabric} nodes, replenished), faults: "
-            + ", ".join(f"{r['fault']} {r['probability']:.0%}" for r in rules if r["fault"] not in skipped)
-        )
-        if len(sims) > 1:
-            say(f"simulator without idempotency: {sims[1].url}, {args.unhonoured_share:.0%} of the rentals")
-
-        # Who rents ------------------------------------------------------------------------------------
-        from django.contrib.auth.models import Group, User
-
-        from accounts.models import Customer, Membership, UpstreamCredential
-        from accounts.roles import OPERATOR_GROUP
-        from rentals.models import Heartbeat, Rental, RentalEvent, RentAttempt
-        from rentals.services import RentOrder, rental_submit
-
-        tag = f"chaos-{args.seed}-{os.getpid()}"
-        user = User.objects.create_user(tag, f"{tag}@example.invalid", None)
-        tenants = []  # (customer, credential, offers), one per simulator
-        for index, sim in enumerate(sims):
-            name = tag if index == 0 else f"{tag}-{index}"
-            credential = UpstreamCredential(name=name, base_url=f"{sim.url}/api")
-            credential.set_secret(SIM_KEY)
-            credential.save()
-            customer = Customer.objects.create(name=name, customer_ref=name, default_credential=credential)
-            Membership.objects.create(user=user, customer=customer)
-            tenants.append((customer, credential, Offers(sim.url, rng)))
-        customers = [customer for customer, _, _ in tenants]
-        operator_user = None
-        if adversarial:
-            operator_user = User.objects.create_user(f"{tag}-operator", f"{tag}-operator@example.invalid", None)
-            operator_user.groups.add(Group.objects.get_or_create(name=OPERATOR_GROUP)[0])
-
-        def delete_rows() -> None:
-            Rental.objects.filter(customer__in=customers).delete()
-            for customer, credential, _ in tenants:
-                Heartbeat.objects.filter(name=f"pods:{credential.pk}").delete()
-                Membership.objects.filter(customer=customer).delete()
-                customer.delete()
-                credential.delete()
-            user.delete()
-            if operator_user is not None:
-                operator_user.delete()
-
-        if args.database_url and args.database_as_is:
-            cleanup_rows = delete_rows
-
-        # Workers --------------------------------------------------------------------------------------
-        workers = Workers(procs, count=args.workers, concurrency=args.concurrency, env=child_env, run_dir=run_dir)
-        workers.start_all()
-        say(f"workers: {args.workers} x concurrency {args.concurrency} (worker 0 runs beat)")
-
-        operator = (
-            Operator(
-                user=operator_user,
-                customers=customers,
-                rng=random.Random(args.seed + 2),  # noqa: S311 - its own stream: the standard draws stay as they were
-                every=args.operator_every,
-                terminate_share=args.terminate_share,
-            )
-            if adversarial
-            else None
-        )
-        rental_ids: list[int] = []
-        submit_errors = 0
-        submit_interval = 1.0 / args.submit_rate if args.submit_rate > 0 else 0.0
-        next_submit = time.monotonic()
-        kill_every = args.kill_every
-        # The first --min-kills kills are planned inside the submission window, so even a run whose
-        # rentals settle as fast as they arrive has its workers killed while it works.
-        submit_window = args.rentals / args.submit_rate if args.submit_rate > 0 else 5.0
-        planned: list[float] = []
-        if kill_every > 0:
-            spacing = max(1.0, 0.8 * submit_window / max(1, args.min_kills))
-            planned = [
-                time.monotonic() + 1.0 + i * spacing + rng.uniform(0, spacing * 0.8) for i in range(args.min_kills)
-            ]
-        next_kill = planned.pop(0) if planned else float("inf")
-        redis_restart_at = max(1, args.rentals // 2) if redis else None
-        redis_down_seconds = 0.0
-        deadline = time.monotonic() + args.timeout
-        last_progress = 0.0
-        counts: Counter[str] = Counter()
-        crashed_restarts = 0
-        unknown_left_by_operator: int | None = None
-        route_rng = random.Random(args.seed + 3)  # noqa: S311
-
-        say(f"submitting {args.rentals} rentals at {args.submit_rate:g}/s; SIGKILL a worker every ~{kill_every:g}s")
-        while True:
-            now = time.monotonic()
-            # Submit what is due.
-            while len(rental_ids) < args.rentals and now >= next_submit:
-                index = len(rental_ids)
-                tenant = 0
-                if len(tenants) > 1 and route_rng.random() < args.unhonoured_share:
-                    tenant = 1
-                customer, credential, offers = tenants[tenant]
-                size = rng.choice((2, 2, 2, 3, 4))
-                picked = offers.pick(size) or offers.pick(2)
-                if picked is None:
-                    say("no free nodes left; waiting for the simulator to replenish")
-                    next_submit = now + 1
-                    break
-                fabric_id, nodes = picked
-                order = RentOrder(
-                    fabric_id=fabric_id,
-                    executor_ids=[node["id"] for node in nodes],
-                    pod_name=f"chaos-{index:04d}",
-                    public_keys=[SSH_KEY],
-                    gpu_type=str(nodes[0].get("gpu_type") or ""),
-                    gpus_per_node=int(nodes[0].get("gpu_count") or 0),
-                )
-                try:
-                    rental = rental_submit(
-                        user=user,
-                        customer=customer,
-                        order=order,
-                        customer_ref=customer.customer_ref,
-                        credential=credential,
-                    )
-                except Exception as exc:
-                    submit_errors += 1
-                    say(f"submit {index} failed: {type(exc).__name__}: {exc}")
-                    rental_ids.append(-1)
-                else:
-                    rental_ids.append(rental.pk)
-                    if operator is not None:
-                        operator.maybe_cancel(rental.pk)
-                next_submit += submit_interval
-                if redis is not None and redis_restart_at is not None and len(rental_ids) >= redis_restart_at:
-                    say(f"[{elapsed(started)}] restarting Redis (SIGKILL, then start on port {redis.port})")
-                    redis_down_seconds = redis.restart()
-                    redis_restart_at = None
-
-            ids = [pk for pk in rental_ids if pk > 0]
-            counts = Counter(
-                dict(
-                    Rental.objects.filter(customer__in=customers)
-                    .order_by()
-                    .values_list("status")
-                    .annotate(n=Count("id"))
-                    .values_list("status", "n")
-                )
-            )
-            settled = sum(counts[state] for state in SETTLED_STATES)
-            all_submitted = len(rental_ids) >= args.rentals
-            in_flight = len(ids) - settled
-
-            # Kill a worker at a random moment (sooner while the minimum is not reached and work remains).
-            if now >= next_kill and (in_flight > 0 or not all_submitted):
-                slot = rng.randrange(len(workers.slots))
-                workers.kill(slot)
-                if rng.random() < 0.5:
-                    time.sleep(rng.uniform(0.2, 2.0))  # sometimes leave the fleet one short for a while
-                workers.start(slot)
-                say(
-                    f"[{elapsed(started)}] SIGKILLed worker {slot}{' (beat)' if slot == 0 else ''}, "
-                    f"started a replacement (kill {workers.kills})"
-                )
-                if planned:
-                    next_kill = max(planned.pop(0), time.monotonic() + 1.0)
-                else:
-                    gap = rng.expovariate(1.0 / kill_every)
-                    if workers.kills < args.min_kills and all_submitted:
-                        gap = min(gap, 2.0)
-                    next_kill = time.monotonic() + max(1.0, min(gap, 3 * kill_every))
-            crashed = workers.check_alive()
-            if crashed:
-                crashed_restarts += len(crashed)
-                say(f"[{elapsed(started)}] worker(s) {crashed} exited by themselves; restarted. Last lines:")
-                for slot in crashed:
-                    lines = (run_dir / f"worker-{slot}.log").read_text(errors="replace").splitlines()
-                    for line in lines[-8:]:
-                        say(f"    worker-{slot}: {line[:200]}")
-            if operator is not None:
-                operator.tick()
-
-            if now - last_progress >= 3:
-                last_progress = now
-                shown = ", ".join(f"{state} {n}" for state, n in sorted(counts.items()))
-                say(
-                    f"[{elapsed(started)}] submitted {len(rental_ids)}/{args.rentals}  settled {settled}  "
-                    f"in flight {in_flight}  kills {workers.kills}  | {shown}"
-                )
-
-            if all_submitted and in_flight == 0 and operator is not None and operator.pending():
-                pass  # terminations still planned: let the operator ask for them first
-            elif all_submitted and in_flight == 0 and operator is not None and unknown_left_by_operator is None:
-                # Everything settled: the operator works the outcome-unknown queue, then the loop waits
-                # for what that (and the terminations) set moving.
-                say(f"[{elapsed(started)}] the operator works through {counts['unknown']} outcome-unknown rentals")
-                unknown_left_by_operator = operator.work_unknown(min(FINAL_PASS_SECONDS, deadline - time.monotonic()))
-                continue
-            elif all_submitted and in_flight == 0:
-                break  # nothing left to disturb
-            if now > deadline:
-                say(f"[{elapsed(started)}] timeout: {in_flight} rentals still in flight")
-                break
-            time.sleep(0.2 if not all_submitted else 0.5)
-
-        # Compare ----------------------------------------------------------------------------------------
-        rentals = list(Rental.objects.filter(pk__in=[pk for pk in rental_ids if pk > 0]))
-        reused_attempts = set(
-            RentAttempt.objects.filter(rental__in=rentals, error_code="idempotency_key_reused").values_list(
-                "rental_id", flat=True
-            )
-        )
-        attempts = RentAttempt.objects.filter(rental__in=rentals).count()
-        classes = Counter(RentAttempt.objects.filter(rental__in=rentals).values_list("classification", flat=True))
-        views = [
-            RentalView(
-                pk=r.pk,
-                pod_name=r.pod_name,
-                idempotency_key=str(r.idempotency_key),
-                status=r.status,
-                cluster_id=r.cluster_id or "",
-                attempt_count=r.attempt_count,
-                key_reused_answer=r.pk in reused_attempts,
-            )
-            for r in rentals
-        ]
-        ledger: list[dict[str, Any]] = []
-        requests_log: list[dict[str, Any]] = []
-        pods: list[dict[str, Any]] | None = []
-        delete_calls: list[dict[str, Any]] | None = []
-        for sim in sims:
-            ledger += sim.ledger()
-            requests_log += sim.requests()
-            logged = sim.delete_calls()
-            delete_calls = None if delete_calls is None or logged is None else delete_calls + logged
-            # The pod list is read honestly: faults off first (the run is over, nothing is in flight).
-            sim.clear_faults()
-            listed = sim.pods()
-            pods = None if pods is None or listed is None else pods + listed
-        found = audit(views, ledger, requests_log, pods, delete_calls)
-        problems = found.problems
-        final_counts = found.final_counts
-        lost = found.count("lost") + submit_errors
-
-        seconds = round(time.monotonic() - started, 1)
-        result = {
-            "profile": args.profile,
-            "rentals": args.rentals,
-            "settled": sum(final_counts[s] for s in SETTLED_STATES),
-            "duplicates": found.count("duplicates"),
-            "lost": lost,
-            "untruthful": found.count("untruthful"),
-            "key_reused": found.count("key_reused"),
-            "unknown_with_cluster": len(found.unknown_with_cluster),
-            "unknown": final_counts["unknown"],
-            "delete_calls_max_per_rental": found.delete_calls_max_per_rental,
-            "attempts": attempts,
-            "worker_kills": workers.kills,
-            "seconds": seconds,
-        }
-
-        say("")
-        say("=" * 72)
-        say(
-            f"chaos run ({args.profile}), seed {args.seed}: {args.rentals} rentals, {args.workers} workers x "
-            f"{args.concurrency}, broker {broker}, database {connection.vendor}"
-        )
-        deletes = found.delete_calls_max_per_rental
-        rows = [
-            ("final states", ", ".join(f"{s} {n}" for s, n in sorted(final_counts.items()))),
-            ("attempts", f"{attempts} ({', '.join(f'{c} {n}' for c, n in sorted(classes.items()))})"),
-            ("rent calls seen upstream", str(found.rent_calls)),
-            ("clusters in the ledger", f"{len(ledger)} (foreign: {len(found.foreign)})"),
-            (
-                "unknown with a cluster",
-                f"{len(found.unknown_with_cluster)} of {final_counts['unknown']}"
-                + ("" if adversarial else " (reconciliation would find it)"),
-            ),
-            (
-                "deletes per rental, most",
-                str(deletes) if deletes is not None else "not known (this simulator logs only rent calls)",
-            ),
-            ("pods checked", "yes (terminated and ready against live pods)" if found.pods_checked else "no"),
-            (
-                "worker kills",
-                f"{workers.kills} SIGKILL ({workers.beat_kills} of the beat worker); "
-                f"{crashed_restarts} exited by themselves",
-            ),
-            ("redis restarts", f"1 (down {redis_down_seconds:.1f}s)" if redis_down_seconds else "0"),
-            ("submit errors", str(submit_errors)),
-        ]
-        if adversarial:
-            assert operator is not None
-            rows += [
-                ("operator actions", ", ".join(f"{k} {n}" for k, n in sorted(operator.counts.items())) or "none"),
-                ("faults left out", ", ".join(sorted(skipped)) or "none"),
-                ("upstreams", f"{len(sims)} ({'one ignores' if len(sims) > 1 else 'none ignores'} Idempotency-Key)"),
-            ]
-        rows += [
-            (
-                "duplicates / lost / untruthful / key_reused",
-                f"{result['duplicates']} / {result['lost']} / {result['untruthful']} / {result['key_reused']}",
-            ),
-            ("seconds", str(seconds)),
-        ]
-        width = max(len(name) for name, _ in rows)
-        for name, value in rows:
-            say(f"  {name:<{width}}  {value}")
-        if operator is not None and operator.unexpected:
-            say(f"  note: {len(operator.unexpected)} operator action(s) raised unexpected errors, e.g.:")
-            for line in operator.unexpected[:3]:
-                say(f"    {line}")
-        bad = [
-            (kind, subject, why)
-            for kind in ("duplicates", "lost", "untruthful", "key_reused")
-            for subject, why in problems[kind]
-        ]
-        if adversarial:
-            bad += [
-                ("unknown_with_cluster", rental, "unknown, but the ledger has its cluster")
-                for rental in found.unknown_with_cluster
-            ]
-        for kind, subject, why in bad[: args.explain]:
-            say("")
-            if subject is None:
-                say(f"  {kind}: {why}")
-                continue
-            say(f"  {kind}: rental {subject.pk} {subject.pod_name} key {subject.idempotency_key}: {why}")
-            for attempt in RentAttempt.objects.filter(rental_id=subject.pk).order_by("number"):
-                say(
-                    f"    attempt {attempt.number} {attempt.started_at:%H:%M:%S.%f} {attempt.duration_ms}ms "
-                    f"http {attempt.http_status} {attempt.classification} {attempt.error_code} "
-                    f"replayed={attempt.replayed} {attempt.request_id} {attempt.message[:80]}"
-                )
-            for event in RentalEvent.objects.filter(rental_id=subject.pk).order_by("at", "id"):
-                say(
-                    f"    event {event.at:%H:%M:%S.%f} {event.from_status or '-'} -> {event.to_status or '-'}: "
-                    f"{event.message[:100]}"
-                )
-            for entry in requests_log + (delete_calls or []):
-                mine = entry.get("idempotency_key") == subject.idempotency_key
-                if mine or (subject.cluster_id and delete_call_cluster(entry) == subject.cluster_id):
-                    say(
-                        f"    upstream {entry.get('sim')} {entry.get('at')} {entry.get('request_id')} "
-                        f"{entry.get('route', 'rent')} status {entry.get('status')} "
-                        f"replayed={entry.get('replayed')} dropped={entry.get('dropped')}"
-                    )
-        worker_errors = 0
-        for log_path in sorted(run_dir.glob("worker-*.log")):
-            worker_errors += log_path.read_text(errors="replace").count("raised unexpected")
-        if worker_errors:
-            say(f"  note: {worker_errors} task(s) raised unexpected errors; see {run_dir}/worker-*.log")
-        ok = not (result["duplicates"] or result["lost"] or result["untruthful"] or result["key_reused"])
-        if adversarial and result["unknown_with_cluster"]:
-            ok = False
-        say("=" * 72)
-        if not ok or args.keep:
-            say(f"run folder kept: {run_dir} (worker-*.log, simulator*.log, db)")
+        broker = start_broker(run)
+        if broker is None:
+            return 2
+        child_env = start_django(run, broker, prepare_database(run))
+        sims, skipped = start_simulators(run, child_env)
+        people = create_people(run, sims)
+        workers = start_workers(run, child_env)
+        storm = Storm(run, broker, people, workers, make_operator(run, people))
+        storm.run()
+        findings = compare(storm.rental_ids, sims)
+        result = verdict(run, findings, storm)
+        run.ok = report(run, broker, findings, storm, result, skipped)
         print(json.dumps(result), flush=True)
-        return 0 if ok else 1
+        return 0 if run.ok else 1
     except KeyboardInterrupt:
         say("interrupted; stopping every process this run started")
         return 130
     finally:
-        procs.stop_all()
-        try:
-            if cleanup_rows is not None:
-                cleanup_rows()
-        except Exception as exc:
-            say(f"note: could not delete this run's rows: {exc}")
-        if scratch is not None:
-            try:
-                from django.db import connections
+        end_run(run)
 
-                connections.close_all()
-                scratch.drop()
-            except Exception as exc:
-                say(f"note: could not drop scratch database {scratch.name}: {exc}")
-        if ok and not args.keep and not args.run_dir:
-            shutil.rmtree(run_dir, ignore_errors=True)
+
+@dataclass
+class ChaosRun:
+    """One chaos run: its options, random stream, folder and children, and what to undo at the end."""
+
+    args: argparse.Namespace
+    rng: random.Random
+    run_dir: Path
+    procs: Processes
+    started: float = field(default_factory=time.monotonic)
+    scratch: ScratchPostgres | None = None
+    cleanup_rows: Callable[[], None] | None = None
+    ok: bool = False
+
+    @property
+    def adversarial(self) -> bool:
+        return bool(self.args.profile == "adversarial")
+
+
+@dataclass
+class Broker:
+    """The run's broker: its kind (embedded or redis), its URL, and the private Redis when there is one."""
+
+    kind: str
+    url: str
+    redis: Redis | None = None
+
+
+@dataclass
+class People:
+    """Who rents (one customer and credential per simulator, with its offers) and the operator's user."""
+
+    user: Any
+    tenants: list[tuple[Any, Any, Offers]]
+    operator_user: Any = None
+
+    @property
+    def customers(self) -> list[Any]:
+        return [customer for customer, _, _ in self.tenants]
+
+
+def begin_run(args: argparse.Namespace) -> ChaosRun:
+    """Make the run folder and its process list; a SIGTERM stops the run as Ctrl-C does."""
+    run_dir = Path(args.run_dir).resolve() if args.run_dir else Path(tempfile.mkdtemp(prefix="chaos-"))
+    run_dir.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(args.seed)  # noqa: S311 - reproducible chaos, not crypto
+    interrupt_on(signal.SIGTERM)
+    return ChaosRun(args=args, rng=rng, run_dir=run_dir, procs=Processes(run_dir))
+
+
+def start_broker(run: ChaosRun) -> Broker | None:
+    """Choose the broker and start a private Redis when asked for one; None when Redis cannot be had."""
+    given = os.environ.get("CELERY_BROKER_URL", "")
+    kind = run.args.broker
+    if kind == "auto":
+        kind = "redis" if given.startswith(("redis://", "rediss://")) else "embedded"
+    if kind != "redis":
+        return Broker(kind, "filesystem://")
+    binary = shutil.which("redis-server") or next(
+        (path for path in ("/usr/bin/redis-server", "/usr/local/bin/redis-server") if Path(path).exists()), ""
+    )
+    if binary:
+        redis = Redis(run.procs, binary)
+        redis.start()
+        return Broker(kind, redis.url, redis)
+    if given.startswith(("redis://", "rediss://")):
+        say(f"note: no redis-server binary; using {given} as is and skipping the Redis restart")
+        return Broker(kind, given)
+    say("error: --broker redis needs a redis-server binary or CELERY_BROKER_URL=redis://...")
+    return None
+
+
+def prepare_database(run: ChaosRun) -> str:
+    """Return the run's database URL: SQLite in the run folder, a scratch PostgreSQL database, or as given."""
+    db_url: str = run.args.database_url
+    if not db_url:
+        return f"sqlite:///{run.run_dir / 'db.sqlite3'}"
+    if db_url.startswith(("postgres://", "postgresql://")) and not run.args.database_as_is:
+        run.scratch = ScratchPostgres(db_url, f"chaos_{run.args.seed}_{os.getpid()}")
+        run.scratch.create()
+        return run.scratch.url
+    return db_url
+
+
+def start_django(run: ChaosRun, broker: Broker, db_url: str) -> dict[str, str]:
+    """Set the environment of this process and every child, set Django up and migrate; return the children's."""
+    for name, value in FAST_ENV.items():
+        os.environ.setdefault(name, value)  # a knob set in the environment wins
+    os.environ.update(
+        {
+            "RUN_DIR": str(run.run_dir),
+            "DATABASE_URL": db_url,
+            "CELERY_BROKER_URL": broker.url,
+            "DJANGO_SETTINGS_MODULE": "dashboard.settings",
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    child_env = {**os.environ, "LOG_LEVEL": "INFO"}
+    # This process only submits and reads: keep its console for the progress lines (an enqueue that
+    # fails while Redis restarts is expected and recovered by the sweeper).
+    os.environ["LOG_LEVEL"] = "ERROR"
+    django_setup_and_migrate()
+    from django.db import connection
+
+    if broker.kind == "embedded":
+        say(f"broker: embedded file-system transport in {run.run_dir / 'broker'}")
+    else:
+        say(f"broker: {broker.url}" + (" (private redis-server, restarted once mid-run)" if broker.redis else ""))
+    say(f"database: {connection.vendor} {connection.settings_dict['NAME']}")
+    say(f"run folder: {run.run_dir}   seed: {run.args.seed}   profile: {run.args.profile}")
+    return child_env
+
+
+def start_simulators(run: ChaosRun, child_env: dict[str, str]) -> tuple[list[Simulator], dict[str, str]]:
+    """Start the simulator (and, adversarial, the one that ignores Idempotency-Key) with their faults.
+
+    Return the simulators and {fault: the simulator's reason} for the faults it does not know.
+    """
+    args = run.args
+    fabrics = 8
+    nodes_per_fabric = max(32, min(128, args.rentals * 4 // fabrics))
+    sims = [
+        Simulator(
+            run.procs,
+            name="simulator",
+            seed=args.seed,
+            fabrics=fabrics,
+            nodes_per_fabric=nodes_per_fabric,
+            faults=fault_rules(args.seed, args.fault_scale),
+            env=child_env,
+        )
+    ]
+    if run.adversarial and args.unhonoured_share > 0:
+        # A second upstream that ignores Idempotency-Key, with its own credential and customer: the
+        # engine caches "/version promises idempotency" per credential, so no cache entry crosses over.
+        sims.append(
+            Simulator(
+                run.procs,
+                name="simulator-unhonoured",
+                seed=args.seed + 1,
+                fabrics=fabrics,
+                nodes_per_fabric=max(32, nodes_per_fabric // 2),
+                faults=fault_rules(args.seed + 1, args.fault_scale),
+                env=child_env,
+            )
+        )
+    skipped: dict[str, str] = {}
+    for sim in sims:
+        sim.start()
+        if run.adversarial:
+            skipped.update(sim.set_faults(adversarial_rules(sim.seed or 0, args.fault_scale)))
+    if len(sims) > 1:
+        refusal = sims[1].set_config({"honour_idempotency_key": False, "features": ["rent_by_spec"]})
+        if refusal:
+            say("note: the simulator does not know honour_idempotency_key=false; every rental goes to the")
+            say("      idempotent simulator, so no rental meets an upstream that rents twice")
+            say(f"      (it says: {refusal[:200]})")
+            sims.pop().control.close()
+    describe_simulators(run, sims, skipped)
+    return sims, skipped
+
+
+def describe_simulators(run: ChaosRun, sims: list[Simulator], skipped: dict[str, str]) -> None:
+    """Say which faults the run goes without, and where each simulator listens with which faults."""
+    args = run.args
+    if skipped:
+        names = ", ".join(repr(name) for name in sorted(skipped))
+        first = skipped[min(skipped)]
+        say(f"note: the simulator does not know fault(s) {names}; the run goes on without them")
+        say(f"      (it says: {first[:200]})")
+    if run.adversarial:
+        rules = adversarial_rules(args.seed, args.fault_scale)["rules"]
+    else:
+        rules = fault_rules(args.seed, args.fault_scale)["rules"]
+    say(
+        f"simulator: {sims[0].url} ({sims[0].fabrics} fabrics x {sims[0].nodes_per_fabric} nodes, replenished), "
+        "faults: " + ", ".join(f"{r['fault']} {r['probability']:.0%}" for r in rules if r["fault"] not in skipped)
+    )
+    if len(sims) > 1:
+        say(f"simulator without idempotency: {sims[1].url}, {args.unhonoured_share:.0%} of the rentals")
+
+
+def create_people(run: ChaosRun, sims: list[Simulator]) -> People:
+    """Create the renting user, one customer and credential per simulator, and (adversarial) the operator."""
+    from django.contrib.auth.models import Group, User
+
+    from accounts.models import Customer, Membership, UpstreamCredential
+    from accounts.roles import OPERATOR_GROUP
+
+    tag = f"chaos-{run.args.seed}-{os.getpid()}"
+    user = User.objects.create_user(tag, f"{tag}@example.invalid", None)
+    tenants = []
+    for index, sim in enumerate(sims):
+        name = tag if index == 0 else f"{tag}-{index}"
+        credential = UpstreamCredential(name=name, base_url=f"{sim.url}/api")
+        credential.set_secret(SIM_KEY)
+        credential.save()
+        customer = Customer.objects.create(name=name, customer_ref=name, default_credential=credential)
+        Membership.objects.create(user=user, customer=customer)
+        tenants.append((customer, credential, Offers(sim.url, run.rng)))
+    people = People(user=user, tenants=tenants)
+    if run.adversarial:
+        people.operator_user = User.objects.create_user(f"{tag}-operator", f"{tag}-operator@example.invalid", None)
+        people.operator_user.groups.add(Group.objects.get_or_create(name=OPERATOR_GROUP)[0])
+    if run.args.database_url and run.args.database_as_is:
+        run.cleanup_rows = partial(delete_rows, people)
+    return people
+
+
+def delete_rows(people: People) -> None:
+    """Delete every row this run made (on a database used as is)."""
+    from accounts.models import Membership
+    from rentals.models import Heartbeat, Rental
+
+    Rental.objects.filter(customer__in=people.customers).delete()
+    for customer, credential, _ in people.tenants:
+        Heartbeat.objects.filter(name=f"pods:{credential.pk}").delete()
+        Membership.objects.filter(customer=customer).delete()
+        customer.delete()
+        credential.delete()
+    people.user.delete()
+    if people.operator_user is not None:
+        people.operator_user.delete()
+
+
+def start_workers(run: ChaosRun, child_env: dict[str, str]) -> Workers:
+    """Start `--workers` celery workers (worker 0 runs beat)."""
+    args = run.args
+    workers = Workers(run.procs, count=args.workers, concurrency=args.concurrency, env=child_env, run_dir=run.run_dir)
+    workers.start_all()
+    say(f"workers: {args.workers} x concurrency {args.concurrency} (worker 0 runs beat)")
+    return workers
+
+
+def make_operator(run: ChaosRun, people: People) -> Operator | None:
+    """Return the operator at work (adversarial profile only)."""
+    if not run.adversarial:
+        return None
+    return Operator(
+        user=people.operator_user,
+        customers=people.customers,
+        rng=random.Random(run.args.seed + 2),  # noqa: S311 - its own stream: the standard draws stay as they were
+        every=run.args.operator_every,
+        terminate_share=run.args.terminate_share,
+    )
+
+
+class Storm:
+    """The run's middle: submit rentals at the set rate, SIGKILL workers at random moments, restart Redis
+    once, let the operator act, until every rental has settled or the time is up."""
+
+    def __init__(
+        self, run: ChaosRun, broker: Broker, people: People, workers: Workers, operator: Operator | None
+    ) -> None:
+        args = run.args
+        self.started = run.started
+        self.run_dir = run.run_dir
+        self.args = args
+        self.rng = run.rng
+        self.people = people
+        self.workers = workers
+        self.operator = operator
+        self.redis = broker.redis
+        self.rental_ids: list[int] = []  # -1 for a submit that failed
+        self.submit_errors = 0
+        self.submit_interval = 1.0 / args.submit_rate if args.submit_rate > 0 else 0.0
+        self.next_submit = time.monotonic()
+        self.planned = self.plan_kills()
+        self.next_kill = self.planned.pop(0) if self.planned else float("inf")
+        self.redis_restart_at = max(1, args.rentals // 2) if self.redis else None
+        self.redis_down_seconds = 0.0
+        self.deadline = time.monotonic() + args.timeout
+        self.last_progress = 0.0
+        self.counts: Counter[str] = Counter()
+        self.crashed_restarts = 0
+        self.operator_worked_unknown = False
+        self.route_rng = random.Random(args.seed + 3)  # noqa: S311
+
+    def plan_kills(self) -> list[float]:
+        """Plan the first --min-kills kills inside the submission window, so even a run whose rentals settle
+        as fast as they arrive has its workers killed while it works."""
+        args = self.args
+        if args.kill_every <= 0:
+            return []
+        submit_window = args.rentals / args.submit_rate if args.submit_rate > 0 else 5.0
+        spacing = max(1.0, 0.8 * submit_window / max(1, args.min_kills))
+        return [
+            time.monotonic() + 1.0 + i * spacing + self.rng.uniform(0, spacing * 0.8) for i in range(args.min_kills)
+        ]
+
+    def run(self) -> None:
+        say(
+            f"submitting {self.args.rentals} rentals at {self.args.submit_rate:g}/s; "
+            f"SIGKILL a worker every ~{self.args.kill_every:g}s"
+        )
+        while self.step():
+            pass
+
+    def step(self) -> bool:
+        """Take one turn: submit, count, disturb, report; return False once the run is over."""
+        now = time.monotonic()
+        self.submit_due(now)
+        settled, in_flight = self.census()
+        all_submitted = len(self.rental_ids) >= self.args.rentals
+        if now >= self.next_kill and (in_flight > 0 or not all_submitted):
+            self.kill_one(all_submitted)
+        self.restart_crashed()
+        if self.operator is not None:
+            self.operator.tick()
+        if now - self.last_progress >= 3:
+            self.last_progress = now
+            self.show_progress(settled, in_flight)
+        quiet = all_submitted and in_flight == 0
+        operator = self.operator
+        if quiet and operator is not None and not operator.pending() and not self.operator_worked_unknown:
+            # Everything settled: the operator works the outcome-unknown queue, then the loop waits for
+            # what that (and the terminations) set moving.
+            say(
+                f"[{elapsed(self.started)}] the operator works through {self.counts['unknown']} outcome-unknown rentals"
+            )
+            self.operator_worked_unknown = True
+            operator.work_unknown(min(FINAL_PASS_SECONDS, self.deadline - time.monotonic()))
+            return True
+        if quiet and (operator is None or not operator.pending()):
+            return False  # nothing left to disturb (terminations still planned: the operator asks for them first)
+        if now > self.deadline:
+            say(f"[{elapsed(self.started)}] timeout: {in_flight} rentals still in flight")
+            return False
+        time.sleep(0.2 if not all_submitted else 0.5)
+        return True
+
+    def submit_due(self, now: float) -> None:
+        """Submit every rental whose time has come; restart Redis once half of them are in."""
+        while len(self.rental_ids) < self.args.rentals and now >= self.next_submit:
+            if not self.submit_one(len(self.rental_ids)):
+                say("no free nodes left; waiting for the simulator to replenish")
+                self.next_submit = now + 1
+                break
+            self.next_submit += self.submit_interval
+            restart_due = self.redis_restart_at is not None and len(self.rental_ids) >= self.redis_restart_at
+            if self.redis is not None and restart_due:
+                say(f"[{elapsed(self.started)}] restarting Redis (SIGKILL, then start on port {self.redis.port})")
+                self.redis_down_seconds = self.redis.restart()
+                self.redis_restart_at = None
+
+    def submit_one(self, index: int) -> bool:
+        """Submit rental `index` on free nodes through `rental_submit`; False when no nodes are free."""
+        from rentals.services import RentOrder, rental_submit
+
+        tenant = 0
+        if len(self.people.tenants) > 1 and self.route_rng.random() < self.args.unhonoured_share:
+            tenant = 1
+        customer, credential, offers = self.people.tenants[tenant]
+        size = self.rng.choice((2, 2, 2, 3, 4))
+        picked = offers.pick(size) or offers.pick(2)
+        if picked is None:
+            return False
+        fabric_id, nodes = picked
+        order = RentOrder(
+            fabric_id=fabric_id,
+            executor_ids=[node["id"] for node in nodes],
+            pod_name=f"chaos-{index:04d}",
+            public_keys=[SSH_KEY],
+            gpu_type=str(nodes[0].get("gpu_type") or ""),
+            gpus_per_node=int(nodes[0].get("gpu_count") or 0),
+        )
+        try:
+            rental = rental_submit(
+                user=self.people.user,
+                customer=customer,
+                order=order,
+                customer_ref=customer.customer_ref,
+                credential=credential,
+            )
+        except Exception as exc:
+            self.submit_errors += 1
+            say(f"submit {index} failed: {type(exc).__name__}: {exc}")
+            self.rental_ids.append(-1)
+        else:
+            self.rental_ids.append(rental.pk)
+            if self.operator is not None:
+                self.operator.maybe_cancel(rental.pk)
+        return True
+
+    def census(self) -> tuple[int, int]:
+        """Count this run's rentals per state; return how many have settled and how many are in flight."""
+        from django.db.models import Count
+
+        from rentals.models import Rental
+
+        self.counts = Counter(
+            dict(
+                Rental.objects.filter(customer__in=self.people.customers)
+                .order_by()
+                .values_list("status")
+                .annotate(n=Count("id"))
+                .values_list("status", "n")
+            )
+        )
+        settled = sum(self.counts[state] for state in SETTLED_STATES)
+        return settled, len([pk for pk in self.rental_ids if pk > 0]) - settled
+
+    def kill_one(self, all_submitted: bool) -> None:
+        """SIGKILL a random worker, start its replacement (now or a little later), and plan the next kill."""
+        rng, workers = self.rng, self.workers
+        slot = rng.randrange(len(workers.slots))
+        workers.kill(slot)
+        if rng.random() < 0.5:
+            time.sleep(rng.uniform(0.2, 2.0))  # sometimes leave the fleet one short for a while
+        workers.start(slot)
+        say(
+            f"[{elapsed(self.started)}] SIGKILLed worker {slot}{' (beat)' if slot == 0 else ''}, "
+            f"started a replacement (kill {workers.kills})"
+        )
+        if self.planned:
+            self.next_kill = max(self.planned.pop(0), time.monotonic() + 1.0)
+            return
+        kill_every = self.args.kill_every
+        gap = rng.expovariate(1.0 / kill_every)
+        if workers.kills < self.args.min_kills and all_submitted:
+            gap = min(gap, 2.0)
+        self.next_kill = time.monotonic() + max(1.0, min(gap, 3 * kill_every))
+
+    def restart_crashed(self) -> None:
+        """Restart the workers that exited by themselves, and show the end of their logs."""
+        crashed = self.workers.check_alive()
+        if not crashed:
+            return
+        self.crashed_restarts += len(crashed)
+        say(f"[{elapsed(self.started)}] worker(s) {crashed} exited by themselves; restarted. Last lines:")
+        for slot in crashed:
+            lines = (self.run_dir / f"worker-{slot}.log").read_text(errors="replace").splitlines()
+            for line in lines[-8:]:
+                say(f"    worker-{slot}: {line[:200]}")
+
+    def show_progress(self, settled: int, in_flight: int) -> None:
+        shown = ", ".join(f"{state} {n}" for state, n in sorted(self.counts.items()))
+        say(
+            f"[{elapsed(self.started)}] submitted {len(self.rental_ids)}/{self.args.rentals}  "
+            f"settled {settled}  in flight {in_flight}  kills {self.workers.kills}  | {shown}"
+        )
+
+
+# --- The comparison and the verdict ----------------------------------------------------------------------
+
+
+@dataclass
+class Findings:
+    """What the comparison found, with what it was read from (for the explanations)."""
+
+    audit: Audit
+    rentals: list[Any]
+    ledger: list[dict[str, Any]]
+    requests_log: list[dict[str, Any]]
+    delete_calls: list[dict[str, Any]] | None
+    attempts: int
+    classes: Counter[str]
+
+
+def compare(rental_ids: list[int], sims: list[Simulator]) -> Findings:
+    """Read every rental of the run and every simulator's records (faults off), and audit them."""
+    from rentals.models import Rental, RentAttempt
+
+    rentals = list(Rental.objects.filter(pk__in=[pk for pk in rental_ids if pk > 0]))
+    reused_attempts = set(
+        RentAttempt.objects.filter(rental__in=rentals, error_code="idempotency_key_reused").values_list(
+            "rental_id", flat=True
+        )
+    )
+    views = [
+        RentalView(
+            pk=r.pk,
+            pod_name=r.pod_name,
+            idempotency_key=str(r.idempotency_key),
+            status=r.status,
+            cluster_id=r.cluster_id or "",
+            attempt_count=r.attempt_count,
+            key_reused_answer=r.pk in reused_attempts,
+        )
+        for r in rentals
+    ]
+    ledger: list[dict[str, Any]] = []
+    requests_log: list[dict[str, Any]] = []
+    pods: list[dict[str, Any]] | None = []
+    delete_calls: list[dict[str, Any]] | None = []
+    for sim in sims:
+        ledger += sim.ledger()
+        requests_log += sim.requests()
+        logged = sim.delete_calls()
+        delete_calls = None if delete_calls is None or logged is None else delete_calls + logged
+        # The pod list is read honestly: faults off first (the run is over, nothing is in flight).
+        sim.clear_faults()
+        listed = sim.pods()
+        pods = None if pods is None or listed is None else pods + listed
+    return Findings(
+        audit=audit(views, ledger, requests_log, pods, delete_calls),
+        rentals=rentals,
+        ledger=ledger,
+        requests_log=requests_log,
+        delete_calls=delete_calls,
+        attempts=RentAttempt.objects.filter(rental__in=rentals).count(),
+        classes=Counter(RentAttempt.objects.filter(rental__in=rentals).values_list("classification", flat=True)),
+    )
+
+
+def verdict(run: ChaosRun, findings: Findings, storm: Storm) -> dict[str, Any]:
+    """Return the JSON verdict: every count a reader or CI checks."""
+    found, final_counts = findings.audit, findings.audit.final_counts
+    return {
+        "profile": run.args.profile,
+        "rentals": run.args.rentals,
+        "settled": sum(final_counts[s] for s in SETTLED_STATES),
+        "duplicates": found.count("duplicates"),
+        "lost": found.count("lost") + storm.submit_errors,
+        "untruthful": found.count("untruthful"),
+        "key_reused": found.count("key_reused"),
+        "unknown_with_cluster": len(found.unknown_with_cluster),
+        "unknown": final_counts["unknown"],
+        "delete_calls_max_per_rental": found.delete_calls_max_per_rental,
+        "attempts": findings.attempts,
+        "worker_kills": storm.workers.kills,
+        "seconds": round(time.monotonic() - run.started, 1),
+    }
+
+
+def report(
+    run: ChaosRun, broker: Broker, findings: Findings, storm: Storm, result: dict[str, Any], skipped: dict[str, str]
+) -> bool:
+    """Print the verdict for a person, explain the first bad rentals; return whether the run passed."""
+    from django.db import connection
+
+    args = run.args
+    say("")
+    say("=" * 72)
+    say(
+        f"chaos run ({args.profile}), seed {args.seed}: {args.rentals} rentals, {args.workers} workers x "
+        f"{args.concurrency}, broker {broker.kind}, database {connection.vendor}"
+    )
+    rows = report_rows(run, findings, storm, result, skipped)
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        say(f"  {name:<{width}}  {value}")
+    operator = storm.operator
+    if operator is not None and operator.unexpected:
+        say(f"  note: {len(operator.unexpected)} operator action(s) raised unexpected errors, e.g.:")
+        for line in operator.unexpected[:3]:
+            say(f"    {line}")
+    explain(findings, bad_rentals(run, findings.audit)[: args.explain])
+    worker_errors = 0
+    for log_path in sorted(run.run_dir.glob("worker-*.log")):
+        worker_errors += log_path.read_text(errors="replace").count("raised unexpected")
+    if worker_errors:
+        say(f"  note: {worker_errors} task(s) raised unexpected errors; see {run.run_dir}/worker-*.log")
+    ok = not (result["duplicates"] or result["lost"] or result["untruthful"] or result["key_reused"])
+    if run.adversarial and result["unknown_with_cluster"]:
+        ok = False
+    say("=" * 72)
+    if not ok or args.keep:
+        say(f"run folder kept: {run.run_dir} (worker-*.log, simulator*.log, db)")
+    return ok
+
+
+def report_rows(
+    run: ChaosRun, findings: Findings, storm: Storm, result: dict[str, Any], skipped: dict[str, str]
+) -> list[tuple[str, str]]:
+    """Return the report's (label, value) lines."""
+    found, final_counts = findings.audit, findings.audit.final_counts
+    deletes = found.delete_calls_max_per_rental
+    attempts = f"{findings.attempts} ({', '.join(f'{c} {n}' for c, n in sorted(findings.classes.items()))})"
+    rows = [
+        ("final states", ", ".join(f"{s} {n}" for s, n in sorted(final_counts.items()))),
+        ("attempts", attempts),
+        ("rent calls seen upstream", str(found.rent_calls)),
+        ("clusters in the ledger", f"{len(findings.ledger)} (foreign: {len(found.foreign)})"),
+        (
+            "unknown with a cluster",
+            f"{len(found.unknown_with_cluster)} of {final_counts['unknown']}"
+            + ("" if run.adversarial else " (reconciliation would find it)"),
+        ),
+        (
+            "deletes per rental, most",
+            str(deletes) if deletes is not None else "not known (this simulator logs only rent calls)",
+        ),
+        ("pods checked", "yes (terminated and ready against live pods)" if found.pods_checked else "no"),
+        (
+            "worker kills",
+            f"{storm.workers.kills} SIGKILL ({storm.workers.beat_kills} of the beat worker); "
+            f"{storm.crashed_restarts} exited by themselves",
+        ),
+        ("redis restarts", f"1 (down {storm.redis_down_seconds:.1f}s)" if storm.redis_down_seconds else "0"),
+        ("submit errors", str(storm.submit_errors)),
+    ]
+    if storm.operator is not None:
+        sims = len(storm.people.tenants)
+        rows += [
+            ("operator actions", ", ".join(f"{k} {n}" for k, n in sorted(storm.operator.counts.items())) or "none"),
+            ("faults left out", ", ".join(sorted(skipped)) or "none"),
+            ("upstreams", f"{sims} ({'one ignores' if sims > 1 else 'none ignores'} Idempotency-Key)"),
+        ]
+    rows += [
+        (
+            "duplicates / lost / untruthful / key_reused",
+            f"{result['duplicates']} / {result['lost']} / {result['untruthful']} / {result['key_reused']}",
+        ),
+        ("seconds", str(result["seconds"])),
+    ]
+    return rows
+
+
+def bad_rentals(run: ChaosRun, found: Audit) -> list[tuple[str, RentalView | None, str]]:
+    """Return every problem as (kind, rental or None, why), the adversarial unknowns with a cluster last."""
+    bad = [
+        (kind, subject, why)
+        for kind in ("duplicates", "lost", "untruthful", "key_reused")
+        for subject, why in found.problems[kind]
+    ]
+    if run.adversarial:
+        bad += [
+            ("unknown_with_cluster", rental, "unknown, but the ledger has its cluster")
+            for rental in found.unknown_with_cluster
+        ]
+    return bad
+
+
+def explain(findings: Findings, bad: list[tuple[str, RentalView | None, str]]) -> None:
+    """Print each bad rental's attempts, events and upstream calls."""
+    from rentals.models import RentalEvent, RentAttempt
+
+    for kind, subject, why in bad:
+        say("")
+        if subject is None:
+            say(f"  {kind}: {why}")
+            continue
+        say(f"  {kind}: rental {subject.pk} {subject.pod_name} key {subject.idempotency_key}: {why}")
+        for attempt in RentAttempt.objects.filter(rental_id=subject.pk).order_by("number"):
+            say(
+                f"    attempt {attempt.number} {attempt.started_at:%H:%M:%S.%f} {attempt.duration_ms}ms "
+                f"http {attempt.http_status} {attempt.classification} {attempt.error_code} "
+                f"replayed={attempt.replayed} {attempt.request_id} {attempt.message[:80]}"
+            )
+        for event in RentalEvent.objects.filter(rental_id=subject.pk).order_by("at", "id"):
+            say(
+                f"    event {event.at:%H:%M:%S.%f} {event.from_status or '-'} -> {event.to_status or '-'}: "
+                f"{event.message[:100]}"
+            )
+        for entry in findings.requests_log + (findings.delete_calls or []):
+            mine = entry.get("idempotency_key") == subject.idempotency_key
+            if mine or (subject.cluster_id and delete_call_cluster(entry) == subject.cluster_id):
+                say(
+                    f"    upstream {entry.get('sim')} {entry.get('at')} {entry.get('request_id')} "
+                    f"{entry.get('route', 'rent')} status {entry.get('status')} "
+                    f"replayed={entry.get('replayed')} dropped={entry.get('dropped')}"
+                )
+
+
+def end_run(run: ChaosRun) -> None:
+    """Stop every child, delete this run's rows or drop its scratch database, remove a passed run's folder."""
+    run.procs.stop_all()
+    try:
+        if run.cleanup_rows is not None:
+            run.cleanup_rows()
+    except Exception as exc:
+        say(f"note: could not delete this run's rows: {exc}")
+    if run.scratch is not None:
+        try:
+            from django.db import connections
+
+            connections.close_all()
+            run.scratch.drop()
+        except Exception as exc:
+            say(f"note: could not drop scratch database {run.scratch.name}: {exc}")
+    if run.ok and not run.args.keep and not run.args.run_dir:
+        shutil.rmtree(run.run_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,8 @@
-"""The chaos run's machinery: child processes, a private Redis, Celery workers, a scratch PostgreSQL
-database, and the simulator (started, configured and read back through its /_sim control routes).
+"""The machinery of the chaos run and the bench: child processes with their logs, free ports and waits, a
+private Redis, Celery workers, a scratch PostgreSQL database, and the simulator (started, configured and read
+back through its /_sim control routes).
 
-Nothing here knows what a rental is; `scripts/chaos.py` drives the run and judges it.
+Nothing here knows what a rental is; `scripts/chaos.py` and `bench/run.py` drive their runs and judge them.
 """
 
 from __future__ import annotations
@@ -16,29 +17,66 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SIM_KEY = "sim-demo-key"
+T = TypeVar("T")
 
 
 # --- Small helpers -------------------------------------------------------------------------------------
 
 
 def free_port() -> int:
+    """Return a loopback port nothing listens on right now."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
-def say(message: str) -> None:
+def say(message: str = "") -> None:
     print(message, flush=True)
 
 
 def elapsed(start: float) -> str:
     return f"{time.monotonic() - start:6.1f}s"
+
+
+def wait_until(read: Callable[[], T], done: Callable[[T], bool], *, timeout: float, interval: float) -> T | None:
+    """Call `read` every `interval` seconds until `done` accepts its value or `timeout` passes; return the last
+    value read (None when the timeout had passed before the first read)."""
+    value: T | None = None
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = read()
+        if done(value):
+            break
+        time.sleep(interval)
+    return value
+
+
+def interrupt_on(*signals: int) -> None:
+    """Make each of `signals` raise KeyboardInterrupt, so a run stopped from outside still cleans up."""
+
+    def interrupt(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    for sig in signals:
+        signal.signal(sig, interrupt)
+
+
+def django_setup_and_migrate() -> None:
+    """Set Django up from the environment already in place, then migrate its database quietly."""
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", interactive=False, verbosity=0)
 
 
 # --- Processes -----------------------------------------------------------------------------------------
@@ -77,6 +115,20 @@ class Processes:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait(timeout=5)
 
+    @staticmethod
+    def stop(process: subprocess.Popen, grace: float = 15.0) -> None:
+        """Stop one child: SIGTERM its group, wait up to `grace` seconds, then SIGKILL whatever is left."""
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                process.wait(timeout=grace)
+        # The group may outlive its leader (a pool child): take it down too.
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(process.pid, signal.SIGKILL)
+        if process.poll() is None:
+            process.wait(timeout=5)
+
     def stop_all(self) -> None:
         """Stop every child still running: SIGTERM, a short grace, then SIGKILL (also their groups)."""
         live = [proc for proc in self.children if proc.poll() is None]
@@ -95,17 +147,105 @@ class Processes:
                 proc.wait(timeout=5)
 
 
-def wait_for_port(port: int, *, process: subprocess.Popen, timeout: float = 20.0) -> None:
+def wait_for_child(ready: Callable[[], bool], *, process: subprocess.Popen, timeout: float, what: str) -> None:
+    """Ask `ready` every tenth of a second until it says yes; fail once `process` exits or `timeout` passes."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"{process.args!r} exited with {process.returncode} before listening")
+            raise RuntimeError(f"{process.args!r} exited with {process.returncode} before {what}")
+        if ready():
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{process.args!r} was not {what} after {timeout} s")
+
+
+def wait_for_port(port: int, *, process: subprocess.Popen, timeout: float = 20.0) -> None:
+    """Wait until something listens on the loopback `port`; fail early when `process` exits."""
+
+    def listens() -> bool:
         try:
             with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return
+                return True
         except OSError:
-            time.sleep(0.1)
-    raise RuntimeError(f"nothing listens on port {port} after {timeout} s")
+            return False
+
+    wait_for_child(listens, process=process, timeout=timeout, what=f"listening on port {port}")
+
+
+def wait_for_http(url: str, *, process: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Wait until `url` answers at all (any status); fail early when `process` exits."""
+    import httpx
+
+    def answers() -> bool:
+        try:
+            httpx.get(url, timeout=2.0)
+        except httpx.HTTPError:
+            return False
+        return True
+
+    wait_for_child(answers, process=process, timeout=timeout, what=f"answering {url}")
+
+
+def wait_for_log_line(log: Path, marker: str, *, process: subprocess.Popen, timeout: float = 60.0) -> None:
+    """Wait until the child's `log` holds `marker`; fail with the log's end when the child exits first."""
+
+    def logged() -> bool:
+        return marker in log.read_text(errors="replace")
+
+    try:
+        wait_for_child(logged, process=process, timeout=timeout, what=f"logging {marker!r}")
+    except RuntimeError as exc:
+        raise RuntimeError(f"{exc}; {log.name} ends:\n{log.read_text(errors='replace')[-2000:]}") from None
+
+
+def children_of(pid: int) -> list[int]:
+    """Return the ids of the processes whose parent is `pid` (read from /proc)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # The command name is in parentheses and may contain spaces: split after the last ")".
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == pid:
+            found.append(int(entry.name))
+    return found
+
+
+def peak_rss_mb(pid: int) -> float | None:
+    """Return the process's peak resident memory (VmHWM) in MB, or None when it cannot be read."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        return None
+    return None
+
+
+def celery_worker_args(*, concurrency: int, beat_schedule: Path | None = None, hostname: str = "") -> list[str]:
+    """Return the command line of one `celery worker` of the dashboard (with beat when given a schedule)."""
+    args = [
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "dashboard",
+        "worker",
+        "--loglevel=INFO",
+        f"--concurrency={concurrency}",
+        "--without-gossip",
+        "--without-mingle",
+        "--without-heartbeat",
+    ]
+    if hostname:
+        args.append(f"--hostname={hostname}")
+    if beat_schedule is not None:
+        args += ["--beat", f"--schedule={beat_schedule}"]
+    return args
 
 
 class Redis:
@@ -149,22 +289,11 @@ class Workers:
         self.beat_kills = 0
 
     def start(self, slot: int) -> None:
-        args = [
-            sys.executable,
-            "-m",
-            "celery",
-            "-A",
-            "dashboard",
-            "worker",
-            "--loglevel=INFO",
-            f"--concurrency={self.concurrency}",
-            "--without-gossip",
-            "--without-mingle",
-            "--without-heartbeat",
-            f"--hostname=chaos{slot}-{self.started}@%h",
-        ]
-        if slot == 0:
-            args += ["--beat", f"--schedule={self.run_dir / 'beat-schedule'}"]
+        args = celery_worker_args(
+            concurrency=self.concurrency,
+            beat_schedule=self.run_dir / "beat-schedule" if slot == 0 else None,
+            hostname=f"chaos{slot}-{self.started}@%h",
+        )
         self.slots[slot] = self.procs.start(args, log_name=f"worker-{slot}.log", env=self.env)
         self.started += 1
 
@@ -195,23 +324,27 @@ class Workers:
 
 
 class ScratchPostgres:
-    """A dedicated database on the given PostgreSQL server, created for this run and dropped after it."""
+    """A dedicated database on the given PostgreSQL server, created for this run and dropped after it.
+
+    The database the URL names is never touched: the statements run on the server's `postgres` database.
+    """
 
     def __init__(self, url: str, name: str) -> None:
-        self.admin_url = url
         self.name = name
         parts = urlsplit(url)
+        self.admin_conninfo = urlunsplit(("postgresql", parts.netloc, "/postgres", parts.query, ""))
         self.url = urlunsplit((parts.scheme, parts.netloc, "/" + name, parts.query, parts.fragment))
 
     def _execute(self, sql: str) -> None:
         import psycopg
 
-        admin = urlsplit(self.admin_url)
-        conninfo = urlunsplit(("postgresql", admin.netloc, admin.path or "/postgres", admin.query, ""))
-        with psycopg.connect(conninfo, autocommit=True, connect_timeout=5) as conn:
+        with psycopg.connect(self.admin_conninfo, autocommit=True, connect_timeout=5) as conn:
             conn.execute(sql)
 
-    def create(self) -> None:
+    def create(self, *, replace: bool = False) -> None:
+        """Create the database; with `replace`, drop one of that name left by an earlier run first."""
+        if replace:
+            self.drop()
         self._execute(f'CREATE DATABASE "{self.name}"')
 
     def drop(self) -> None:
@@ -224,11 +357,11 @@ class ScratchPostgres:
 class Offers:
     """Picks free nodes, never one already given to an earlier rental of this run."""
 
-    def __init__(self, sim_url: str, rng: random.Random) -> None:
+    def __init__(self, sim_url: str, rng: random.Random | None = None) -> None:
         import httpx
 
         self.http = httpx.Client(base_url=sim_url, timeout=10.0, headers={"X-API-Key": SIM_KEY})
-        self.rng = rng
+        self.rng = rng or random.Random(0)  # noqa: S311 - node choice, not crypto
         self.used: set[str] = set()
         self.pool: dict[str, list[dict[str, Any]]] = {}
         self.fetched_at = 0.0
@@ -263,6 +396,21 @@ class Offers:
                 return fabric, nodes
         return None
 
+    def pairs(self, count: int) -> list[tuple[str, list[str]]]:
+        """Return `count` pairs of unused whole nodes, each pair on one fabric, in the listing's order (the
+        same pairs for the same listing); raise when the simulator has fewer free."""
+        self.refresh()
+        pairs = [
+            (fabric, [node["id"] for node in nodes[i : i + 2]])
+            for fabric, nodes in self.pool.items()
+            for i in range(0, len(nodes) - 1, 2)
+        ][:count]
+        if len(pairs) < count:
+            raise RuntimeError(f"the simulator offers only {len(pairs)} free node pairs, {count} needed")
+        for _fabric, ids in pairs:
+            self.used.update(ids)
+        return pairs
+
 
 class Simulator:
     """One simulator process of the run, and its /_sim control routes."""
@@ -272,10 +420,11 @@ class Simulator:
         procs: Processes,
         *,
         name: str,
-        seed: int,
+        seed: int | None = None,
         fabrics: int,
         nodes_per_fabric: int,
-        faults: dict[str, Any],
+        faults: dict[str, Any] | None = None,
+        pods_rate_limit: int | None = None,
         env: dict[str, str],
     ) -> None:
         self.procs = procs
@@ -284,20 +433,28 @@ class Simulator:
         self.fabrics = fabrics
         self.nodes_per_fabric = nodes_per_fabric
         self.faults = faults
+        self.pods_rate_limit = pods_rate_limit
         self.env = env
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
-        """Start the process in test mode with its initial faults and wait until it listens."""
+        """Start the process in test mode (with its seed and initial faults when given), wait until it
+        listens, and open the control client."""
         import httpx
 
         args = [sys.executable, "-m", "simulator", "--mode", "test", "--port", str(self.port)]
-        args += ["--start-seconds", "1", "--replenish", "--seed", str(self.seed)]
+        args += ["--start-seconds", "1", "--replenish"]
+        if self.seed is not None:
+            args += ["--seed", str(self.seed)]
+        if self.pods_rate_limit is not None:
+            args += ["--pods-rate-limit", str(self.pods_rate_limit)]
         args += ["--fabrics", str(self.fabrics), "--nodes-per-fabric", str(self.nodes_per_fabric)]
-        args += ["--faults", json.dumps(self.faults)]
-        process = self.procs.start(args, log_name=f"{self.name}.log", env=self.env)
-        wait_for_port(self.port, process=process)
+        if self.faults is not None:
+            args += ["--faults", json.dumps(self.faults)]
+        self.process = self.procs.start(args, log_name=f"{self.name}.log", env=self.env)
+        wait_for_port(self.port, process=self.process)
         self.control = httpx.Client(base_url=self.url, timeout=30.0)
 
     def set_faults(self, spec: dict[str, Any]) -> dict[str, str]:

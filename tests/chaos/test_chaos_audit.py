@@ -13,14 +13,14 @@ from pathlib import Path
 
 import httpx
 
+from scripts import harness
+
 SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
-sys.path.insert(0, str(SCRIPTS))
 _spec = importlib.util.spec_from_file_location("chaos_script", SCRIPTS / "chaos.py")
 assert _spec is not None and _spec.loader is not None
 chaos = importlib.util.module_from_spec(_spec)
 sys.modules["chaos_script"] = chaos  # dataclasses look their module up while the class is made
 _spec.loader.exec_module(chaos)
-import harness  # noqa: E402 - found through the scripts folder put on the path above
 
 RentalView = chaos.RentalView
 audit = chaos.audit
