@@ -8,6 +8,9 @@ once the worker is back. Fails (exit 1) on any console error, page error or 5xx 
     python scripts/compose_walk.py --base-url http://127.0.0.1:8000 --simulator-url http://127.0.0.1:8100 \
         --user alice --operator olga --password-env USER_PASSWORD --crash-worker 'kill -KILL 1234'
 
+With `--rent POD` it only logs in and orders one rental (waiting for Ready with `--wait-ready`, else only for
+the worker to pick it up), prints its URL and leaves it running: scripts/compose_upgrade.sh uses that.
+
 Screenshots land in test-artifacts/compose/.
 """
 
@@ -151,15 +154,43 @@ def walk(args: argparse.Namespace) -> None:
         raise SystemExit("compose_walk: the browser saw problems:\n" + "\n".join(problems))
 
 
+def rent_only(args: argparse.Namespace) -> None:
+    """Order one rental and leave it running; print its URL."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    problems = Problems()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = log_in(
+                new_context(browser, args.base_url), problems, args.user, os.environ[args.password_env], "**/fabrics/"
+            )
+            url = rent_two_nodes(page, args.rent)
+            expected = "Ready" if args.wait_ready else re.compile("Sending|Retrying|Rented, nodes starting|Ready")
+            expect(page.get_by_test_id("status")).to_have_text(expected, timeout=90_000)
+            page.screenshot(path=str(SHOTS / f"rent-{args.rent}.png"), full_page=True)
+        finally:
+            browser.close()
+    if problems:
+        raise SystemExit("compose_walk: the browser saw problems:\n" + "\n".join(problems))
+    print(url)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--simulator-url", required=True)
     parser.add_argument("--user", required=True, help="a customer member")
-    parser.add_argument("--operator", required=True)
+    parser.add_argument("--operator", help="an operator (the full walk)")
     parser.add_argument("--password-env", required=True, help="environment variable with both users' password")
-    parser.add_argument("--crash-worker", required=True, help="command that kills the worker container")
+    parser.add_argument("--crash-worker", help="command that kills the worker container (the full walk)")
+    parser.add_argument("--rent", metavar="POD", help="only order one rental named POD and print its URL")
+    parser.add_argument("--wait-ready", action="store_true", help="with --rent: wait until it is Ready")
     args = parser.parse_args()
+    if args.rent:
+        rent_only(args)
+        return 0
+    if not (args.operator and args.crash_worker):
+        parser.error("the full walk needs --operator and --crash-worker")
     started = time.monotonic()
     walk(args)
     say(f"walk passed in {time.monotonic() - started:.0f} s")

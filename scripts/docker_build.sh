@@ -45,6 +45,6 @@ fi
 
 log "building $IMAGE on $BASE_IMAGE"
 started=$SECONDS
-docker build --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$IMAGE" . 2>&1 | grep -v -e "legacy builder is deprecated" -e "buildx" >&2
+docker build --force-rm --build-arg BASE_IMAGE="$BASE_IMAGE" -t "$IMAGE" . 2>&1 | grep -v -e "legacy builder is deprecated" -e "buildx" >&2
 size="$(docker image inspect --format '{{.Size}}' "$IMAGE")"
 log "built $IMAGE in $((SECONDS - started)) s: $((size / 1000000)) MB"
