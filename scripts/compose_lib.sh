@@ -76,12 +76,14 @@ dump_and_down() {
 }
 trap dump_and_down EXIT
 
-# Every container of the stack healthy (migrate: exited 0); an unhealthy or failed one fails the run.
-wait_healthy() {  # wait_healthy SECONDS
+# Every container of the stack (or of the services named) healthy, migrate exited 0; an unhealthy or failed
+# one fails the run.
+wait_healthy() {  # wait_healthy SECONDS [SERVICE...]
     local deadline=$((SECONDS + $1)) waiting
+    shift
     while :; do
         waiting=""
-        for id in $(docker compose ps -q); do
+        for id in $(docker compose ps -q "$@"); do
             read -r name state code health restarting < <(command docker inspect --format \
                 '{{.Name}} {{.State.Status}} {{.State.ExitCode}} {{if .State.Health}}{{.State.Health.Status}}{{else}}none{{end}} {{.State.Restarting}}' "$id")
             case "$state/$health" in
