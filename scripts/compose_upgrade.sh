@@ -94,5 +94,7 @@ after="$(count_rows)"
 # The in-flight rental gains the attempts it finishes with; everything else is counted as it was.
 [[ "${after%, * attempts}" == "${before%, * attempts}" ]] || fail "rows were lost: before $before; after $after"
 log "after the upgrade: $after; the rental in flight is ready; the upstream committed each rent once"
-command docker rmi "$PREVIOUS_IMAGE" >/dev/null 2>&1 || true
 log "upgrade from $FROM_SHA passed"
+# The simulator still runs on the previous image: take the stack down first, then drop that image.
+docker compose down -v --remove-orphans >/dev/null 2>&1
+command docker rmi "$PREVIOUS_IMAGE" >/dev/null 2>&1 || true
