@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import timedelta
+from time import monotonic
 
 from django.conf import settings
 from django.db import connection
@@ -24,8 +26,32 @@ def check_database() -> str | None:
     return None
 
 
+_broker_lock = threading.Lock()
+_broker_result: tuple[float, str | None] | None = None  # (when checked, the answer)
+
+
+def forget_broker_check() -> None:
+    """Drop the remembered broker answer: the next check connects again."""
+    global _broker_result
+    with _broker_lock:
+        _broker_result = None
+
+
 def check_broker() -> str | None:
-    """Return None when the Celery broker accepts a connection, else what went wrong."""
+    """Return None when the Celery broker accepts a connection, else what went wrong.
+
+    The answer is reused for READYZ_BROKER_CHECK_SECONDS: probes every second from several load balancers
+    would otherwise open (and tear down) one broker connection each.
+    """
+    global _broker_result
+    with _broker_lock:  # one thread connects; the others wait for its answer
+        if _broker_result is not None and monotonic() - _broker_result[0] < settings.READYZ_BROKER_CHECK_SECONDS:
+            return _broker_result[1]
+        _broker_result = (monotonic(), _connect_to_broker())
+        return _broker_result[1]
+
+
+def _connect_to_broker() -> str | None:
     from dashboard.celery import app
 
     try:

@@ -8,13 +8,15 @@ aggregate several gunicorn workers, as prometheus_client documents).
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from datetime import timedelta
 
 from django.conf import settings
 from django.db.models import Count, ExpressionWrapper, F, Q, Sum, fields
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
+from django.utils.crypto import constant_time_compare
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -24,6 +26,9 @@ from common.metrics import POLL_REQUESTS
 
 LATENCY_BUCKETS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
 QUEUE_BUCKETS_S = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+logger = logging.getLogger(__name__)
+_told_why_hidden = False
 
 
 class DatabaseCollector(Collector):
@@ -78,9 +83,18 @@ class DatabaseCollector(Collector):
 
 
 def metrics_view(request: HttpRequest) -> HttpResponse:
-    """Serve the metrics; with METRICS_TOKEN set, only to `Authorization: Bearer <token>`."""
+    """Serve the metrics; with METRICS_TOKEN set, only to `Authorization: Bearer <token>`.
+
+    Production without a token answers 404: business figures are never public by accident.
+    """
+    global _told_why_hidden
     token = getattr(settings, "METRICS_TOKEN", "")
-    if token and request.headers.get("Authorization", "") != f"Bearer {token}":
+    if not token and settings.PRODUCTION:
+        if not _told_why_hidden:  # once per process, not once per scrape
+            logger.warning("/metrics answers 404: METRICS_TOKEN is not set (required in production)")
+            _told_why_hidden = True
+        raise Http404("metrics are off")
+    if token and not constant_time_compare(request.headers.get("Authorization", ""), f"Bearer {token}"):
         return HttpResponse("Unauthorized", status=401)
     registry = CollectorRegistry()
     registry.register(DatabaseCollector())

@@ -56,6 +56,7 @@ ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "" if PRODUCTION else "127.0.0.1,local
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
+    "dashboard.apps.DashboardConfig",
     "django.contrib.admin",
     "django.contrib.auth",
     "django.contrib.contenttypes",
@@ -344,8 +345,10 @@ CONTENT_SECURITY_POLICY = {
 }
 
 # --- Operations ---------------------------------------------------------------------------------------
-# With a token set, /metrics answers only `Authorization: Bearer <token>`.
+# With a token set, /metrics answers only `Authorization: Bearer <token>`; production without one answers 404.
 METRICS_TOKEN = env.str("METRICS_TOKEN", "")
+# /readyz reuses its broker check this long: frequent probes open one broker connection per interval.
+READYZ_BROKER_CHECK_SECONDS = env.float("READYZ_BROKER_CHECK_SECONDS", 5, validate=NOT_NEGATIVE)
 # Per-user limits (fixed one-minute windows in the cache; use a shared CACHE_URL with several web processes).
 RENT_SUBMIT_RATE_PER_MINUTE = env.int("RENT_SUBMIT_RATE_PER_MINUTE", 20, validate=POSITIVE)
 API_RATE_PER_MINUTE = env.int("API_RATE_PER_MINUTE", 120, validate=NOT_NEGATIVE)  # 0: no limit

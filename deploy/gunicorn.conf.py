@@ -1,6 +1,6 @@
 """Gunicorn settings for the dashboard's web container; every knob can be set from the environment.
 
-WEB_CONCURRENCY              worker processes (default 2 x usable CPUs + 1, at most 8)
+WEB_CONCURRENCY              worker processes (0 or unset: 2 x usable CPUs + 1, at most 8)
 GUNICORN_THREADS             threads per worker (default 4; >1 selects the gthread worker)
 GUNICORN_TIMEOUT             seconds before a silent worker is killed (default: 2 x LIUM_TIMEOUT_SECONDS, >= 60)
 GUNICORN_GRACEFUL_TIMEOUT    seconds a worker gets to finish its requests on shutdown/restart (default 30)
@@ -57,7 +57,8 @@ MAX_DEFAULT_WORKERS = 8
 bind = os.environ.get("GUNICORN_BIND", "0.0.0.0:8000")
 wsgi_app = "dashboard.wsgi:application"
 
-workers = _env_int("WEB_CONCURRENCY", min(2 * _usable_cpus() + 1, MAX_DEFAULT_WORKERS))
+# 0 means "choose": compose passes 0 rather than an empty value, which gunicorn's own int() would refuse.
+workers = _env_int("WEB_CONCURRENCY", 0) or min(2 * _usable_cpus() + 1, MAX_DEFAULT_WORKERS)
 threads = _env_int("GUNICORN_THREADS", 4)
 # Views wait on the upstream (I/O bound): threads give concurrency cheaply.
 worker_class = "gthread" if threads > 1 else "sync"

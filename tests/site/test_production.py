@@ -26,6 +26,8 @@ PRODUCTION_ENV = {
     "SECRET_KEY": "x" * 60 + "-production-secret-for-the-check",
     "FIELD_ENCRYPTION_KEYS": Fernet.generate_key().decode(),
     "ALLOWED_HOSTS": "dash.example.com",
+    # Without it production keeps /metrics off and the checks warn (tests/site/test_metrics_and_probes.py).
+    "METRICS_TOKEN": "metrics-token-for-the-check",
 }
 
 
@@ -61,7 +63,8 @@ def test_production_refuses_to_start_without_a_secret_and_names_it(missing: str)
 
 
 @pytest.mark.django_db
-def test_readyz_names_the_broker_while_redis_is_down_and_recovers(client) -> None:
+def test_readyz_names_the_broker_while_redis_is_down_and_recovers(client, settings) -> None:
+    settings.READYZ_BROKER_CHECK_SECONDS = 0  # every probe asks the broker (the answer is otherwise reused)
     redis_server = shutil.which("redis-server")
     if redis_server is None:
         pytest.skip("redis-server is not installed: cannot stop and restart a real broker here")

@@ -1,0 +1,201 @@
+"""Drive Debian's Chromium through the containerised dashboard: log in, rent 2 nodes, ready, terminate.
+
+Run by scripts/compose_smoke.sh against the compose stack (production settings). The browser sends
+`X-Forwarded-Proto: https`, as the TLS proxy in front of `web` would. A second rental is held in the
+simulator's rent call while `--crash-worker` kills the worker container; the rental must still become Ready
+once the worker is back. Fails (exit 1) on any console error, page error or 5xx answer.
+
+    python scripts/compose_walk.py --base-url http://127.0.0.1:8000 --simulator-url http://127.0.0.1:8100 \
+        --user alice --operator olga --password-env USER_PASSWORD --crash-worker 'kill -KILL 1234'
+
+With `--rent POD` it only logs in and orders one rental (waiting for Ready with `--wait-ready`, else only for
+the worker to pick it up), prints its URL and leaves it running: scripts/compose_upgrade.sh uses that.
+
+Screenshots land in test-artifacts/compose/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+# The same flags as tests/browser/conftest.py: headless, no sandbox (root in CI), no background traffic.
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMo32AY0vFK7g5FBIBcyPdxaxSEM5rEc0kEzMVveA9b+ smoke@ci"
+RENTAL_URL = re.compile(r"/rentals/[0-9a-f-]{36}/$")
+SHOTS = Path(__file__).resolve().parent.parent / "test-artifacts" / "compose"
+
+
+def say(message: str) -> None:
+    print(f"compose_walk: {message}", flush=True)
+
+
+class Problems(list[str]):
+    """Console errors, page errors and 5xx answers the browser saw."""
+
+    def watch(self, page: Page) -> None:
+        page.on("console", lambda m: self.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("pageerror", lambda error: self.append(f"page error: {error}"))
+        page.on(
+            "response",
+            lambda r: self.append(f"HTTP {r.status} for {r.request.method} {r.url}") if r.status >= 500 else None,
+        )
+
+
+def new_context(browser: Browser, base_url: str) -> BrowserContext:
+    """A fresh browser profile on the dashboard, sending what the TLS proxy in front of web would."""
+    context = browser.new_context(
+        base_url=base_url, viewport={"width": 1280, "height": 900}, extra_http_headers={"X-Forwarded-Proto": "https"}
+    )
+    context.set_default_timeout(20_000)
+    return context
+
+
+def log_in(context: BrowserContext, problems: Problems, username: str, password: str, landing: str) -> Page:
+    page = context.new_page()
+    problems.watch(page)
+    page.goto("/")
+    page.get_by_label("Username").fill(username)
+    page.get_by_label("Password").fill(password)
+    page.get_by_role("button", name="Log in").click()
+    page.wait_for_url(landing)
+    return page
+
+
+def rent_two_nodes(page: Page, pod_name: str) -> str:
+    """From the fabrics page, rent the 2 cheapest nodes of the first fabric; return the rental's URL."""
+    page.goto("/fabrics/")
+    expect(page.get_by_role("heading", name="Fabrics with free nodes")).to_be_visible()
+    page.get_by_role("link", name="Choose nodes").first.click()
+    expect(page.get_by_role("heading", name="Rent a cluster")).to_be_visible()
+    page.get_by_role("link", name="the 2 cheapest").click()
+    expect(page.locator("input[name=executor_ids]:checked")).to_have_count(2)
+    page.get_by_label("Pod name").fill(pod_name)
+    page.get_by_label("SSH public keys").fill(SSH_KEY)
+    page.get_by_role("button", name="Rent cluster").click()
+    page.wait_for_url(RENTAL_URL)
+    return page.url
+
+
+def terminate(page: Page, rental_url: str) -> None:
+    page.goto(rental_url)
+    page.get_by_role("link", name="Terminate cluster…").click()
+    page.get_by_role("button", name="Terminate cluster").click()
+    page.wait_for_url(rental_url)
+    expect(page.get_by_test_id("status")).to_have_text("Terminated", timeout=90_000)
+
+
+def simulator_faults(simulator_url: str, rules: list[dict]) -> None:
+    httpx.post(simulator_url + "/_sim/faults", json={"seed": 1, "rules": rules}, timeout=10).raise_for_status()
+
+
+def walk(args: argparse.Namespace) -> None:
+    password = os.environ[args.password_env]
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    problems = Problems()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = log_in(new_context(browser, args.base_url), problems, args.user, password, "**/fabrics/")
+            say(f"{args.user} logged in")
+
+            first = rent_two_nodes(page, "smoke-first")
+            status = page.get_by_test_id("status")
+            expect(status).to_have_text("Ready", timeout=90_000)
+            expect(page.get_by_test_id("members").locator("tbody tr")).to_have_count(2)
+            page.screenshot(path=str(SHOTS / "01-ready.png"), full_page=True)
+            say(f"first rental ready: {first}")
+            terminate(page, first)
+            page.screenshot(path=str(SHOTS / "02-terminated.png"), full_page=True)
+            say("first rental terminated")
+
+            # The next rent call is held 8 s inside the simulator: the worker dies in the middle of it.
+            simulator_faults(args.simulator_url, [{"fault": "slow_commit", "next": 1, "seconds": 8}])
+            second = rent_two_nodes(page, "smoke-crash")
+            expect(status).to_have_text(re.compile("Sending|Retrying|Rented, nodes starting"), timeout=30_000)
+            say(f"second rental in flight ({status.inner_text()}): crashing the worker")
+            subprocess.run(shlex.split(args.crash_worker), check=True)  # noqa: S603 - the smoke script's command
+            expect(status).to_have_text("Ready", timeout=240_000)
+            page.screenshot(path=str(SHOTS / "03-ready-after-crash.png"), full_page=True)
+            say(f"second rental settled after the worker restart: {second}")
+
+            operator = log_in(new_context(browser, args.base_url), problems, args.operator, password, "**/fabrics/")
+            operator.goto("/ops/")
+            expect(operator.get_by_role("heading", name="Operations")).to_be_visible()
+            operator.goto(second)
+            expect(operator.get_by_test_id("status")).to_have_text("Ready")
+            say(f"operator {args.operator} sees the rental")
+            terminate(operator, second)
+            say("second rental terminated by the operator")
+        finally:
+            for n, last in enumerate(p for c in browser.contexts for p in c.pages):
+                last.screenshot(path=str(SHOTS / f"last-{n}.png"), full_page=True)  # where each page ended
+            browser.close()
+    if problems:
+        raise SystemExit("compose_walk: the browser saw problems:\n" + "\n".join(problems))
+
+
+def rent_only(args: argparse.Namespace) -> None:
+    """Order one rental and leave it running; print its URL."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    problems = Problems()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = log_in(
+                new_context(browser, args.base_url), problems, args.user, os.environ[args.password_env], "**/fabrics/"
+            )
+            url = rent_two_nodes(page, args.rent)
+            expected = "Ready" if args.wait_ready else re.compile("Sending|Retrying|Rented, nodes starting|Ready")
+            expect(page.get_by_test_id("status")).to_have_text(expected, timeout=90_000)
+            page.screenshot(path=str(SHOTS / f"rent-{args.rent}.png"), full_page=True)
+        finally:
+            browser.close()
+    if problems:
+        raise SystemExit("compose_walk: the browser saw problems:\n" + "\n".join(problems))
+    print(url)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base-url", required=True)
+    parser.add_argument("--simulator-url", required=True)
+    parser.add_argument("--user", required=True, help="a customer member")
+    parser.add_argument("--operator", help="an operator (the full walk)")
+    parser.add_argument("--password-env", required=True, help="environment variable with both users' password")
+    parser.add_argument("--crash-worker", help="command that kills the worker container (the full walk)")
+    parser.add_argument("--rent", metavar="POD", help="only order one rental named POD and print its URL")
+    parser.add_argument("--wait-ready", action="store_true", help="with --rent: wait until it is Ready")
+    args = parser.parse_args()
+    if args.rent:
+        rent_only(args)
+        return 0
+    if not (args.operator and args.crash_worker):
+        parser.error("the full walk needs --operator and --crash-worker")
+    started = time.monotonic()
+    walk(args)
+    say(f"walk passed in {time.monotonic() - started:.0f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
