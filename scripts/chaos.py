@@ -99,6 +99,11 @@ FAST_ENV = {
     "LIUM_CONNECT_TIMEOUT_SECONDS": "2",
     "RENT_MAX_ATTEMPTS": "8",
     "POD_POLL_MIN_INTERVAL_SECONDS": "2",
+    # A run lasts minutes, not hours: retry a failed DELETE and look for an unknown rental's cluster within
+    # seconds, so that an outage that ends before the run does is seen to settle.
+    "CLUSTER_DELETE_BACKOFF_BASE_SECONDS": "1",
+    "CLUSTER_DELETE_BACKOFF_CAP_SECONDS": "8",
+    "RECONCILE_LOOK_BASE_SECONDS": "2",
 }
 
 # The adversarial operator confirms "not rented" only this long after the rental's last send: longer than
