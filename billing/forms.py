@@ -28,11 +28,12 @@ def _money(label: str, help_text: str = "") -> forms.DecimalField:
 
 class UsageFilterForm(forms.Form):
     month = forms.CharField(required=False, max_length=7, widget=forms.TextInput(attrs={"type": "month"}))
-    customer = forms.TypedChoiceField(required=False, coerce=int, empty_value=None, label="Customer")
+    # Any id is accepted here: the scoped selector answers 404 for a customer the reader may not see.
+    customer = forms.IntegerField(required=False, min_value=1, label="Customer", widget=forms.Select)
 
     def __init__(self, *args: object, customers: list[tuple[int, str]], **kwargs: object) -> None:
         super().__init__(*args, **kwargs)  # type: ignore[arg-type]
-        self.fields["customer"].choices = [("", "All my customers"), *customers]  # type: ignore[attr-defined]
+        self.fields["customer"].widget.choices = [("", "All"), *customers]  # type: ignore[attr-defined]
 
     def clean_month(self) -> Month:
         text = self.cleaned_data.get("month") or ""
@@ -44,10 +45,11 @@ class UsageFilterForm(forms.Form):
             raise forms.ValidationError(str(exc)) from exc
 
     def chosen(self) -> tuple[Month, int | None]:
-        """Return the month and customer id asked for (this month and all customers when the input is bad)."""
-        if self.is_valid():
-            return self.cleaned_data["month"], self.cleaned_data.get("customer")
-        return Month.of(timezone.now()), None
+        """Return the month and customer id asked for (this month, or all customers, for a bad input)."""
+        if not self.is_bound:
+            return Month.of(timezone.now()), None
+        self.is_valid()  # fills cleaned_data with the fields that are valid
+        return self.cleaned_data.get("month") or Month.of(timezone.now()), self.cleaned_data.get("customer")
 
 
 class OperatorBudgetForm(forms.Form):
