@@ -45,14 +45,23 @@ class UsageOut(Schema):
 
 
 @router.get("", response={200: UsageOut, **ERRORS}, url_name="usage", summary="Cost per rental in a month")
-def usage(request: HttpRequest, month: str | None = Query(None, max_length=7)) -> HttpResponse:
-    """One line per rental that billed in the month (default: this month), and the total."""
+def usage(
+    request: HttpRequest, month: str | None = Query(None, max_length=7), as_of: datetime | None = None
+) -> HttpResponse:
+    """One line per rental that billed in the month (default: this month), and the total, as of now.
+
+    `as_of` (an ISO time with a zone, not in the future) computes the running clusters' cost at that moment
+    instead, e.g. the `as_of` of an earlier answer or of the usage page, to compare them to the cent.
+    """
     require_scope(request, "read")
+    now = timezone.now()
+    if as_of is not None and as_of.tzinfo is None:
+        raise ApiError(422, "validation_error", "as_of: give a time zone, e.g. 2030-06-01T12:00:00Z.")
     try:
         chosen = Month.parse(month) if month else Month.of(timezone.now())
     except ValueError as exc:
         raise ApiError(422, "validation_error", f"month: {exc}") from exc
-    report = usage_for_user(user=request.user, month=chosen)
+    report = usage_for_user(user=request.user, month=chosen, now=min(as_of, now) if as_of else now)
     body = {
         "month": report.month.label,
         "as_of": report.as_of,

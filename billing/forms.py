@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import datetime
 from decimal import Decimal
 
 from django import forms
@@ -28,6 +29,8 @@ def _money(label: str, help_text: str = "") -> forms.DecimalField:
 
 class UsageFilterForm(forms.Form):
     month = forms.CharField(required=False, max_length=7, widget=forms.TextInput(attrs={"type": "month"}))
+    # The page's CSV link carries the moment the page was computed, so running clusters cost the same in both.
+    as_of = forms.DateTimeField(required=False, widget=forms.HiddenInput)
     # Any id is accepted here: the scoped selector answers 404 for a customer the reader may not see.
     customer = forms.IntegerField(required=False, min_value=1, label="Customer", widget=forms.Select)
 
@@ -44,12 +47,15 @@ class UsageFilterForm(forms.Form):
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from exc
 
-    def chosen(self) -> tuple[Month, int | None]:
-        """Return the month and customer id asked for (this month, or all customers, for a bad input)."""
+    def chosen(self) -> tuple[Month, int | None, datetime]:
+        """Return the month, customer id and moment asked for (this month, all customers, now for bad input)."""
+        now = timezone.now()
         if not self.is_bound:
-            return Month.of(timezone.now()), None
+            return Month.of(now), None, now
         self.is_valid()  # fills cleaned_data with the fields that are valid
-        return self.cleaned_data.get("month") or Month.of(timezone.now()), self.cleaned_data.get("customer")
+        as_of = self.cleaned_data.get("as_of")
+        as_of = min(as_of, now) if as_of is not None else now  # never a moment still to come
+        return self.cleaned_data.get("month") or Month.of(now), self.cleaned_data.get("customer"), as_of
 
 
 class OperatorBudgetForm(forms.Form):

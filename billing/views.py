@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 from typing import Any
+from urllib.parse import urlencode
 
 from django.contrib import messages
 from django.contrib.auth import login
@@ -18,6 +19,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from accounts.models import Customer, Membership
@@ -26,7 +28,9 @@ from billing import invitations, selectors, services
 from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, SignupForm, UsageFilterForm
 from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
-from billing.usage import UsageReport
+from billing.usage import Month, UsageReport
+
+NEW_INVITATION_KEY = "billing_new_invitation"
 
 
 def _user(request: HttpRequest) -> User:
@@ -40,10 +44,11 @@ def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
 
 def _usage(request: HttpRequest) -> tuple[UsageFilterForm, UsageReport, Customer | None]:
     customers = list(selectors.customers_for_user(user=request.user).order_by("name").values_list("pk", "name"))
-    form = UsageFilterForm(request.GET or None, customers=customers)
-    month, customer_id = form.chosen()
+    form = UsageFilterForm(request.GET or None, customers=customers, initial={"month": Month.of(timezone.now()).label})
+    month, customer_id, as_of = form.chosen()
     customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id) if customer_id else None
-    return form, selectors.usage_for_user(user=request.user, month=month, customer=customer), customer
+    report = selectors.usage_for_user(user=request.user, month=month, customer=customer, now=as_of)
+    return form, report, customer
 
 
 @require_GET
@@ -58,7 +63,13 @@ def usage(request: HttpRequest) -> HttpResponse:
     else:
         shown = list(selectors.customers_for_user(user=request.user).order_by("name"))
     budgets = [selectors.budget_status(customer=c) for c in shown]
-    query = f"month={report.month.label}" + (f"&customer={customer.pk}" if customer else "")
+    query = urlencode(
+        {
+            "month": report.month.label,
+            "as_of": report.as_of.isoformat(),
+            **({"customer": customer.pk} if customer else {}),
+        }
+    )
     return render(request, "billing/usage.html", {"form": form, "report": report, "budgets": budgets, "query": query})
 
 
@@ -133,7 +144,12 @@ def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dic
 def team(request: HttpRequest, customer_id: int) -> HttpResponse:
     """A customer's members, open invitations and budget; admins and operators act here."""
     customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id)
-    return render(request, "billing/team.html", _team_context(request, customer))
+    # A new invitation's link, kept in the session only until this page shows it (once; a reload shows none).
+    shown = request.session.pop(NEW_INVITATION_KEY, None)
+    extra: dict[str, Any] = {}
+    if shown and shown.get("customer_id") == customer.pk:
+        extra = {"new_link": shown["link"], "new": Invitation.objects.filter(pk=shown["id"]).first()}
+    return render(request, "billing/team.html", _team_context(request, customer, **extra))
 
 
 def _managed_customer(request: HttpRequest, customer_id: int) -> Customer | HttpResponse:
@@ -154,7 +170,8 @@ def invite_create(request: HttpRequest, customer_id: int) -> HttpResponse:
     role = form.cleaned_data["role"] if form.is_valid() else Invitation.Role.MEMBER
     new = invitations.invitation_create(customer=customer, created_by=_user(request), role=role)
     link = request.build_absolute_uri(reverse("billing:invite_accept", args=[new.token]))
-    return render(request, "billing/team.html", _team_context(request, customer, new_link=link, new=new.invitation))
+    request.session[NEW_INVITATION_KEY] = {"customer_id": customer.pk, "id": new.invitation.pk, "link": link}
+    return redirect("billing:team", customer_id=customer.pk)
 
 
 @require_POST

@@ -22,7 +22,7 @@ def alice_admin(alice, acme):  # type: ignore[no-untyped-def]
 
 
 def invite_link(client: Client, customer_id: int, role: str = "member") -> str:
-    response = client.post(f"/customers/{customer_id}/team/invite/", {"role": role})
+    response = client.post(f"/customers/{customer_id}/team/invite/", {"role": role}, follow=True)
     assert response.status_code == 200
     match = re.search(r'data-testid="invitation-link">([^<]+)<', response.content.decode())
     assert match, "the link is shown"

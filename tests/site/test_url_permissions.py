@@ -87,7 +87,7 @@ EXPECTED: dict[str, dict[tuple[str, str], object]] = {
     "billing:usage": {**MEMBER_PAGE, (BOB, "GET"): 200, (OLGA, "GET"): 200},
     "billing:usage_csv": {**MEMBER_PAGE, (BOB, "GET"): 200, (OLGA, "GET"): 200},
     "billing:team": RENTAL_READ,
-    "billing:invite_create": {**TEAM_WRITE, (OLGA, "POST"): 200, (ALICE, "GET"): 405},
+    "billing:invite_create": {**TEAM_WRITE, (OLGA, "POST"): 302, (ALICE, "GET"): 405},
     "billing:invite_revoke": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:member_remove": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:member_admin": {**TEAM_WRITE, (OLGA, "POST"): 302},
