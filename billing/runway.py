@@ -15,7 +15,7 @@ from decimal import ROUND_HALF_UP, Decimal
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Sum
+from django.db.models import OuterRef, Subquery, Sum
 from django.utils import timezone
 
 from accounts.models import UpstreamCredential
@@ -112,12 +112,17 @@ class RunwayRow:
 
 
 def runway_rows() -> list[RunwayRow]:
-    """Return the latest reading of each active credential, for the ops overview and the metrics."""
-    rows = []
+    """Return the latest reading of each active credential, for the ops overview and the metrics (3 queries)."""
     threshold = Decimal(str(settings.RUNWAY_ALERT_HOURS))
     open_alerts = set(RunwayAlert.objects.filter(resolved_at__isnull=True).values_list("credential_id", flat=True))
-    for credential in UpstreamCredential.objects.filter(active=True).order_by("name"):
-        reading = BalanceReading.objects.filter(credential=credential).order_by("-at", "-id").first()
+    latest = BalanceReading.objects.filter(credential_id=OuterRef("pk")).order_by("-at", "-id").values("pk")[:1]
+    credentials = list(
+        UpstreamCredential.objects.filter(active=True).annotate(reading_id=Subquery(latest)).order_by("name")
+    )
+    readings = BalanceReading.objects.in_bulk([c.reading_id for c in credentials if c.reading_id])  # type: ignore[attr-defined]
+    rows = []
+    for credential in credentials:
+        reading = readings.get(credential.reading_id)  # type: ignore[attr-defined]
         runway = reading.runway_hours if reading else None
         rows.append(
             RunwayRow(
@@ -125,7 +130,7 @@ def runway_rows() -> list[RunwayRow]:
                 credential_id=credential.pk,
                 at=reading.at if reading else None,
                 balance_usd=reading.balance_usd if reading else None,
-                hourly_cost_usd=reading.hourly_cost_usd if reading else credential_hourly_cost(credential=credential),
+                hourly_cost_usd=reading.hourly_cost_usd if reading else Decimal(0),
                 runway_hours=runway,
                 error=reading.error if reading else "",
                 low=runway is not None and runway < threshold,
