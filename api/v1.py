@@ -58,6 +58,7 @@ api = NinjaAPI(
 )
 install_handlers(api)
 api.add_router("/webhooks", "api.webhooks.router")  # webhook endpoints (notifications app)
+api.add_router("/usage", "api.usage.router")  # cost per rental in a month (billing app)
 
 # Documented error answers (all use the envelope); any other status the API may give uses it too.
 ERRORS: dict[Any, Any] = {frozenset({400, 401, 403, 404, 409, 422, 429, 502, 503}): ErrorOut}

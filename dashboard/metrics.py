@@ -22,6 +22,7 @@ from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
 
+from billing.metrics import RunwayCollector
 from common.metrics import POLL_REQUESTS
 
 LATENCY_BUCKETS_MS = (50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000)
@@ -98,6 +99,7 @@ def metrics_view(request: HttpRequest) -> HttpResponse:
         return HttpResponse("Unauthorized", status=401)
     registry = CollectorRegistry()
     registry.register(DatabaseCollector())
+    registry.register(RunwayCollector())
     if os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
         MultiProcessCollector(registry)
     else:

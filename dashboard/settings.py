@@ -73,6 +73,7 @@ INSTALLED_APPS = [
     "ninja",
     "api",
     "notifications",
+    "billing",
 ]
 
 MIDDLEWARE = [
@@ -326,6 +327,26 @@ CELERY_BEAT_SCHEDULE["notifications-sweep"] = {
     "schedule": WEBHOOK_SWEEP_INTERVAL_SECONDS,
 }
 CELERY_BEAT_SCHEDULE["notifications-removal-soon"] = {"task": "notifications.tasks.removal_soon_scan", "schedule": 60.0}
+
+# --- Money (billing): budgets, balance runway, invitations ------------------------------------------------
+# How often beat checks the budgets (thresholds at 80, 90, 100 % and enforcement) and reads each balance.
+BUDGET_SCAN_INTERVAL_SECONDS = env.float("BUDGET_SCAN_INTERVAL_SECONDS", 300, validate=Range(min=1))
+RUNWAY_CHECK_INTERVAL_SECONDS = env.float("RUNWAY_CHECK_INTERVAL_SECONDS", 600, validate=Range(min=1))
+# Operators are alerted once when a credential's balance lasts fewer hours than this (again after it recovered).
+RUNWAY_ALERT_HOURS = env.float("RUNWAY_ALERT_HOURS", 24, validate=Range(min=0, min_inclusive=False))
+# The operators' webhook for runway alerts (Standard Webhooks, signed with the whsec_ secret); empty: e-mail only.
+OPERATOR_WEBHOOK_URL = env.str("OPERATOR_WEBHOOK_URL", "")
+OPERATOR_WEBHOOK_SECRET = env.str("OPERATOR_WEBHOOK_SECRET", "")
+# An invitation link works once, for this long.
+INVITATION_VALID_HOURS = env.int("INVITATION_VALID_HOURS", 72, validate=POSITIVE)
+CELERY_BEAT_SCHEDULE["billing-budgets"] = {
+    "task": "billing.tasks.budgets_scan",
+    "schedule": BUDGET_SCAN_INTERVAL_SECONDS,
+}
+CELERY_BEAT_SCHEDULE["billing-runway"] = {
+    "task": "billing.tasks.runway_check",
+    "schedule": RUNWAY_CHECK_INTERVAL_SECONDS,
+}
 
 # --- Content-Security-Policy (django-csp) ---------------------------------------------------------------
 # Scripts and styles come only from our own static files (htmx from django-htmx's); no inline code.

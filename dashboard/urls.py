@@ -27,5 +27,6 @@ urlpatterns = [
     path("api/v1/", api_v1_urls()),
     path("admin/", admin.site.urls),
     path("ops/", include("ops.urls")),
+    path("", include("billing.urls")),  # usage, teams and budgets, invitations (namespace "billing")
     path("", include("rentals.urls")),
 ]

@@ -29,6 +29,7 @@ from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_r
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.polling import forget_poll_state
 from rentals.selectors import customer_hourly_spend
+from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_transition
@@ -128,6 +129,7 @@ def rental_submit(
             # Lock the customer so two orders at once cannot both slip under its spend cap.
             customer = Customer.objects.select_for_update().get(pk=customer.pk)
             check_spend_cap(customer=customer, adding=order.price_per_hour)
+            order_checking.send(sender=Customer, customer=customer, adding_per_hour=order.price_per_hour)  # budgets
             rental = Rental.objects.create(
                 created_by=user if user is not None and user.is_authenticated else None,
                 customer=customer,

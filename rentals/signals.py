@@ -8,3 +8,8 @@ Keyword arguments: `rental_id`, `from_status`, `to_status`; the sender is `Renta
 from django.dispatch import Signal
 
 rental_status_changed = Signal()
+
+# Sent by the submit service inside its transaction, with the customer row locked (`select_for_update`), before
+# the rental is inserted: a receiver refuses the order by raising ValidationError (billing's monthly budget).
+# Keyword arguments: `customer`, `adding_per_hour` (Decimal USD/hour); the sender is `Customer`.
+order_checking = Signal()

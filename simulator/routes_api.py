@@ -8,7 +8,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from . import __version__, misbehaviour
+from . import __version__, billing, misbehaviour
 from .clock import iso, parse_iso
 from .errors import ApiError
 from .httpkit import (
@@ -273,13 +273,14 @@ def users_me(state: State, request: Request) -> Response:
     """Describe the caller's account, balance and credential."""
     cred = _auth(state, request, "users")
     with state.lock:
+        state.refresh()  # the balance as of the sim clock's now
         acct = state.accounts[cred["account_id"]]
         return json_response(
             {
                 "id": acct["id"],
                 "email": acct["email"],
                 "name": acct["name"],
-                "balance": acct["balance"],
+                "balance": billing.balance(state, acct["id"]),
                 "api_key": None
                 if cred["id"] is None
                 else {

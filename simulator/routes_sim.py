@@ -6,6 +6,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
+from . import billing
 from .clock import iso
 from .errors import ApiError
 from .faults import ROUTES, FaultConfigError
@@ -61,6 +62,8 @@ def config(state: State, request: Request) -> Response:
     """Show or change runtime settings (start_seconds, pods_rate_limit_per_min, ...)."""
     if request.method == "POST":
         body = _object(request)
+        if "balances" in body:  # not a setting: it sets the accounts' balances (simulator/billing.py)
+            billing.set_balances(state, body.pop("balances"))
         for name, value in body.items():
             types = CONFIG_TYPES.get(name)
             if types is None:
@@ -70,7 +73,9 @@ def config(state: State, request: Request) -> Response:
         with state.lock:
             state.config.update(body)
     with state.lock:
-        return json_response(dict(state.config))
+        state.refresh()
+        balances = {account_id: billing.balance(state, account_id) for account_id in sorted(state.accounts)}
+        return json_response({**state.config, "balances": balances})
 
 
 def ledger(state: State, request: Request) -> Response:

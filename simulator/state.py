@@ -14,6 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from . import billing
 from .clock import Clock, iso
 from .errors import ApiError
 from .faults import FaultEngine
@@ -195,6 +196,7 @@ class State:
     def refresh(self) -> None:
         """Advance every pod's lifecycle to the simulated now."""
         now = self.clock.now()
+        billing.accrue(self, now)  # charge running pods up to now, before any of them changes state
         for pod in list(self.pods.values()):
             sched = pod["removal_scheduled_at"]
             if sched is not None and now >= sched and pod["status"] not in ("DELETING",):

@@ -12,6 +12,7 @@ from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from accounts.models import SshPublicKey
 from api.keys import api_key_create
+from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
@@ -25,6 +26,7 @@ RENTAL_READ = {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200, (BOB, "GET"): 404, (SA
 RENTAL_WRITE = {(ANON, "POST"): LOGIN, (BOB, "POST"): 404, (SAM, "POST"): 403}
 STAFF_PAGE = {(ANON, "GET"): LOGIN, (ALICE, "GET"): 403, (BOB, "GET"): 403, (SAM, "GET"): 200, (OLGA, "GET"): 200}
 MEMBER_PAGE = {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200, (SAM, "GET"): 200}
+TEAM_WRITE = {(ANON, "POST"): LOGIN, (ALICE, "POST"): 403, (BOB, "POST"): 404, (SAM, "POST"): 403}
 API_READ = {(ANON, "GET"): 401, (ALICE, "GET"): 200, (BOB, "GET"): 404, (SAM, "GET"): 200}
 
 EXPECTED: dict[str, dict[tuple[str, str], object]] = {
@@ -80,6 +82,19 @@ EXPECTED: dict[str, dict[tuple[str, str], object]] = {
     "api-v1:webhook_test": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 202},
     "api-v1:webhook_deliveries": API_READ,
     "api-v1:webhook_redeliver": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
+    # Money (billing): usage is scoped by membership; Acme's team is changed by its admins and operators only
+    # (alice is a plain member here); support reads and changes nothing.
+    "billing:usage": {**MEMBER_PAGE, (BOB, "GET"): 200, (OLGA, "GET"): 200},
+    "billing:usage_csv": {**MEMBER_PAGE, (BOB, "GET"): 200, (OLGA, "GET"): 200},
+    "billing:team": RENTAL_READ,
+    "billing:invite_create": {**TEAM_WRITE, (OLGA, "POST"): 302, (ALICE, "GET"): 405},
+    "billing:invite_revoke": {**TEAM_WRITE, (OLGA, "POST"): 302},
+    "billing:member_remove": {**TEAM_WRITE, (OLGA, "POST"): 302},
+    "billing:member_admin": {**TEAM_WRITE, (OLGA, "POST"): 302},
+    "billing:budget_set": {**TEAM_WRITE, (OLGA, "POST"): 302},
+    "billing:invite_accept": {(ANON, "GET"): 200, (ALICE, "GET"): 200, (BOB, "POST"): 302},
+    "billing:budgets": STAFF_PAGE,
+    "api-v1:usage": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (BOB, "GET"): 200, (SAM, "GET"): 200},
 }
 
 
@@ -118,6 +133,7 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
         customer=rental.customer, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice
     )
     delivery = endpoint_send_test(endpoint=endpoint)
+    invitation = invitation_create(customer=rental.customer, created_by=olga)
     keys = {
         user.username: api_key_create(user=user, name="k", scopes=["read", "rent", "manage"])
         for user in (alice, bob, sam, olga)
@@ -130,6 +146,8 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
         "api_key": keys["alice"][0],
         "keys": keys,
         "users": {ALICE: alice, BOB: bob, SAM: sam, OLGA: olga},
+        "invitation": invitation,
+        "carol_membership": carol.memberships.get(),
     }
 
 
@@ -157,6 +175,16 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "ops_rental",
     }:
         kwargs = {"public_id": public_id}
+    customer_id = world["rental"].customer_id
+    kwargs = kwargs or {
+        "billing:team": {"customer_id": customer_id},
+        "billing:invite_create": {"customer_id": customer_id},
+        "billing:budget_set": {"customer_id": customer_id},
+        "billing:invite_revoke": {"customer_id": customer_id, "pk": world["invitation"].invitation.pk},
+        "billing:member_remove": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
+        "billing:member_admin": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
+        "billing:invite_accept": {"token": world["invitation"].token},
+    }.get(name)
     if name == "api-v1:api-not-found":
         return "/api/v1/no/such/thing"
     return reverse(name, kwargs=kwargs)

@@ -1,0 +1,15 @@
+from django.apps import AppConfig
+
+
+class BillingConfig(AppConfig):
+    name = "billing"
+    verbose_name = "Money: usage, budgets, balance runway, customer admins"
+
+    def ready(self) -> None:
+        # Rentals never import billing: the submit service sends `order_checking` with the customer row locked,
+        # and the budget check answers it here (rentals → billing → rentals would be an import cycle).
+        from accounts.models import Customer
+        from billing.services import budget_check_receiver
+        from rentals.signals import order_checking
+
+        order_checking.connect(budget_check_receiver, sender=Customer, dispatch_uid="billing-budget-check")

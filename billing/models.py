@@ -1,0 +1,149 @@
+"""Money: budgets per customer and the alerts they raised, customer admins and their invitations, and the
+readings of each Lium credential's balance with the runway alerts they raised."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django.conf import settings
+from django.db import models
+
+from accounts.models import Customer, Membership, UpstreamCredential
+
+THRESHOLDS = (80, 90, 100)
+
+
+class CustomerBudget(models.Model):
+    """A customer's monthly budget: set by operators, optionally lowered by the customer's own admins."""
+
+    customer = models.OneToOneField(Customer, on_delete=models.CASCADE, related_name="budget")
+    monthly_budget_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True, help_text="Set by operators; empty: no budget."
+    )
+    customer_budget_usd = models.DecimalField(
+        max_digits=12,
+        decimal_places=2,
+        null=True,
+        blank=True,
+        help_text="Set by the customer's admins, at or below the operators' budget.",
+    )
+    # Off by default: at 100 % a warning goes out, and only with enforcement on do clusters end after the grace.
+    enforce = models.BooleanField(default=False)
+    grace_hours = models.PositiveIntegerField(default=24)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.customer}: {self.effective_usd or 'no budget'}"
+
+    @property
+    def effective_usd(self) -> Decimal | None:
+        """Return the budget that applies: the lower of the two that are set, or None."""
+        set_ones = [value for value in (self.monthly_budget_usd, self.customer_budget_usd) if value is not None]
+        return min(set_ones) if set_ones else None
+
+
+class BudgetAlert(models.Model):
+    """A threshold a customer crossed in a month: written once, so each alert goes out once.
+
+    The 100 % row also carries the enforcement: when the grace ends and when the clusters were terminated.
+    """
+
+    customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="budget_alerts")
+    month = models.CharField(max_length=7)  # YYYY-MM
+    threshold_pct = models.PositiveSmallIntegerField()
+    spent_usd = models.DecimalField(max_digits=12, decimal_places=2)
+    budget_usd = models.DecimalField(max_digits=12, decimal_places=2)
+    at = models.DateTimeField()
+    terminate_after = models.DateTimeField(null=True, blank=True)
+    terminated_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        constraints = [
+            models.UniqueConstraint(fields=["customer", "month", "threshold_pct"], name="unique_budget_alert")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.customer} {self.month} {self.threshold_pct} %"
+
+
+class CustomerAdmin(models.Model):
+    """A member who administers their customer: invites and removes members, lowers the budget."""
+
+    membership = models.OneToOneField(Membership, on_delete=models.CASCADE, related_name="admin_role")
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"admin {self.membership}"
+
+
+class Invitation(models.Model):
+    """A link that lets one person join one customer, once, before it expires. Only its hash is stored."""
+
+    class Role(models.TextChoices):
+        MEMBER = "member", "Member"
+        ADMIN = "admin", "Admin"
+
+    customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="invitations")
+    token_sha256 = models.CharField(max_length=64, unique=True, editable=False)
+    role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    created_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="invitations_sent"
+    )
+    created_at = models.DateTimeField()
+    expires_at = models.DateTimeField()
+    used_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="invitations_used"
+    )
+    used_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self) -> str:
+        return f"invitation to {self.customer} ({self.role})"
+
+
+class BalanceReading(models.Model):
+    """One reading of a credential's Lium balance (`GET /users/me`) and the runway it gives."""
+
+    credential = models.ForeignKey(UpstreamCredential, on_delete=models.CASCADE, related_name="balance_readings")
+    at = models.DateTimeField(db_index=True)
+    balance_usd = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
+    hourly_cost_usd = models.DecimalField(max_digits=14, decimal_places=4, default=Decimal(0))
+    # None: nothing runs (no end in sight) or the balance is unknown.
+    runway_hours = models.DecimalField(max_digits=14, decimal_places=2, null=True, blank=True)
+    error = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-id"]
+        indexes = [models.Index(fields=["credential", "-at"], name="balance_credential_recent")]
+
+    def __str__(self) -> str:
+        return f"{self.credential_id} at {self.at}: {self.balance_usd}"
+
+
+class RunwayAlert(models.Model):
+    """A runway below RUNWAY_ALERT_HOURS: open until the runway recovers, so it alerts once per fall."""
+
+    credential = models.ForeignKey(UpstreamCredential, on_delete=models.CASCADE, related_name="runway_alerts")
+    at = models.DateTimeField()
+    balance_usd = models.DecimalField(max_digits=14, decimal_places=4)
+    hourly_cost_usd = models.DecimalField(max_digits=14, decimal_places=4)
+    runway_hours = models.DecimalField(max_digits=14, decimal_places=2)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    webhook_status = models.CharField(max_length=300, blank=True)
+    webhook_delivered_at = models.DateTimeField(null=True, blank=True)
+    emailed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["credential"], condition=models.Q(resolved_at__isnull=True), name="one_open_runway_alert"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"runway {self.runway_hours} h on {self.credential_id}"

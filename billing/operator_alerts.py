@@ -1,0 +1,120 @@
+"""Tell operators about a low runway: a signed POST to OPERATOR_WEBHOOK_URL and an e-mail to each operator.
+
+The webhook follows Standard Webhooks like the customers' (`webhook-id`, `webhook-timestamp`,
+`webhook-signature` with OPERATOR_WEBHOOK_SECRET); the event type is `runway.low`. Each part is recorded on the
+alert when it went, so a later try (the next runway check) sends only what has not gone yet. Tries stop a day
+after the alert was raised.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime, timedelta
+
+import httpx
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.core.mail import send_mail
+from django.core.serializers.json import DjangoJSONEncoder
+from django.db.models import Q
+from django.utils import timezone
+from standardwebhooks.webhooks import Webhook
+
+from accounts.roles import OPERATOR_GROUP
+from billing.models import RunwayAlert
+from notifications.addresses import UnsafeUrl, check_url
+
+logger = logging.getLogger(__name__)
+
+RUNWAY_LOW = "runway.low"
+GIVE_UP_AFTER = timedelta(days=1)
+
+
+def alert_body(alert: RunwayAlert) -> str:
+    """Serialise the alert's event once (same id, same bytes on every try)."""
+    return json.dumps(
+        {
+            "id": f"msg_runway_{alert.pk}",
+            "type": RUNWAY_LOW,
+            "created": alert.at,
+            "data": {
+                "credential": alert.credential.name,
+                "balance_usd": f"{alert.balance_usd:.2f}",
+                "hourly_cost_usd": f"{alert.hourly_cost_usd:.2f}",
+                "runway_hours": f"{alert.runway_hours:.2f}",
+                "threshold_hours": settings.RUNWAY_ALERT_HOURS,
+            },
+        },
+        cls=DjangoJSONEncoder,
+        separators=(",", ":"),
+    )
+
+
+def _post(alert: RunwayAlert) -> str:
+    """POST the signed event; return "" when it was accepted (2xx), else what went wrong."""
+    body = alert_body(alert)
+    try:
+        target = check_url(settings.OPERATOR_WEBHOOK_URL)
+    except UnsafeUrl as exc:
+        return f"Not sent: {exc}"
+    msg_id = f"msg_runway_{alert.pk}"
+    sent_at = datetime.now(UTC)
+    try:
+        signature = Webhook(settings.OPERATOR_WEBHOOK_SECRET).sign(msg_id, sent_at, body)
+    except Exception as exc:  # a malformed secret: say so, never show it
+        return f"Not sent: OPERATOR_WEBHOOK_SECRET is not a valid whsec_ secret ({type(exc).__name__})."
+    headers = {
+        "webhook-id": msg_id,
+        "webhook-timestamp": str(int(sent_at.timestamp())),
+        "webhook-signature": signature,
+        "content-type": "application/json",
+    }
+    timeout = httpx.Timeout(settings.WEBHOOK_TIMEOUT_SECONDS, connect=settings.WEBHOOK_CONNECT_TIMEOUT_SECONDS)
+    try:
+        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
+            response = client.post(target.url, content=body.encode(), headers=headers)
+    except httpx.HTTPError as exc:
+        return f"{type(exc).__name__}: {exc}"[:300]
+    return "" if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+
+
+def _email(alert: RunwayAlert) -> int:
+    operators = User.objects.filter(Q(groups__name=OPERATOR_GROUP) | Q(is_superuser=True), is_active=True).exclude(
+        email=""
+    )
+    recipients = sorted({user.email for user in operators})
+    if not recipients:
+        return 0
+    subject = f"Lium balance runs out in {alert.runway_hours:.1f} h (credential {alert.credential.name})"
+    text = (
+        f"The Lium balance behind credential {alert.credential.name} is ${alert.balance_usd:.2f}. Its running "
+        f"clusters cost ${alert.hourly_cost_usd:.2f}/hour, so it lasts about {alert.runway_hours:.1f} hours "
+        f"(alert below {settings.RUNWAY_ALERT_HOURS} h). When it runs dry, Lium removes every pod of the account.\n\n"
+        f"Top the account up. The ops overview shows the runway: {settings.SITE_URL.rstrip('/')}/ops/\n"
+    )
+    send_mail(subject, text, settings.DEFAULT_FROM_EMAIL, recipients)
+    return len(recipients)
+
+
+def alerts_send(*, now: datetime | None = None) -> int:
+    """Send what has not gone yet of every open runway alert younger than a day; return alerts fully sent."""
+    now = now or timezone.now()
+    done = 0
+    pending = RunwayAlert.objects.select_related("credential").filter(at__gte=now - GIVE_UP_AFTER)
+    for alert in pending.filter(Q(emailed_at__isnull=True) | Q(webhook_delivered_at__isnull=True)):
+        fields: dict[str, object] = {}
+        if alert.webhook_delivered_at is None and settings.OPERATOR_WEBHOOK_URL:
+            problem = _post(alert)
+            fields["webhook_status"] = problem or "delivered"
+            if not problem:
+                fields["webhook_delivered_at"] = now
+        if alert.emailed_at is None:
+            try:
+                _email(alert)
+                fields["emailed_at"] = now
+            except Exception as exc:  # SMTP and socket errors alike: the next check tries again
+                logger.warning("Runway alert %s: e-mail failed (%s).", alert.pk, type(exc).__name__)
+        RunwayAlert.objects.filter(pk=alert.pk).update(**fields)
+        done += "emailed_at" in fields and ("webhook_delivered_at" in fields or not settings.OPERATOR_WEBHOOK_URL)
+    return done

@@ -1,0 +1,146 @@
+"""Cost so far: one line per rental, from rented to terminated at the order's price, clipped to a month.
+
+This one selector feeds the usage page, its CSV and `GET /api/v1/usage`, so the three agree to the cent.
+Money is Decimal throughout; each line's cost is rounded to cents once, at the end, and the total is the sum
+of the rounded lines (what a reader adds up is what the total says).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from decimal import ROUND_HALF_UP, Decimal
+
+from django.db.models import OuterRef, Q, QuerySet, Subquery
+from django.utils import timezone
+
+from accounts.models import Customer
+from rentals.models import Rental, RentalEvent
+from rentals.states import RentalStatus as S
+
+CENT = Decimal("0.01")
+HOURS_PLACES = Decimal("0.0001")
+MONTH_RE = re.compile(r"\A(\d{4})-(0[1-9]|1[0-2])\Z")
+
+
+@dataclass(frozen=True)
+class Month:
+    """A calendar month in UTC: [start, end)."""
+
+    year: int
+    month: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.year:04d}-{self.month:02d}"
+
+    @property
+    def start(self) -> datetime:
+        return datetime(self.year, self.month, 1, tzinfo=UTC)
+
+    @property
+    def end(self) -> datetime:
+        return datetime(self.year + self.month // 12, self.month % 12 + 1, 1, tzinfo=UTC)
+
+    @classmethod
+    def of(cls, moment: datetime) -> Month:
+        moment = moment.astimezone(UTC)
+        return cls(moment.year, moment.month)
+
+    @classmethod
+    def parse(cls, text: str) -> Month:
+        """Parse `YYYY-MM`; raise ValueError with a message a person can act on."""
+        match = MONTH_RE.match(text or "")
+        if match is None:
+            raise ValueError(f"Give the month as YYYY-MM (for example {Month.of(timezone.now()).label}).")
+        return cls(int(match.group(1)), int(match.group(2)))
+
+
+@dataclass(frozen=True)
+class UsageLine:
+    rental_id: str
+    pod_name: str
+    customer_id: int
+    customer_name: str
+    customer_ref: str
+    status: str
+    started: datetime  # within the month: when it was rented, or the month's start
+    ended: datetime | None  # within the month: terminated, or the month's end; None while it still runs
+    hours: Decimal
+    price_per_hour: Decimal
+    cost_usd: Decimal
+    # True while the cluster still runs (cost so far) or when its price was not known at order time.
+    estimate: bool
+
+
+@dataclass(frozen=True)
+class UsageReport:
+    month: Month
+    lines: list[UsageLine]
+    total_usd: Decimal
+    as_of: datetime
+
+    @property
+    def has_estimates(self) -> bool:
+        return any(line.estimate for line in self.lines)
+
+
+def with_terminated_at(rentals: QuerySet[Rental]) -> QuerySet[Rental]:
+    """Annotate each rental with when it became `terminated` (the state change on its timeline)."""
+    ended = RentalEvent.objects.filter(rental_id=OuterRef("pk"), to_status=S.TERMINATED).order_by("at")
+    return rentals.annotate(terminated_at=Subquery(ended.values("at")[:1]))
+
+
+def usage_report(*, rentals: QuerySet[Rental], month: Month, now: datetime | None = None) -> UsageReport:
+    """Return the month's cost lines of these (already scoped) rentals and their total, up to `now`."""
+    now = now or timezone.now()
+    period_end = min(month.end, now)
+    billed = (
+        with_terminated_at(rentals.filter(rented_at__isnull=False, rented_at__lt=period_end))
+        .filter(Q(terminated_at__isnull=True) | Q(terminated_at__gt=month.start))
+        .select_related("customer")
+        .order_by("rented_at", "id")
+    )
+    lines = [line for rental in billed if (line := _line(rental, month, period_end)) is not None]
+    return UsageReport(month=month, lines=lines, total_usd=sum((x.cost_usd for x in lines), Decimal(0)), as_of=now)
+
+
+def _line(rental: Rental, month: Month, period_end: datetime) -> UsageLine | None:
+    assert rental.rented_at is not None  # filtered on
+    terminated_at: datetime | None = rental.terminated_at  # type: ignore[attr-defined]
+    started = max(rental.rented_at, month.start)
+    stop = min(terminated_at, period_end) if terminated_at is not None else period_end
+    if stop <= started:
+        return None
+    seconds = Decimal((stop - started).total_seconds())
+    price = rental.price_per_hour or Decimal(0)
+    hours = seconds / Decimal(3600)
+    if terminated_at is not None and terminated_at <= period_end:
+        ended: datetime | None = terminated_at
+    elif period_end == month.end:
+        ended = month.end  # a past month: the cluster ran on past its end
+    else:
+        ended = None  # still running: the cost so far
+    return UsageLine(
+        rental_id=str(rental.public_id),
+        pod_name=rental.pod_name,
+        customer_id=rental.customer_id,
+        customer_name=rental.customer.name,
+        customer_ref=rental.customer_ref or "",
+        status=rental.status,
+        started=started,
+        ended=ended,
+        hours=hours.quantize(HOURS_PLACES, rounding=ROUND_HALF_UP),
+        price_per_hour=price,
+        cost_usd=(hours * price).quantize(CENT, rounding=ROUND_HALF_UP),
+        estimate=ended is None or price == 0,
+    )
+
+
+def month_to_date_usd(*, customer: Customer | int, now: datetime | None = None) -> Decimal:
+    """Return what the customer's rentals cost this month so far (the sum of its usage lines)."""
+    now = now or timezone.now()
+    customer_id = customer if isinstance(customer, int) else customer.pk
+    report = usage_report(rentals=Rental.objects.filter(customer_id=customer_id), month=Month.of(now), now=now)
+    return report.total_usd

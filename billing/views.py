@@ -1,0 +1,282 @@
+"""Money pages: usage and its CSV, a customer's team and budget, invitations, the staff budget list.
+
+Reads are scoped like every other page: a member sees their customers (another customer is 404), support
+and operators every customer. Changes to a team are for its customer admins and operators (403 otherwise);
+support changes nothing.
+"""
+
+from __future__ import annotations
+
+import csv
+from typing import Any
+from urllib.parse import urlencode
+
+from django.contrib import messages
+from django.contrib.auth import login
+from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from accounts.models import Customer, Membership
+from accounts.roles import is_operator, is_staff_reader
+from billing import invitations, selectors, services
+from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, SignupForm, UsageFilterForm
+from billing.models import CustomerBudget, Invitation
+from billing.roles import is_customer_admin, may_manage_team
+from billing.usage import Month, UsageReport
+
+NEW_INVITATION_KEY = "billing_new_invitation"
+
+
+def _user(request: HttpRequest) -> User:
+    assert isinstance(request.user, User)
+    return request.user
+
+
+def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
+    return render(request, "ops/forbidden.html", {"message": message}, status=403)
+
+
+def _usage(request: HttpRequest) -> tuple[UsageFilterForm, UsageReport, Customer | None]:
+    customers = list(selectors.customers_for_user(user=request.user).order_by("name").values_list("pk", "name"))
+    form = UsageFilterForm(request.GET or None, customers=customers, initial={"month": Month.of(timezone.now()).label})
+    month, customer_id, as_of = form.chosen()
+    customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id) if customer_id else None
+    report = selectors.usage_for_user(user=request.user, month=month, customer=customer, now=as_of)
+    return form, report, customer
+
+
+@require_GET
+@login_required
+def usage(request: HttpRequest) -> HttpResponse:
+    """The month's cost lines and total, with each visible customer's budget (staff: the chosen one's)."""
+    form, report, customer = _usage(request)
+    if customer is not None:
+        shown = [customer]
+    elif is_staff_reader(request.user):
+        shown = []
+    else:
+        shown = list(selectors.customers_for_user(user=request.user).order_by("name"))
+    budgets = [selectors.budget_status(customer=c) for c in shown]
+    query = urlencode(
+        {
+            "month": report.month.label,
+            "as_of": report.as_of.isoformat(),
+            **({"customer": customer.pk} if customer else {}),
+        }
+    )
+    return render(request, "billing/usage.html", {"form": form, "report": report, "budgets": budgets, "query": query})
+
+
+@require_GET
+@login_required
+def usage_csv(request: HttpRequest) -> HttpResponse:
+    """The same lines and total as the page, as CSV."""
+    _form, report, _customer = _usage(request)
+    response = HttpResponse(content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="usage-{report.month.label}.csv"'
+    writer = csv.writer(response)
+    writer.writerow(
+        [
+            "id",
+            "pod_name",
+            "customer",
+            "customer_ref",
+            "started",
+            "ended",
+            "hours",
+            "price_per_hour",
+            "cost_usd",
+            "estimate",
+        ]
+    )
+    for line in report.lines:
+        writer.writerow(
+            [
+                line.rental_id,
+                line.pod_name,
+                line.customer_name,
+                line.customer_ref,
+                line.started.isoformat(),
+                line.ended.isoformat() if line.ended else "",
+                line.hours,
+                line.price_per_hour,
+                line.cost_usd,
+                "yes" if line.estimate else "no",
+            ]
+        )
+    writer.writerow(["total", "", "", "", "", "", "", "", report.total_usd, ""])
+    return response
+
+
+def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dict[str, Any]:
+    manage = may_manage_team(request.user, customer)
+    budget = CustomerBudget.objects.filter(customer=customer).first()
+    return {
+        "customer": customer,
+        "members": selectors.team_members(customer=customer),
+        "invitations": selectors.open_invitations(customer=customer) if manage or is_staff_reader(request.user) else [],
+        "status": selectors.budget_status(customer=customer),
+        "may_manage": manage,
+        "is_admin": is_customer_admin(request.user, customer),
+        "invite_form": InviteForm(),
+        "customer_budget_form": CustomerBudgetForm(
+            initial={"customer_budget_usd": budget.customer_budget_usd if budget else None}
+        ),
+        "operator_budget_form": OperatorBudgetForm(
+            initial={
+                "monthly_budget_usd": budget.monthly_budget_usd if budget else None,
+                "enforce": budget.enforce if budget else False,
+                "grace_hours": budget.grace_hours if budget else 24,
+            }
+        ),
+        **extra,
+    }
+
+
+@require_GET
+@login_required
+def team(request: HttpRequest, customer_id: int) -> HttpResponse:
+    """A customer's members, open invitations and budget; admins and operators act here."""
+    customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id)
+    # A new invitation's link, kept in the session only until this page shows it (once; a reload shows none).
+    shown = request.session.pop(NEW_INVITATION_KEY, None)
+    extra: dict[str, Any] = {}
+    if shown and shown.get("customer_id") == customer.pk:
+        extra = {"new_link": shown["link"], "new": Invitation.objects.filter(pk=shown["id"]).first()}
+    return render(request, "billing/team.html", _team_context(request, customer, **extra))
+
+
+def _managed_customer(request: HttpRequest, customer_id: int) -> Customer | HttpResponse:
+    customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id)
+    if not may_manage_team(request.user, customer):
+        return _forbidden(request, "Only this customer's admins and operators can change its team and budget.")
+    return customer
+
+
+@require_POST
+@login_required
+def invite_create(request: HttpRequest, customer_id: int) -> HttpResponse:
+    """Make an invitation link and show it once."""
+    customer = _managed_customer(request, customer_id)
+    if isinstance(customer, HttpResponse):
+        return customer
+    form = InviteForm(request.POST)
+    role = form.cleaned_data["role"] if form.is_valid() else Invitation.Role.MEMBER
+    new = invitations.invitation_create(customer=customer, created_by=_user(request), role=role)
+    link = request.build_absolute_uri(reverse("billing:invite_accept", args=[new.token]))
+    request.session[NEW_INVITATION_KEY] = {"customer_id": customer.pk, "id": new.invitation.pk, "link": link}
+    return redirect("billing:team", customer_id=customer.pk)
+
+
+@require_POST
+@login_required
+def invite_revoke(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
+    customer = _managed_customer(request, customer_id)
+    if isinstance(customer, HttpResponse):
+        return customer
+    invitations.invitation_revoke(invitation=get_object_or_404(Invitation, pk=pk, customer=customer))
+    messages.success(request, "The invitation link no longer works.")
+    return redirect("billing:team", customer_id=customer.pk)
+
+
+@require_POST
+@login_required
+def member_remove(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
+    """Remove a member of this customer (never of another one: the membership is looked up within it)."""
+    customer = _managed_customer(request, customer_id)
+    if isinstance(customer, HttpResponse):
+        return customer
+    membership = get_object_or_404(Membership.objects.select_related("user"), pk=pk, customer=customer)
+    try:
+        invitations.member_remove(membership=membership, by=_user(request))
+    except ValidationError as exc:
+        messages.error(request, exc.messages[0])
+    else:
+        messages.success(request, f"{membership.user.get_username()} is no longer a member of {customer.name}.")
+    return redirect("billing:team", customer_id=customer.pk)
+
+
+@require_POST
+@login_required
+def member_admin(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
+    """Make a member an admin of this customer, or a plain member again."""
+    customer = _managed_customer(request, customer_id)
+    if isinstance(customer, HttpResponse):
+        return customer
+    membership = get_object_or_404(Membership, pk=pk, customer=customer)
+    invitations.admin_set(membership=membership, admin=request.POST.get("admin") == "1")
+    return redirect("billing:team", customer_id=customer.pk)
+
+
+@require_POST
+@login_required
+def budget_set(request: HttpRequest, customer_id: int) -> HttpResponse:
+    """Operators set the budget and enforcement; the customer's admins may lower it for themselves."""
+    customer = _managed_customer(request, customer_id)
+    if isinstance(customer, HttpResponse):
+        return customer
+    if is_operator(request.user) and "monthly_budget_usd" in request.POST:
+        operator_form = OperatorBudgetForm(request.POST)
+        if not operator_form.is_valid():
+            return render(
+                request,
+                "billing/team.html",
+                _team_context(request, customer, operator_budget_form=operator_form),
+                status=400,
+            )
+        services.budget_set_by_operator(customer=customer, **operator_form.cleaned_data)
+    else:
+        form = CustomerBudgetForm(request.POST)
+        try:
+            if not form.is_valid():
+                raise ValidationError("Give the budget as an amount in USD, or leave it empty.")
+            services.budget_set_by_customer(
+                customer=customer, customer_budget_usd=form.cleaned_data["customer_budget_usd"]
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+            return render(
+                request, "billing/team.html", _team_context(request, customer, customer_budget_form=form), status=400
+            )
+    messages.success(request, f"The budget of {customer.name} is saved.")
+    return redirect("billing:team", customer_id=customer.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def invite_accept(request: HttpRequest, token: str) -> HttpResponse:
+    """Join the inviting customer: logged in, with one click; otherwise by creating an account here."""
+    try:
+        invitation = invitations.invitation_find(token=token)
+    except ValidationError as exc:
+        return render(request, "billing/invite_accept.html", {"problem": exc.messages[0]}, status=410)
+    form = SignupForm(request.POST if request.method == "POST" and not request.user.is_authenticated else None)
+    if request.method == "POST":
+        user: User | None = _user(request) if request.user.is_authenticated else None
+        if user is None and form.is_valid():
+            user = form.save()
+        if user is not None:
+            try:
+                invitations.invitation_accept(token=token, user=user)
+            except ValidationError as exc:
+                return render(request, "billing/invite_accept.html", {"problem": exc.messages[0]}, status=410)
+            if not request.user.is_authenticated:
+                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+            messages.success(request, f"You are now a member of {invitation.customer.name}.")
+            return redirect("rental_list")
+    return render(request, "billing/invite_accept.html", {"invitation": invitation, "form": form})
+
+
+@require_GET
+@login_required
+def budgets(request: HttpRequest) -> HttpResponse:
+    """Staff: every customer's month-to-date spend against its budget."""
+    if not is_staff_reader(request.user):
+        return _forbidden(request, "This page is for support and operators.")
+    rows = [selectors.budget_status(customer=c) for c in Customer.objects.filter(active=True).order_by("name")]
+    return render(request, "billing/budgets.html", {"rows": rows})

@@ -1,0 +1,75 @@
+"""Fixtures for money: a hand-moved clock, rentals that run between two times at a price, a webhook receiver.
+
+No `__init__.py` in this folder on purpose: a `tests/billing` package would shadow the `billing` app.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from accounts.models import Customer
+from rentals.models import Rental
+from rentals.services import RentOrder, rental_submit
+from rentals.states import RentalStatus as S
+from rentals.transitions import rental_transition
+from tests.conftest import SSH_KEY
+from tests.notifications.conftest import Receiver, receiver  # noqa: F401 (a fixture)
+from tests.rentals.fakes import Clock
+
+JUNE_1 = datetime(2030, 6, 1, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Nothing goes to a broker here: rentals' and deliveries' enqueues are dropped (the rows are the truth)."""
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *args, **kwargs: None)
+    monkeypatch.setattr("notifications.queue.enqueue_delivery", lambda *args, **kwargs: None)
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    """`timezone.now()` moved by hand, starting on 1 June 2030 at 00:00 UTC."""
+    moved = Clock(JUNE_1)
+    monkeypatch.setattr(timezone, "now", moved)
+    yield moved
+
+
+@pytest.fixture
+def rent(alice: Any, clock: Clock) -> Any:
+    """Return a function that rents a cluster for a customer at a price; it is `ready` (billing) from now."""
+    count = [0]
+
+    def make(customer: Customer, price: str = "10.00", pod_name: str = "") -> Rental:
+        count[0] += 1
+        order = RentOrder(
+            fabric_id="fab-1",
+            executor_ids=[f"n{count[0]}a", f"n{count[0]}b"],
+            pod_name=pod_name or f"job-{count[0]}",
+            public_keys=[SSH_KEY],
+            price_per_hour=Decimal(price),
+        )
+        user = customer.memberships.first().user if customer.memberships.exists() else None
+        rental = rental_submit(user=user or alice, customer=customer, order=order, customer_ref=customer.customer_ref)
+        for before, after in ((S.QUEUED, S.SENDING), (S.SENDING, S.RENTED), (S.RENTED, S.READY)):
+            assert rental_transition(rental_id=rental.pk, from_status=before, to_status=after)
+        Rental.objects.filter(pk=rental.pk).update(cluster_id=f"cl-{rental.pk}")
+        rental.refresh_from_db()
+        return rental
+
+    return make
+
+
+def terminate(rental: Rental) -> None:
+    """End a rental now: terminating, then terminated (as the pod listing would settle it)."""
+    rental.refresh_from_db()
+    assert rental_transition(rental_id=rental.pk, from_status=rental.status, to_status=S.TERMINATING)
+    assert rental_transition(rental_id=rental.pk, from_status=S.TERMINATING, to_status=S.TERMINATED)
+
+
+__all__ = ["Receiver", "terminate"]
