@@ -24,7 +24,7 @@ run: install ## Run simulator, worker (with beat) and web on the embedded defaul
 	$(BIN)/python manage.py seed_demo
 	@echo ""
 	@echo "  Dashboard: http://127.0.0.1:$(PORT)/   (simulator on http://127.0.0.1:8100/api)"
-	@echo "  Logins (password: $${DEMO_PASSWORD:-demo}): alice (Acme Research), bob (Globex), sam (support), olga (operator), admin"
+	@echo "  Logins (password: $${DEMO_PASSWORD:-demo}): alice (Acme Research, its admin), bob (Globex), sam (support), olga (operator), admin"
 	@echo "  Ctrl-C stops everything."
 	@echo ""
 	WEB_PORT=$(PORT) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho -f Procfile start

@@ -1,4 +1,7 @@
-"""Create the demo users, customers and the simulator credential (embedded default only)."""
+"""Create the demo users, customers, the simulator credential and a budget (embedded default only).
+
+It lives in the project package because it seeds several apps (accounts, billing).
+"""
 
 from typing import Any
 
@@ -8,6 +11,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from accounts.models import Customer, Membership, UpstreamCredential
 from accounts.roles import OPERATOR_GROUP, SUPPORT_GROUP
+from billing.models import CustomerAdmin, CustomerBudget
 
 
 class Command(BaseCommand):
@@ -45,11 +49,16 @@ class Command(BaseCommand):
             user.set_password(settings.DEMO_PASSWORD)
             user.save()
             if customer is not None:
-                Membership.objects.get_or_create(user=user, customer=customer)
+                membership, _ = Membership.objects.get_or_create(user=user, customer=customer)
+                if username == "alice":  # Acme's admin: invites teammates and may lower Acme's budget
+                    CustomerAdmin.objects.get_or_create(membership=membership)
             if group is not None:
                 user.groups.add(group)
+        for customer in (acme, globex):
+            CustomerBudget.objects.get_or_create(customer=customer, defaults={"monthly_budget_usd": 5000})
         self.stdout.write(
             self.style.SUCCESS(
-                "Demo data ready: alice (Acme Research), bob (Globex), sam (support), olga (operator), admin."
+                "Demo data ready: alice (Acme Research, its admin), bob (Globex), sam (support), olga (operator), "
+                "admin; each customer has a $5000 monthly budget."
             )
         )
