@@ -132,10 +132,10 @@ def search(request: HttpRequest) -> HttpResponse:
     text = form.cleaned_data["q"] if form.is_valid() else ""
     result = support_search.rental_search(text=text)
     if result.exact is not None:
-        return redirect("ops_rental", public_id=result.exact.public_id)
+        return redirect("ops:rental", public_id=result.exact.public_id)
     # One reverse() per page instead of one per row (50 of them cost a few ms): the links differ only in the id.
     placeholder = str(uuid.UUID(int=0))
-    link = reverse("ops_rental", args=[placeholder])
+    link = reverse("ops:rental", args=[placeholder])
     for row in result.rentals:
         row.url = link.replace(placeholder, str(row.public_id))
     return render(request, "ops/search.html", {"search_form": form, "result": result})
@@ -201,7 +201,7 @@ def rental_action(request: HttpRequest, public_id: Any, action: str) -> HttpResp
     form = _confirm_form(data, finding) if action == "confirm" else ActionForm(data)
     if request.method == "POST" and form.is_valid():
         try:
-            done = _perform(action, rental, _user(request), form)
+            done = _run_operator_action(action, rental, _user(request), form)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -209,13 +209,13 @@ def rental_action(request: HttpRequest, public_id: Any, action: str) -> HttpResp
                 messages.success(request, done)
             else:
                 messages.error(request, "Nothing changed: the rental's state does not allow this any more.")
-            return redirect("ops_rental", public_id=rental.public_id)
+            return redirect("ops:rental", public_id=rental.public_id)
     return render(
         request, "ops/action.html", {"rental": rental, "action": action, "spec": spec, "form": form, "finding": finding}
     )
 
 
-def _perform(action: str, rental: Rental, actor: User, form: Any) -> str:
+def _run_operator_action(action: str, rental: Rental, actor: User, form: Any) -> str:
     """Call the service for `action`; return a success message, or "" if nothing changed."""
     reason = form.cleaned_data["reason"]
     if action == "retry":
