@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from decimal import Decimal
+from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -13,7 +14,7 @@ from django.test import Client
 from api.keys import api_key_create
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing, Template
-from rentals.ordering import rental_order_build
+from rentals.ordering import RentOrder, rental_order_build
 from tests.conftest import SSH_KEY
 from tests.web import offer_fakes
 from tests.web.offer_fakes import FABRIC, node
@@ -29,14 +30,20 @@ def fake_offers(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
 
 
+def found(pattern: str, html: str) -> str:
+    match = re.search(pattern, html)
+    assert match is not None, pattern
+    return match.group(1)
+
+
 def test_the_form_and_the_api_save_the_same_order_for_the_same_choice(fake_offers, alice, client_for) -> None:
     client = client_for(alice)
     html = client.get("/rent/", {"fabric": FABRIC}).content.decode()
     form = {
         "fabric": FABRIC,
-        "customer": re.search(r'name="customer"[^>]*>\s*<option value="([^"]+)"', html).group(1),
-        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),
-        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),
+        "customer": found(r'name="customer"[^>]*>\s*<option value="([^"]+)"', html),
+        "submit_token": found(r'name="submit_token" value="([^"]+)"', html),
+        "template_id": found(r'<option value="([^"]+)" selected>', html),
         "executor_ids": ["n-2", "n-1"],
         "pod_name": "train-1",
         "ssh_public_keys": SSH_KEY,
@@ -61,7 +68,7 @@ def listing() -> OfferListing:
     return OfferListing(fabrics=[fabric], fetched_at=time.time())
 
 
-def build(**choices: object):  # type: ignore[no-untyped-def]
+def build(**choices: Any) -> RentOrder:
     offered = listing()
     templates = [Template(id="new", name="c", image="i", tag="2"), Template(id="old", name="c", image="i", tag="1")]
     fields = {"pod_name": "job", "public_keys": [SSH_KEY], **choices}
