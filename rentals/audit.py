@@ -21,13 +21,16 @@ from rentals.models import Rental, RentalEvent
 SUPPORT_VIEW_EVERY = timedelta(minutes=10)
 
 
-def staff_action_event(*, actor: User, action: str, reason: str, message: str) -> dict[str, Any]:
-    """Return the timeline entry of a staff action as RentalEvent fields: who, what (`action`) and why."""
+def staff_action_event(
+    *, actor: User, action: str, reason: str, message: str, data: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Return the timeline entry of a staff action as RentalEvent fields: who, what (`action`) and why, plus
+    any other facts in `data`."""
     return {
         "kind": RentalEvent.Kind.STAFF_ACTION,
         "actor": actor,
         "message": message,
-        "data": {"action": action, "reason": reason},
+        "data": {**(data or {}), "action": action, "reason": reason},
     }
 
 
@@ -38,12 +41,14 @@ def staff_action_record(*, rental_id: int, actor: User, action: str, reason: str
     )
 
 
-def change_event(*, actor: User | None, action: str, reason: str, message: str) -> dict[str, Any]:
-    """Return how a requested state change goes on the timeline: an operator's as a staff action, others' as a
-    state change by its actor (pass the result to `rental_transition`)."""
+def change_event(
+    *, actor: User | None, action: str, reason: str, message: str, data: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Return how a change someone asked for goes on the timeline: an operator's as a staff action, others' as
+    a state change by its actor (pass it to `rental_transition`, or to RentalEvent for a change of no state)."""
     if actor is not None and is_operator(actor):
-        return staff_action_event(actor=actor, action=action, reason=reason, message=message)
-    return {"kind": RentalEvent.Kind.STATE, "actor": actor, "message": message}
+        return staff_action_event(actor=actor, action=action, reason=reason, message=message, data=data)
+    return {"kind": RentalEvent.Kind.STATE, "actor": actor, "message": message, "data": data or {}}
 
 
 def support_view_record(*, rental: Rental, user: User) -> bool:

@@ -262,11 +262,16 @@ def rental_schedule_removal(*, rental: Rental, actor: User | None, hours: int) -
     with transaction.atomic():
         Rental.objects.filter(pk=rental.pk).update(removal_scheduled_at=at, version=F("version") + 1)
         forget_poll_state(rental.pk)
-        event = change_event(
-            actor=actor, action="schedule_removal", reason="", message=f"Removal scheduled for {at:%Y-%m-%d %H:%M} UTC."
+        RentalEvent.objects.create(
+            rental=rental,
+            **change_event(
+                actor=actor,
+                action="schedule_removal",
+                reason="",
+                message=f"Removal scheduled for {at:%Y-%m-%d %H:%M} UTC.",
+                data={"removal_scheduled_at": at.isoformat()},
+            ),
         )
-        event["data"] = {**event.get("data", {}), "removal_scheduled_at": at.isoformat()}
-        RentalEvent.objects.create(rental=rental, **event)
         transaction.on_commit(lambda: enqueue_schedule_removal(rental.pk))
     return at
 

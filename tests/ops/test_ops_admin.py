@@ -67,3 +67,18 @@ def test_an_operator_cancelling_their_own_rental_leaves_one_entry(make_rental, o
     client_for(olga).post(f"/ops/rentals/{rental.public_id}/cancel/", {"confirm": "on", "reason": "my mistake"})
     [entry] = RentalEvent.objects.filter(rental=rental).exclude(kind="created")
     assert (entry.kind, entry.to_status, entry.data["reason"]) == ("staff_action", S.CANCELLED, "my mistake")
+
+
+def test_a_change_on_the_customer_pages_is_a_staff_action_when_an_operator_makes_it(
+    make_rental, alice, carol, olga, client_for
+) -> None:
+    for user, kind in ((alice, "state"), (carol, "state"), (olga, "staff_action")):
+        rental = make_rental(status=S.QUEUED)
+        client_for(user).post(f"/rentals/{rental.public_id}/cancel/", {"reason": "not needed"})
+        event = rental.events.get(to_status=S.CANCELLED)
+        assert (event.kind, event.actor) == (kind, user)
+
+    ready = make_rental(status=S.READY, cluster_id="cl-1", pod_ids=["p-1", "p-2"])
+    client_for(olga).post(f"/rentals/{ready.public_id}/schedule-removal/", {"hours": "2"})
+    event = ready.events.get(kind="staff_action")
+    assert event.actor == olga and event.data["action"] == "schedule_removal" and event.data["removal_scheduled_at"]
