@@ -18,7 +18,7 @@ def ssh_keys(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         form.save()
         messages.success(request, "Key saved. It is offered on the rent form from now on.")
-        return redirect("ssh_keys")
+        return redirect("accounts:ssh_keys")
     keys = SshPublicKey.objects.filter(user_id=request.user.pk or 0)
     return render(request, "accounts/ssh_keys.html", {"form": form, "keys": keys})
 
@@ -30,4 +30,4 @@ def ssh_key_delete(request: HttpRequest, pk: int) -> HttpResponse:
     key = get_object_or_404(SshPublicKey, pk=pk, user_id=request.user.pk)
     key.delete()
     messages.success(request, f"Key {key.name} deleted.")
-    return redirect("ssh_keys")
+    return redirect("accounts:ssh_keys")

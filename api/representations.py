@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
+from django.http import HttpResponse
 
 from rentals.models import Rental
 from rentals.offers import Fabric, Node
@@ -101,3 +102,8 @@ def node_dict(node: Node) -> dict[str, Any]:
 
 def dumps(data: Any) -> str:
     return json.dumps(data, cls=DjangoJSONEncoder, separators=(",", ":"))
+
+
+def json_response(data: Any, status: int = 200) -> HttpResponse:
+    """Answer `data` as JSON, serialised as a stored idempotent answer is (`dumps`)."""
+    return HttpResponse(dumps(data), status=status, content_type="application/json")

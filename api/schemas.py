@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 from ninja import Schema
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
@@ -27,6 +27,11 @@ class ErrorOut(Schema):
     message: str
     status_code: int
     validation_errors: list[FieldErrorOut] | None = None
+
+
+# Documented error answers of the fabric and rental endpoints (all use the envelope); any other status the
+# API may give uses it too.
+ERRORS: dict[Any, Any] = {frozenset({400, 401, 403, 404, 409, 422, 429, 502, 503}): ErrorOut}
 
 
 class CustomerOut(Schema):

@@ -8,9 +8,12 @@ from django.urls import URLPattern, path, re_path
 from api import views
 from api.errors import envelope_view, not_found_view
 
+# The profile pages' namespace; the JSON API's own URLs are namespaced "api-v1" by django-ninja.
+app_name = "api"
+
 urlpatterns = [
-    path("", views.api_keys, name="api_keys"),
-    path("<int:pk>/revoke/", views.api_key_revoke, name="api_key_revoke"),
+    path("", views.api_keys, name="keys"),
+    path("<int:pk>/revoke/", views.api_key_revoke, name="key_revoke"),
 ]
 
 

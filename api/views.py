@@ -61,4 +61,4 @@ def api_key_revoke(request: HttpRequest, pk: int) -> HttpResponse:
         messages.success(request, "Key revoked: it no longer works.")
     else:
         messages.error(request, "No such active key.")
-    return redirect("api_keys")
+    return redirect("api:keys")

@@ -116,7 +116,7 @@ def _field_error(field: str, code: str, message: str) -> ApiError:
 
 
 def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Customer:
-    """The customer an endpoint is for: as api.v1 resolves it for a rent (operators must name one)."""
+    """The customer an endpoint is for: as `api.orders` resolves it for a rent (operators must name one)."""
     customers = selectors.customers_for_endpoints(user=request.user)
     if wanted is None:
         mine = list(customers[:2])

@@ -268,7 +268,7 @@ def invite_accept(request: HttpRequest, token: str) -> HttpResponse:
             if not request.user.is_authenticated:
                 login(request, user, backend="django.contrib.auth.backends.ModelBackend")
             messages.success(request, f"You are now a member of {invitation.customer.name}.")
-            return redirect("rental_list")
+            return redirect("rentals:rental_list")
     return render(request, "billing/invite_accept.html", {"invitation": invitation, "form": form})
 
 

@@ -7,11 +7,11 @@ from django.urls import include, path
 from api.urls import api_v1_urls
 from dashboard import views
 from dashboard.metrics import metrics_view
-from rentals.views import rental_progress
 
 urlpatterns = [
-    # First: the URL open rental pages poll all day (Django tries the patterns in order).
-    path("rentals/<uuid:public_id>/progress/", rental_progress, name="rental_progress"),
+    # First: the customer pages, whose first pattern is the URL open rental pages poll all day (Django tries
+    # the patterns in order).
+    path("", include("rentals.urls")),
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
@@ -28,5 +28,4 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("ops/", include("ops.urls")),
     path("", include("billing.urls")),  # usage, teams and budgets, invitations (namespace "billing")
-    path("", include("rentals.urls")),
 ]

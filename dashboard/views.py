@@ -10,7 +10,7 @@ from dashboard import health
 @login_required
 def home(request: HttpRequest) -> HttpResponse:
     """Send people to where they work: the fabrics to rent from."""
-    return redirect("fabric_list")
+    return redirect("rentals:fabric_list")
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

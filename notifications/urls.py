@@ -4,6 +4,8 @@ from django.urls import path
 
 from notifications import views
 
+app_name = "notifications"
+
 urlpatterns = [
     path("webhooks/", views.webhook_list, name="webhook_list"),
     path("webhooks/<int:pk>/", views.webhook_detail, name="webhook_detail"),
@@ -14,5 +16,5 @@ urlpatterns = [
         views.webhook_redeliver,
         name="webhook_redeliver",
     ),
-    path("notifications/", views.notification_preferences, name="notification_preferences"),
+    path("notifications/", views.notification_preferences, name="preferences"),
 ]

@@ -91,7 +91,7 @@ def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
         return refused
     delivery = services.endpoint_send_test(endpoint=endpoint)
     messages.success(request, f"Test event {delivery.event_id} is on its way; its delivery appears below.")
-    return redirect("webhook_detail", pk=endpoint.pk)
+    return redirect("notifications:webhook_detail", pk=endpoint.pk)
 
 
 @login_required
@@ -103,7 +103,7 @@ def webhook_delete(request: HttpRequest, pk: int) -> HttpResponse:
         return refused
     services.endpoint_delete(endpoint=endpoint)
     messages.success(request, f"Webhook endpoint {endpoint.url} deleted.")
-    return redirect("webhook_list")
+    return redirect("notifications:webhook_list")
 
 
 @login_required
@@ -116,7 +116,7 @@ def webhook_redeliver(request: HttpRequest, pk: int, delivery_pk: int) -> HttpRe
     delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_pk)
     services.delivery_redeliver(delivery=delivery)
     messages.success(request, f"Event {delivery.event_id} will be delivered again (same webhook-id).")
-    return redirect("webhook_detail", pk=endpoint.pk)
+    return redirect("notifications:webhook_detail", pk=endpoint.pk)
 
 
 @login_required
@@ -129,7 +129,7 @@ def notification_preferences(request: HttpRequest) -> HttpResponse:
         if form.is_valid():
             services.email_preference_set(user=user, events=form.cleaned_data["events"])
             messages.success(request, "Saved. Only the events you ticked reach you by e-mail.")
-            return redirect("notification_preferences")
+            return redirect("notifications:preferences")
     else:
         form = EmailPreferenceForm(initial={"events": services.email_events_for(user=user)})
     return render(request, "notifications/preferences.html", {"form": form, "has_email": bool(user.email)})

@@ -1,7 +1,12 @@
-"""The admin as a second console on rentals; upstream fields are read-only."""
+"""The admin as a second console on rentals; upstream fields are read-only.
+
+Its actions call the same services as the ops pages, so each is recorded once, as the same `staff_action`
+timeline entry (`rentals.audit`), with the reason "Via the Django admin."
+"""
 
 from django.contrib import admin, messages
 from django.core.exceptions import ValidationError
+from django.urls import reverse
 
 from accounts.roles import is_operator
 from ops.services import ops_reconcile  # the same look, rules and timeline record as the ops page
@@ -49,7 +54,8 @@ def reconcile_rentals(modeladmin, request, queryset) -> None:  # type: ignore[no
         except ValidationError as exc:
             modeladmin.message_user(request, f"{rental}: {exc.messages[0]}", messages.WARNING)
             continue
-        modeladmin.message_user(request, f"{rental}: {found} See /ops/rentals/{rental.public_id}/.")
+        timeline = reverse("ops:rental", kwargs={"public_id": rental.public_id})
+        modeladmin.message_user(request, f"{rental}: {found} See {timeline}.")
 
 
 class RentAttemptInline(admin.TabularInline):

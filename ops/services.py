@@ -1,7 +1,8 @@
 """Staff writes on rentals: retry now, reconcile, confirm, terminate, cancel, and the support-view record.
 
-Every action needs a reason and ends up on the rental's timeline as a `staff_action` event (who, what,
-why). State changes go through `rentals.transitions` and the rentals services, never around them.
+Every action needs a reason and ends up on the rental's timeline as one `staff_action` event (who, what,
+why), written by `rentals.audit` as the admin's actions are. State changes go through `rentals.transitions`
+and the rentals services, never around them.
 """
 
 from __future__ import annotations
@@ -16,9 +17,10 @@ from django.utils import timezone
 
 from rentals import engine, reconcile
 from rentals import services as rental_services
+from rentals.audit import staff_action_event, staff_action_record
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.enqueue import enqueue_rental_send
-from rentals.models import Rental, RentalEvent
+from rentals.models import Rental
 from rentals.polling import forget_poll_state
 from rentals.selectors import needs_attention
 from rentals.states import RentalStatus as S
@@ -35,21 +37,6 @@ def _require_reason(reason: str) -> str:
     if not reason:
         raise ValidationError("Say why: the reason is recorded on the rental's timeline.")
     return reason
-
-
-def _record_action(*, rental: Rental, actor: User, action: str, reason: str, message: str, since: datetime) -> None:
-    """Record a staff action, unless the rentals service already recorded this actor's action since `since`."""
-    already = RentalEvent.objects.filter(
-        rental_id=rental.pk, kind=RentalEvent.Kind.STAFF_ACTION, actor=actor, at__gte=since
-    ).exists()
-    if not already:
-        RentalEvent.objects.create(
-            rental_id=rental.pk,
-            kind=RentalEvent.Kind.STAFF_ACTION,
-            actor=actor,
-            message=message,
-            data={"action": action, "reason": reason},
-        )
 
 
 def replay_deadline(rental: Rental) -> datetime | None:
@@ -100,12 +87,12 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
             )
             forget_poll_state(rental.pk)
             if moved:
-                RentalEvent.objects.create(
+                staff_action_record(
                     rental_id=rental.pk,
-                    kind=RentalEvent.Kind.STAFF_ACTION,
                     actor=actor,
+                    action="retry_now",
+                    reason=reason,
                     message=f"Retry now (same key, same bytes). {reason}",
-                    data={"action": "retry_now", "reason": reason},
                 )
     else:
         try:
@@ -113,10 +100,12 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
                 rental_id=rental.pk,
                 from_status=S.UNKNOWN,
                 to_status=S.RETRYING,
-                actor=actor,
-                kind=RentalEvent.Kind.STAFF_ACTION,
-                message=f"Replay the stored order now (same key, same bytes). {reason}",
-                data={"action": "retry_now", "reason": reason},
+                **staff_action_event(
+                    actor=actor,
+                    action="retry_now",
+                    reason=reason,
+                    message=f"Replay the stored order now (same key, same bytes). {reason}",
+                ),
                 next_attempt_at=now,
                 # An outcome-unknown order may have reached Lium: the claim re-checks the idempotency promise.
                 possibly_sent=True,
@@ -163,13 +152,8 @@ def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> str:
         raise ValidationError(
             "Only an outcome-unknown rental, or a rented one whose members have not appeared, needs reconciling."
         )
-    _record_action(
-        rental=rental,
-        actor=actor,
-        action="reconcile",
-        reason=reason,
-        message=f"Reconcile: {message} {reason}",
-        since=now,
+    staff_action_record(
+        rental_id=rental.pk, actor=actor, action="reconcile", reason=reason, message=f"Reconcile: {message} {reason}"
     )
     return message
 
@@ -177,47 +161,25 @@ def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> str:
 def ops_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: str | None, reason: str) -> bool:
     """Settle an outcome-unknown rental: rented as `cluster_id`, or not rented when it is None."""
     reason = _require_reason(reason)
-    since = timezone.now()
-    moved = rental_services.rental_confirm_reconciliation(
+    # The settling transition is itself the staff action's timeline entry.
+    return rental_services.rental_confirm_reconciliation(
         rental=rental, actor=actor, cluster_id=cluster_id or None, reason=reason
     )
-    if moved:
-        what = f"rented as cluster {cluster_id}" if cluster_id else "not rented"
-        _record_action(
-            rental=rental,
-            actor=actor,
-            action="confirm",
-            reason=reason,
-            message=f"Confirmed {what}. {reason}",
-            since=since,
-        )
-    return moved
 
 
 def ops_terminate(*, rental: Rental, actor: User, reason: str) -> bool:
     """Remove the rental's cluster."""
     reason = _require_reason(reason)
-    since = timezone.now()
-    if not rental.cluster_id and needs_attention(rental, now=since):
+    if not rental.cluster_id and needs_attention(rental, now=timezone.now()):
         raise ValidationError(
             "The cluster's id is not known: its members have not appeared in Lium's pod list. Reconcile to look "
             "for the cluster; once it is found its id is stored and it can be terminated."
         )
-    moved = rental_services.rental_terminate(rental=rental, actor=actor, reason=reason)
-    if moved:
-        _record_action(
-            rental=rental, actor=actor, action="terminate", reason=reason, message=f"Terminate. {reason}", since=since
-        )
-    return moved
+    # An operator's terminate is recorded as a staff action by the transition itself (`rentals.audit`).
+    return rental_services.rental_terminate(rental=rental, actor=actor, reason=reason)
 
 
 def ops_cancel(*, rental: Rental, actor: User, reason: str) -> bool:
     """Cancel a rental that has not been sent yet."""
     reason = _require_reason(reason)
-    since = timezone.now()
-    moved = rental_services.rental_cancel(rental=rental, actor=actor, reason=reason)
-    if moved:
-        _record_action(
-            rental=rental, actor=actor, action="cancel", reason=reason, message=f"Cancel. {reason}", since=since
-        )
-    return moved
+    return rental_services.rental_cancel(rental=rental, actor=actor, reason=reason)

@@ -26,49 +26,13 @@ from django.views.decorators.http import require_GET, require_http_methods
 from accounts.roles import is_operator, is_staff_reader
 from ops import search as support_search
 from ops import selectors, services
+from ops.actions import ACTIONS, actions_offered, operator_action_run
 from ops.forms import ActionForm, AuditFilterForm, ConfirmReconciliationForm, SearchForm, UsageForm
 from rentals.audit import support_view_record
 from rentals.models import Rental
 from rentals.selectors import needs_attention
-from rentals.states import HOLDS_CLUSTER_STATES
-from rentals.states import RentalStatus as S
 
 View = Callable[..., HttpResponse]
-
-# What each action is called, which states it applies to, and what the confirmation asks.
-ACTIONS: dict[str, dict[str, Any]] = {
-    "retry": {
-        "label": "Retry now",
-        "states": (S.RETRYING, S.UNKNOWN),
-        "danger": False,
-        "confirm": "Send the stored order again now, with the same key and bytes?",
-    },
-    "reconcile": {
-        "label": "Reconcile",
-        # A rented rental only while its members have not appeared (see `needs_attention`).
-        "states": (S.UNKNOWN, S.RENTED),
-        "danger": False,
-        "confirm": "Look in Lium's pod list for the cluster this order may have created?",
-    },
-    "confirm": {
-        "label": "Confirm reconciliation",
-        "states": (S.UNKNOWN,),
-        "danger": True,
-        "confirm": "Settle this rental for good as chosen?",
-    },
-    "terminate": {
-        "label": "Terminate cluster",
-        "states": tuple(HOLDS_CLUSTER_STATES),
-        "danger": True,
-        "confirm": "Terminate the cluster? Every node is removed.",
-    },
-    "cancel": {
-        "label": "Cancel order",
-        "states": (S.QUEUED,),
-        "danger": True,
-        "confirm": "Cancel this order before it is sent?",
-    },
-}
 
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
@@ -132,10 +96,10 @@ def search(request: HttpRequest) -> HttpResponse:
     text = form.cleaned_data["q"] if form.is_valid() else ""
     result = support_search.rental_search(text=text)
     if result.exact is not None:
-        return redirect("ops_rental", public_id=result.exact.public_id)
+        return redirect("ops:rental", public_id=result.exact.public_id)
     # One reverse() per page instead of one per row (50 of them cost a few ms): the links differ only in the id.
     placeholder = str(uuid.UUID(int=0))
-    link = reverse("ops_rental", args=[placeholder])
+    link = reverse("ops:rental", args=[placeholder])
     for row in result.rentals:
         row.url = link.replace(placeholder, str(row.public_id))
     return render(request, "ops/search.html", {"search_form": form, "result": result})
@@ -153,18 +117,6 @@ def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
     finding = selectors.latest_finding(rental=rental)
     operator = is_operator(user)
     attention = needs_attention(rental, now=now)
-    actions = []
-    if operator:
-        for name, spec in ACTIONS.items():
-            if rental.status not in spec["states"]:
-                continue
-            if name == "reconcile" and rental.status == S.RENTED and not attention:
-                continue  # its members are on their way, or known
-            if name == "confirm" and finding is None:
-                continue  # reconcile first: the confirmation offers what it found
-            if name == "retry" and services.retry_refusal(rental, now):
-                continue
-            actions.append({"name": name, **spec})
     return render(
         request,
         "ops/rental.html",
@@ -175,7 +127,7 @@ def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
             "windows": selectors.idempotency_windows(rental=rental, now=now),
             "finding": finding,
             "attention": attention,
-            "actions": actions,
+            "actions": actions_offered(rental, finding=finding, attention=attention, now=now) if operator else [],
             "retry_refusal": services.retry_refusal(rental, now) if operator else "",
             "confirm_form": _confirm_form(None, finding),
             "form": ActionForm(),
@@ -201,7 +153,7 @@ def rental_action(request: HttpRequest, public_id: Any, action: str) -> HttpResp
     form = _confirm_form(data, finding) if action == "confirm" else ActionForm(data)
     if request.method == "POST" and form.is_valid():
         try:
-            done = _perform(action, rental, _user(request), form)
+            done = operator_action_run(action, rental=rental, actor=_user(request), form=form)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -209,27 +161,10 @@ def rental_action(request: HttpRequest, public_id: Any, action: str) -> HttpResp
                 messages.success(request, done)
             else:
                 messages.error(request, "Nothing changed: the rental's state does not allow this any more.")
-            return redirect("ops_rental", public_id=rental.public_id)
+            return redirect("ops:rental", public_id=rental.public_id)
     return render(
         request, "ops/action.html", {"rental": rental, "action": action, "spec": spec, "form": form, "finding": finding}
     )
-
-
-def _perform(action: str, rental: Rental, actor: User, form: Any) -> str:
-    """Call the service for `action`; return a success message, or "" if nothing changed."""
-    reason = form.cleaned_data["reason"]
-    if action == "retry":
-        return services.ops_retry_now(rental=rental, actor=actor, reason=reason)
-    if action == "reconcile":
-        return f"Reconciliation: {services.ops_reconcile(rental=rental, actor=actor, reason=reason)}"
-    if action == "confirm":
-        moved = services.ops_confirm_reconciliation(
-            rental=rental, actor=actor, cluster_id=form.cluster_id, reason=reason
-        )
-        return "Settled." if moved else ""
-    if action == "terminate":
-        return "Removing the cluster." if services.ops_terminate(rental=rental, actor=actor, reason=reason) else ""
-    return "Cancelled. Nothing was rented." if services.ops_cancel(rental=rental, actor=actor, reason=reason) else ""
 
 
 @require_GET

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from decimal import Decimal
 from typing import Any
 
 from django import forms
@@ -11,13 +10,14 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Customer, SshPublicKey, customer_ref_validator
 from accounts.validators import parse_ssh_public_keys
-from rentals.offers import Fabric, OfferListing, Template, check_node_selection
-from rentals.services import RentOrder
+from rentals.offers import Fabric, OfferListing, Template
+from rentals.ordering import RentOrder, rental_order_build
 from rentals.validators import POD_NAME_HELP, validate_pod_name
 
 
 class NodeSelectionField(forms.MultipleChoiceField):
-    """Node ids; checked against the fabric in `RentForm.clean_executor_ids`, which explains what is wrong."""
+    """Node ids; checked against the fabric's offers in `RentForm.clean` (`rentals.ordering`), which says what
+    is wrong."""
 
     def validate(self, value: Any) -> None:
         if self.required and not value:
@@ -109,11 +109,6 @@ class RentForm(forms.Form):
     def clean_customer(self) -> Customer:
         return self.customers[self.cleaned_data["customer"]]
 
-    def clean_executor_ids(self) -> list[str]:
-        chosen: list[str] = list(self.cleaned_data["executor_ids"])
-        check_node_selection(chosen=chosen, fabric=self.fabric, listing=self.listing)
-        return chosen
-
     def clean_ssh_public_keys(self) -> list[str]:
         text = self.cleaned_data["ssh_public_keys"]
         return parse_ssh_public_keys(text) if text.strip() else []
@@ -127,6 +122,12 @@ class RentForm(forms.Form):
                 "ssh_public_keys", "Add at least one SSH public key (paste it, or save one in your profile)."
             )
         data["all_public_keys"] = list(dict.fromkeys(saved + (pasted or [])))
+        if "executor_ids" in data:
+            # Built even when another field is wrong, so a node that is no longer free is reported at once.
+            try:
+                self._order = self._build_order(data)
+            except ValidationError as exc:
+                self.add_error(None, exc)
         return data
 
     def clean_customer_ref(self) -> str:
@@ -137,28 +138,28 @@ class RentForm(forms.Form):
 
     def order(self) -> RentOrder:
         """Return the validated order (call after is_valid())."""
-        data = self.cleaned_data
-        nodes = {node.id: node for node in self.fabric.nodes}
-        chosen = [nodes[node_id] for node_id in data["executor_ids"]]
-        return RentOrder(
-            fabric_id=self.fabric.fabric_id,
+        return self._order
+
+    def _build_order(self, data: dict[str, Any]) -> RentOrder:
+        """Check the nodes against the fabric's offers and price the order (`rentals.ordering`)."""
+        return rental_order_build(
+            fabric=self.fabric,
+            listing=self.listing,
+            templates=self.templates,
             executor_ids=list(data["executor_ids"]),
-            pod_name=data["pod_name"],
+            template_id=data.get("template_id") or None,
+            pod_name=data.get("pod_name", ""),
             public_keys=data["all_public_keys"],
-            template_id=data["template_id"] or None,
             initial_port_count=data.get("initial_port_count"),
             termination_hours=data.get("termination_hours"),
-            enable_jupyter=data["enable_jupyter"],
-            enable_volume_encryption=data["enable_volume_encryption"],
-            enable_backups=data["enable_backups"],
+            enable_jupyter=data.get("enable_jupyter", False),
+            enable_volume_encryption=data.get("enable_volume_encryption", True),
+            enable_backups=data.get("enable_backups", True),
             advanced={
                 "volume_id": str(data["volume_id"]) if data.get("volume_id") else None,
                 "backup_log_id": str(data["backup_log_id"]) if data.get("backup_log_id") else None,
                 "restore_path": data.get("restore_path") or None,
-                "skip_add_agent_ssh_key": data["skip_add_agent_ssh_key"] or None,
-                "ncu_profiling": data["ncu_profiling"] or None,
+                "skip_add_agent_ssh_key": data.get("skip_add_agent_ssh_key") or None,
+                "ncu_profiling": data.get("ncu_profiling") or None,
             },
-            gpu_type=chosen[0].machine_name if chosen else "",
-            gpus_per_node=chosen[0].gpu_count if chosen else 0,
-            price_per_hour=sum((node.price_per_hour for node in chosen), Decimal(0)),
         )

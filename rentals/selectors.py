@@ -14,7 +14,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.http import Http404
 
-from accounts.models import Customer
+from accounts.models import Customer, UpstreamCredential
 from accounts.roles import is_operator, is_staff_reader
 from rentals.models import ClusterMember, Rental
 from rentals.states import FINAL_STATES
@@ -37,6 +37,12 @@ def customer_list_for_renting(*, user: AbstractBaseUser | AnonymousUser) -> Quer
     if not user.is_authenticated:
         return Customer.objects.none()
     return Customer.objects.filter(active=True, memberships__user_id=user.pk or 0)
+
+
+def credential_for_browsing(*, user: AbstractBaseUser | AnonymousUser) -> UpstreamCredential | None:
+    """Return the credential whose offers the user browses: their first customer's default credential."""
+    customer = customer_list_for_user(user=user).select_related("default_credential").first()
+    return customer.default_credential if customer else None
 
 
 def rental_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Rental]:

@@ -6,7 +6,6 @@ The attempt loop itself lives in `rentals.engine`; member tracking in `rentals.m
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import uuid
 from collections import defaultdict
@@ -22,80 +21,20 @@ from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
-from accounts.validators import validate_ssh_public_key
 from common.logcontext import bind
 from rentals import upstream
+from rentals.audit import change_event, staff_action_event
 from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_rental_send, enqueue_schedule_removal
 from rentals.models import Rental, RentalEvent, RentalNode
+from rentals.ordering import RentOrder, build_request_body, validate_order
 from rentals.polling import forget_poll_state
 from rentals.selectors import customer_hourly_spend
 from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_transition
-from rentals.validators import validate_pod_name
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class RentOrder:
-    """What the customer asked for; becomes the request body, serialised once."""
-
-    fabric_id: str
-    executor_ids: list[str]
-    pod_name: str
-    public_keys: list[str]
-    template_id: str | None = None
-    initial_port_count: int | None = None
-    termination_hours: int | None = None
-    enable_jupyter: bool = False
-    enable_volume_encryption: bool = True
-    enable_backups: bool = True
-    # The seed's remaining optional fields, sent only when set.
-    advanced: dict[str, Any] = field(default_factory=dict)
-    gpu_type: str = ""
-    gpus_per_node: int = 0
-    price_per_hour: Decimal = Decimal(0)
-
-
-ADVANCED_FIELDS = ("volume_id", "backup_log_id", "restore_path", "skip_add_agent_ssh_key", "ncu_profiling")
-
-
-def build_request_body(order: RentOrder) -> bytes:
-    """Serialise the order once, deterministically; these exact bytes are sent on every attempt."""
-    body: dict[str, Any] = {
-        "pod_name": order.pod_name,
-        "executor_uuids": list(order.executor_ids),
-        "user_public_key": list(order.public_keys),
-        "enable_volume_encryption": order.enable_volume_encryption,
-        "enable_backups": order.enable_backups,
-        "enable_jupyter": order.enable_jupyter,
-    }
-    if order.template_id:
-        body["template_id"] = order.template_id
-    if order.initial_port_count is not None:
-        body["initial_port_count"] = order.initial_port_count
-    if order.termination_hours is not None:
-        body["termination_hours"] = order.termination_hours
-    for name in ADVANCED_FIELDS:
-        value = order.advanced.get(name)
-        if value not in (None, ""):
-            body[name] = value
-    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
-def validate_order(order: RentOrder) -> None:
-    """Refuse an order the upstream would refuse for its shape, before any row exists."""
-    if len(order.executor_ids) < 2:
-        raise ValidationError("A cluster needs at least 2 nodes.", code="too_few_nodes")
-    if len(set(order.executor_ids)) != len(order.executor_ids):
-        raise ValidationError("The same node is selected twice; select each node once.", code="duplicate_nodes")
-    validate_pod_name(order.pod_name)
-    if not order.public_keys:
-        raise ValidationError("Add at least one SSH public key.", code="no_ssh_key")
-    for key in order.public_keys:
-        validate_ssh_public_key(key)
 
 
 def rental_submit(
@@ -123,55 +62,75 @@ def rental_submit(
         )
     # A repeated `submit_token` (the form's second click) is found by the caller before it validates the form,
     # or, in a race, by the unique constraint below.
-    body = build_request_body(order)
     try:
         with transaction.atomic():
             # Lock the customer so two orders at once cannot both slip under its spend cap.
             customer = Customer.objects.select_for_update().get(pk=customer.pk)
             check_spend_cap(customer=customer, adding=order.price_per_hour)
             order_checking.send(sender=Customer, customer=customer, adding_per_hour=order.price_per_hour)  # budgets
-            rental = Rental.objects.create(
-                created_by=user if user is not None and user.is_authenticated else None,
+            rental = _rental_create(
+                user=user,
                 customer=customer,
                 credential=credential,
-                fabric_id=order.fabric_id,
-                executor_ids=list(order.executor_ids),
-                pod_name=order.pod_name,
+                order=order,
                 customer_ref=customer_ref or None,
-                gpu_type=order.gpu_type,
-                gpus_per_node=order.gpus_per_node,
-                price_per_hour=order.price_per_hour,
                 submit_token=submit_token,
-                idempotency_key=uuid.uuid4(),
-                request_body=body,
-                body_sha256=hashlib.sha256(body).hexdigest(),
-            )
-            RentalNode.objects.bulk_create(
-                [RentalNode(rental=rental, executor_id=executor_id) for executor_id in order.executor_ids]
-            )
-            RentalEvent.objects.create(
-                rental=rental,
-                kind=RentalEvent.Kind.CREATED,
-                actor=rental.created_by,
-                to_status=S.QUEUED,
-                message=f"Order saved: {len(order.executor_ids)} nodes on {order.fabric_id}.",
-                data={"idempotency_key": str(rental.idempotency_key), "body_sha256": rental.body_sha256},
             )
             transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
-        with bind(rental_id=rental.public_id, idempotency_key=rental.idempotency_key, customer=customer_ref or "-"):
-            logger.info(
-                "Rental saved: %s nodes on %s, body sha256 %s.",
-                len(order.executor_ids),
-                order.fabric_id,
-                rental.body_sha256,
-            )
     except IntegrityError:
         # Two requests with one form token raced; the other one created the rental.
-        if submit_token is not None:
-            existing = Rental.objects.filter(submit_token=submit_token).first()
-            if existing is not None:
-                return existing
-        raise
+        existing = Rental.objects.filter(submit_token=submit_token).first() if submit_token is not None else None
+        if existing is None:
+            raise
+        return existing
+    with bind(rental_id=rental.public_id, idempotency_key=rental.idempotency_key, customer=customer_ref or "-"):
+        logger.info(
+            "Rental saved: %s nodes on %s, body sha256 %s.",
+            len(order.executor_ids),
+            order.fabric_id,
+            rental.body_sha256,
+        )
+    return rental
+
+
+def _rental_create(
+    *,
+    user: User | None,
+    customer: Customer,
+    credential: UpstreamCredential,
+    order: RentOrder,
+    customer_ref: str | None,
+    submit_token: uuid.UUID | None,
+) -> Rental:
+    """Save the rental with its nodes, a fresh idempotency key and the body it will send, and its first event."""
+    body = build_request_body(order)
+    rental = Rental.objects.create(
+        created_by=user if user is not None and user.is_authenticated else None,
+        customer=customer,
+        credential=credential,
+        fabric_id=order.fabric_id,
+        executor_ids=list(order.executor_ids),
+        pod_name=order.pod_name,
+        customer_ref=customer_ref,
+        gpu_type=order.gpu_type,
+        gpus_per_node=order.gpus_per_node,
+        price_per_hour=order.price_per_hour,
+        submit_token=submit_token,
+        idempotency_key=uuid.uuid4(),
+        request_body=body,
+        body_sha256=hashlib.sha256(body).hexdigest(),
+    )
+    RentalNode.objects.bulk_create(
+        [RentalNode(rental=rental, executor_id=executor_id) for executor_id in order.executor_ids]
+    )
+    RentalEvent.objects.create(
+        rental=rental,
+        kind=RentalEvent.Kind.CREATED,
+        actor=rental.created_by,
+        to_status=S.QUEUED,
+        message=f"Order saved: {len(order.executor_ids)} nodes on {order.fabric_id}.",
+        data={"idempotency_key": str(rental.idempotency_key), "body_sha256": rental.body_sha256},
+    )
     return rental
 
 
@@ -195,9 +154,9 @@ def rental_cancel(*, rental: Rental, actor: User | None, reason: str = "") -> bo
         rental_id=rental.pk,
         from_status=S.QUEUED,
         to_status=S.CANCELLED,
-        actor=actor,
-        kind=RentalEvent.Kind.STAFF_ACTION if actor and actor.pk != rental.created_by_id else RentalEvent.Kind.STATE,
-        message=f"Cancelled before it was sent. {reason}".strip(),
+        **change_event(
+            actor=actor, action="cancel", reason=reason, message=f"Cancelled before it was sent. {reason}".strip()
+        ),
     )
 
 
@@ -212,9 +171,9 @@ def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") ->
         rental_id=rental.pk,
         from_status=rental.status,
         to_status=S.TERMINATING,
-        actor=actor,
-        kind=RentalEvent.Kind.STAFF_ACTION if actor and actor.pk != rental.created_by_id else RentalEvent.Kind.STATE,
-        message=f"Terminate requested. {reason}".strip(),
+        **change_event(
+            actor=actor, action="terminate", reason=reason, message=f"Terminate requested. {reason}".strip()
+        ),
     )
     if moved:
         transaction.on_commit(lambda: enqueue_cluster_delete(rental.pk))
@@ -307,10 +266,13 @@ def rental_schedule_removal(*, rental: Rental, actor: User | None, hours: int) -
         forget_poll_state(rental.pk)
         RentalEvent.objects.create(
             rental=rental,
-            kind=RentalEvent.Kind.STATE,
-            actor=actor,
-            message=f"Removal scheduled for {at:%Y-%m-%d %H:%M} UTC.",
-            data={"removal_scheduled_at": at.isoformat()},
+            **change_event(
+                actor=actor,
+                action="schedule_removal",
+                reason="",
+                message=f"Removal scheduled for {at:%Y-%m-%d %H:%M} UTC.",
+                data={"removal_scheduled_at": at.isoformat()},
+            ),
         )
         transaction.on_commit(lambda: enqueue_schedule_removal(rental.pk))
     return at
@@ -400,9 +362,12 @@ def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: st
             error_code="",
             error_message="",
             error_hint="",
-            actor=actor,
-            kind=RentalEvent.Kind.STAFF_ACTION,
-            message=f"Confirmed rented as cluster {cluster_id}. {reason}",
+            **staff_action_event(
+                actor=actor,
+                action="confirm",
+                reason=reason,
+                message=f"Confirmed rented as cluster {cluster_id}. {reason}",
+            ),
             cluster_id=cluster_id,
         )
         if moved:
@@ -412,7 +377,5 @@ def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: st
         rental_id=rental.pk,
         from_status=S.UNKNOWN,
         to_status=S.NOT_RENTED,
-        actor=actor,
-        kind=RentalEvent.Kind.STAFF_ACTION,
-        message=f"Confirmed not rented. {reason}",
+        **staff_action_event(actor=actor, action="confirm", reason=reason, message=f"Confirmed not rented. {reason}"),
     )

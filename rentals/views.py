@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
@@ -13,7 +12,6 @@ from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import ValidationError
-from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -24,23 +22,17 @@ from accounts.roles import is_operator, is_staff_reader
 from common import ratelimit
 from rentals import offers, polling, progress, selectors, services
 from rentals.audit import support_reads
+from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.forms import RentForm
-from rentals.models import Rental
-from rentals.offers import Fabric, OfferListing
-from rentals.states import RentalStatus as S
+from rentals.offers import Fabric, OfferListing, Template
+from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
-
-
-def _credential_for(request: HttpRequest):  # type: ignore[no-untyped-def]
-    """Return the credential whose offers this user sees: their first customer's default credential."""
-    customer = selectors.customer_list_for_user(user=request.user).select_related("default_credential").first()
-    return customer.default_credential if customer else None
 
 
 def _listing_or_error(
     request: HttpRequest, *, refresh: bool = False, credential: Any = None
 ) -> tuple[OfferListing | None, str]:
-    credential = credential or _credential_for(request)
+    credential = credential or selectors.credential_for_browsing(user=request.user)
     if credential is None:
         return None, "You are not a member of any customer with a Lium credential; ask an operator to add you."
     try:
@@ -97,26 +89,13 @@ def rent(request: HttpRequest) -> HttpResponse:
                 "Support can look but not rent: renting needs a customer or the operator role.", status=403
             )
         messages.error(request, "You can browse fabrics, but renting needs a customer membership or the operator role.")
-        return redirect("fabric_list")
-    fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
-    # Offers, node checks, prices and the spend cap all use the chosen customer's credential, the one the
-    # order is sent with (customers may rent on different Lium accounts).
-    chosen = _chosen_customer(customers, (request.POST if request.method == "POST" else request.GET).get("customer"))
-    credential = chosen.default_credential
-    listing, _error = _listing_or_error(request, credential=credential) if credential else (None, "")
-    fabric = listing.fabric(fabric_id) if listing else None
-    if listing is None or fabric is None or credential is None:
-        # When the listing failed, the fabrics page says so itself; say nothing twice.
-        if credential is None:
-            messages.error(request, f"{chosen.name} has no Lium credential; ask an operator to set one.")
-        elif listing is not None:
-            messages.error(request, f"That fabric is not offered to {chosen.name} any more; pick another one.")
-        return redirect("fabric_list")
-    try:
-        templates = offers.cluster_templates(credential=credential)
-    except UpstreamError as exc:
-        messages.error(request, f"The Lium API could not list templates right now ({exc}).")
-        return redirect("fabric_list")
+        return redirect("rentals:fabric_list")
+    params = request.POST if request.method == "POST" else request.GET
+    chosen = _chosen_customer(customers, params.get("customer"))
+    offer = _rent_offer(request, chosen, fabric_id=request.GET.get("fabric") or request.POST.get("fabric", ""))
+    if isinstance(offer, HttpResponse):
+        return offer
+    fabric, listing, templates = offer
     form_kwargs: dict[str, Any] = {
         "fabric": fabric,
         "listing": listing,
@@ -128,63 +107,84 @@ def rent(request: HttpRequest) -> HttpResponse:
     }
     if request.method == "POST":
         form = RentForm(request.POST, **form_kwargs)
-        if form.is_valid():
-            wait = ratelimit.hit(
-                scope="rent-submit", key=str(request.user.pk), limit=settings.RENT_SUBMIT_RATE_PER_MINUTE
-            )
-            if wait is not None:
-                form.add_error(None, f"Too many orders in a minute; wait {wait} s and submit again.")
-            else:
-                customer = form.cleaned_data["customer"]
-                override = form.cleaned_data.get("customer_ref") or ""
-                try:
-                    # A second click that still validates meets its first rental through the form token's
-                    # unique constraint, and is answered with that rental.
-                    rental = services.rental_submit(
-                        user=_user(request),
-                        customer=customer,
-                        order=form.order(),
-                        customer_ref=override or customer.customer_ref or None,
-                        submit_token=form.cleaned_data["submit_token"],
-                    )
-                except ValidationError as exc:
-                    form.add_error(None, exc)
-                else:
-                    offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
-                    return redirect("rental_detail", public_id=rental.public_id)
-        else:
-            # A second click on Submit usually fails validation (its nodes are no longer free): if its form
-            # token created a rental already, show that rental instead of errors that would only confuse.
-            token = request.POST.get("submit_token", "")
-            already = selectors.rental_for_submit_token(user=request.user, token=token)
-            if already is not None:
-                return redirect("rental_detail", public_id=already.public_id)
+        submitted = _rent_submit(request, form)
+        if submitted is not None:
+            return submitted
     else:
-        count = request.GET.get("cheapest", "")
-        initial: dict[str, object] = {}
-        if count.isascii() and count.isdigit():
-            # A longer number than any fabric's node count means "all"; int() refuses over 4300 digits.
-            wanted = int(count) if len(count) <= 6 else len(fabric.nodes)
-            initial["executor_ids"] = [node.id for node in fabric.cheapest(wanted)]
-        form = RentForm(initial=initial, **form_kwargs)
+        form = RentForm(initial=_cheapest_initial(request, fabric), **form_kwargs)
     spend = [
         {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
         for customer in customers
         if customer.hourly_spend_cap_usd is not None
     ]
-    return render(
-        request,
-        "rentals/rent.html",
-        {
-            "form": form,
-            "fabric": fabric,
-            "listing": listing,
-            "spend": spend,
-            "customers": customers,
-            "chosen_customer": chosen,
-            **_summary(fabric, form),
-        },
-    )
+    context = {"form": form, "fabric": fabric, "listing": listing, "spend": spend, "customers": customers}
+    return render(request, "rentals/rent.html", {**context, "chosen_customer": chosen, **_summary(fabric, form)})
+
+
+def _rent_offer(
+    request: HttpRequest, chosen: Any, *, fabric_id: str
+) -> tuple[Fabric, OfferListing, list[Template]] | HttpResponse:
+    """Return the fabric, listing and cluster templates the chosen customer's credential offers now, or a
+    redirect to the fabrics saying why not.
+
+    Offers, node checks, prices and the spend cap all use this credential, the one the order is sent with
+    (customers may rent on different Lium accounts).
+    """
+    credential = chosen.default_credential
+    listing, _error = _listing_or_error(request, credential=credential) if credential else (None, "")
+    fabric = listing.fabric(fabric_id) if listing else None
+    if listing is None or fabric is None or credential is None:
+        # When the listing failed, the fabrics page says so itself; say nothing twice.
+        if credential is None:
+            messages.error(request, f"{chosen.name} has no Lium credential; ask an operator to set one.")
+        elif listing is not None:
+            messages.error(request, f"That fabric is not offered to {chosen.name} any more; pick another one.")
+        return redirect("rentals:fabric_list")
+    try:
+        return fabric, listing, offers.cluster_templates(credential=credential)
+    except UpstreamError as exc:
+        messages.error(request, f"The Lium API could not list templates right now ({exc}).")
+        return redirect("rentals:fabric_list")
+
+
+def _rent_submit(request: HttpRequest, form: RentForm) -> HttpResponse | None:
+    """Submit a posted rent form: a redirect to the rental, or None to show the form with its errors."""
+    if not form.is_valid():
+        # A second click on Submit usually fails validation (its nodes are no longer free): if its form
+        # token created a rental already, show that rental instead of errors that would only confuse.
+        already = selectors.rental_for_submit_token(user=request.user, token=request.POST.get("submit_token", ""))
+        return redirect("rentals:rental_detail", public_id=already.public_id) if already is not None else None
+    wait = ratelimit.hit(scope="rent-submit", key=str(request.user.pk), limit=settings.RENT_SUBMIT_RATE_PER_MINUTE)
+    if wait is not None:
+        form.add_error(None, f"Too many orders in a minute; wait {wait} s and submit again.")
+        return None
+    customer = form.cleaned_data["customer"]
+    override = form.cleaned_data.get("customer_ref") or ""
+    try:
+        # A second click that still validates meets its first rental through the form token's unique
+        # constraint, and is answered with that rental.
+        rental = services.rental_submit(
+            user=_user(request),
+            customer=customer,
+            order=form.order(),
+            customer_ref=override or customer.customer_ref or None,
+            submit_token=form.cleaned_data["submit_token"],
+        )
+    except ValidationError as exc:
+        form.add_error(None, exc)
+        return None
+    offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
+    return redirect("rentals:rental_detail", public_id=rental.public_id)
+
+
+def _cheapest_initial(request: HttpRequest, fabric: Fabric) -> dict[str, object]:
+    """Preselect the `cheapest=N` cheapest nodes the fabrics page linked to."""
+    count = request.GET.get("cheapest", "")
+    if not (count.isascii() and count.isdigit()):
+        return {}
+    # A longer number than any fabric's node count means "all"; int() refuses over 4300 digits.
+    wanted = int(count) if len(count) <= 6 else len(fabric.nodes)
+    return {"executor_ids": [node.id for node in fabric.cheapest(wanted)]}
 
 
 def _chosen_customer(customers: list[Any], wanted: object) -> Any:
@@ -231,12 +231,15 @@ def rent_summary(request: HttpRequest) -> HttpResponse:
     return render(request, "rentals/rent.html#summary", {"fabric": fabric, **_summary(fabric, form)})
 
 
+RENTALS_PER_PAGE = 25
+
+
 @login_required
 def rental_list(request: HttpRequest) -> HttpResponse:
     """List the rentals this user may see, newest first, with filters."""
     rentals = selectors.rental_list_for_user(user=request.user)
     status = request.GET.get("status", "")
-    if status in S.values:
+    if status in RentalStatus.values:
         rentals = rentals.filter(status=status)
     ref = request.GET.get("ref", "").strip()
     if "\x00" in ref:
@@ -246,21 +249,19 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     # The list never shows the stored request bytes or long error texts: do not load them.
     rentals = rentals.defer("request_body", "error_message", "error_hint").order_by("-created_at", "-id")
     # Keyset pagination: "older than this row" reads the (customer, created) index, however deep the page.
-    before = _parse_cursor(request.GET.get("before", ""))
-    if before is not None:
-        at, pk = before
-        # created_at <= at first: a range on the index's second column; the OR only settles equal timestamps.
-        rentals = rentals.filter(Q(created_at__lte=at) & (Q(created_at__lt=at) | Q(id__lt=pk)))
-    rows = list(rentals[: RENTALS_PER_PAGE + 1])
-    page = rows[:RENTALS_PER_PAGE]
-    older = _cursor(page[-1]) if len(rows) > RENTALS_PER_PAGE else ""
+    before = request.GET.get("before", "")
+    try:
+        rentals = rentals_older_than(rentals, before) if before else rentals
+    except InvalidCursor:
+        before = ""  # a garbled cursor means the first page
+    page, older = rentals_page(rentals, limit=RENTALS_PER_PAGE)
     query = request.GET.copy()
     query["fragment"] = "rows"
-    context = {
+    context: dict[str, object] = {
         "page": page,
         "older": older,
-        "is_first_page": before is None,
-        "statuses": S.choices,
+        "is_first_page": not before,
+        "statuses": RentalStatus.choices,
         "filters": {"status": status, "ref": ref},
         # In-flight rows refresh themselves (one request for the visible page) until none is in flight.
         "any_in_flight": any(rental.is_in_flight for rental in page),
@@ -276,25 +277,6 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     return render(request, "rentals/rental_list.html", context)
 
 
-RENTALS_PER_PAGE = 25
-
-
-def _cursor(rental: Rental) -> str:
-    return f"{rental.created_at.isoformat()}_{rental.pk}"
-
-
-def _parse_cursor(value: str) -> tuple[datetime, int] | None:
-    """Read an "older than" cursor; a garbled one means the first page."""
-    at, _, pk = value.rpartition("_")
-    try:
-        moment, row = datetime.fromisoformat(at), int(pk)
-        if moment.tzinfo is None or not 0 < row < 2**62:
-            return None
-        return moment.astimezone(UTC), row
-    except (ValueError, OverflowError):
-        return None
-
-
 @login_required
 def rental_detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Show one rental with its live progress, attempts and members."""
@@ -303,7 +285,7 @@ def rental_detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     may_act = _may_act(request)
     interval = polling.next_interval(status=rental.status, version=rental.version, seen_version=0, interval=0)
     poller = polling.poller_html(
-        url=reverse("rental_progress", kwargs={"public_id": rental.public_id}),
+        url=reverse("rentals:rental_progress", kwargs={"public_id": rental.public_id}),
         version=rental.version,
         status=rental.status,
         interval=interval,
@@ -345,7 +327,7 @@ def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
             messages.error(request, "This rental has no cluster to remove.")
     except ValidationError as exc:
         messages.error(request, exc.messages[0])
-    return redirect(reverse("rental_detail", kwargs={"public_id": rental.public_id}))
+    return redirect("rentals:rental_detail", public_id=rental.public_id)
 
 
 @login_required
@@ -359,7 +341,7 @@ def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
         messages.success(request, "Cancelled. Nothing was rented.")
     else:
         messages.error(request, "Too late to cancel: the order has already been sent.")
-    return redirect(reverse("rental_detail", kwargs={"public_id": rental.public_id}))
+    return redirect("rentals:rental_detail", public_id=rental.public_id)
 
 
 REASON_MAX_LENGTH = 1000
@@ -387,7 +369,7 @@ def _user(request: HttpRequest) -> User:
 
 @login_required
 @require_POST
-def rental_schedule_removal(request: HttpRequest, public_id: str) -> HttpResponse:
+def rental_removal_schedule_form(request: HttpRequest, public_id: str) -> HttpResponse:
     """Ask the upstream to remove every member of the cluster automatically after some hours."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request):
@@ -405,4 +387,4 @@ def rental_schedule_removal(request: HttpRequest, public_id: str) -> HttpRespons
             messages.error(request, exc.messages[0])
         else:
             messages.success(request, f"Every member will be removed at {at:%Y-%m-%d %H:%M} UTC.")
-    return redirect(reverse("rental_detail", kwargs={"public_id": rental.public_id}))
+    return redirect("rentals:rental_detail", public_id=rental.public_id)

@@ -189,8 +189,8 @@ def ops_present() -> bool | str:
     if "ops" not in settings.INSTALLED_APPS:
         return "the ops app is not in INSTALLED_APPS"
     try:
-        reverse("ops_overview")
-        reverse("ops_search")
+        reverse("ops:overview")
+        reverse("ops:search")
     except NoReverseMatch:
         return "the ops URLs (ops_overview, ops_search) are not routed"
     try:

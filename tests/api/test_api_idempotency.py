@@ -8,8 +8,9 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from api import v1
+from api.errors import ApiError
 from api.models import IdempotencyRecord
+from rentals import offers as rental_offers
 from rentals.models import Rental
 from tests.conftest import SSH_KEY, Simulator
 
@@ -30,14 +31,14 @@ def test_a_repeat_while_the_first_is_being_created_gets_409(
     simulator: Simulator, alice, make_key, api, monkeypatch
 ) -> None:
     entered, release = threading.Event(), threading.Event()
-    real_offers_get = v1.offers.offers_get
+    real_offers_get = rental_offers.offers_get
 
     def slow_offers_get(**kwargs):  # type: ignore[no-untyped-def]
         entered.set()
         assert release.wait(20)
         return real_offers_get(**kwargs)
 
-    monkeypatch.setattr(v1.offers, "offers_get", slow_offers_get)
+    monkeypatch.setattr(rental_offers, "offers_get", slow_offers_get)
     body = order(simulator)
     key = make_key(alice)
     results: dict[str, object] = {}
@@ -172,7 +173,7 @@ def test_a_request_that_lost_its_key_cannot_release_the_repeats_claim(alice) -> 
     repeat = idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
     assert repeat.pk == first.pk, "the repeat took the stale key over"
     idempotency.idempotency_abandon(record=first)  # the first request's transient failure
-    with pytest.raises(v1.ApiError) as third:
+    with pytest.raises(ApiError) as third:
         idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
     assert third.value.status == 409, "the repeat still holds the key: a third request must wait, not rent again"
     idempotency.idempotency_abandon(record=repeat)

@@ -144,7 +144,7 @@ def test_ops_overview_costs_the_same_queries_for_few_and_many(
     from django.urls import NoReverseMatch, reverse
 
     try:
-        url = reverse("ops_overview")
+        url = reverse("ops:overview")
     except NoReverseMatch:
         pytest.skip("the operations overview is not routed yet")
     client = client_for(sam)

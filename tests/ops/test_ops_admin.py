@@ -38,3 +38,47 @@ def test_the_rental_changelist_runs_a_fixed_number_of_queries(make_rental, clien
         make_rental()
     with django_assert_max_num_queries(len(few)):
         assert client.get("/admin/rentals/rental/").status_code == 200
+
+
+def test_an_admin_action_and_an_ops_action_leave_the_same_timeline_and_audit_entry(
+    make_rental, olga, client_for
+) -> None:
+    admin_user = _user("root", superuser=True)
+    by_admin, by_ops = make_rental(status=S.QUEUED), make_rental(status=S.QUEUED)
+    client_for(admin_user).post(
+        "/admin/rentals/rental/", {"action": "cancel_rentals", "_selected_action": [by_admin.pk]}
+    )
+    client_for(olga).post(f"/ops/rentals/{by_ops.public_id}/cancel/", {"confirm": "on", "reason": "customer asked"})
+
+    entries = {}
+    for rental, actor in ((by_admin, admin_user), (by_ops, olga)):
+        [entry] = RentalEvent.objects.filter(rental=rental, kind="staff_action")
+        assert entry.actor == actor and entry.to_status == S.CANCELLED, "the state change is the staff action"
+        entries[rental.pk] = entry
+    admin_entry, ops_entry = entries[by_admin.pk], entries[by_ops.pk]
+    assert admin_entry.data == {"action": "cancel", "reason": "Via the Django admin."}
+    assert ops_entry.data == {"action": "cancel", "reason": "customer asked"}
+    audit = client_for(olga).get("/ops/audit/", {"kind": "staff_action"}).content.decode()
+    assert "Via the Django admin." in audit and "customer asked" in audit
+
+
+def test_an_operator_cancelling_their_own_rental_leaves_one_entry(make_rental, olga, client_for) -> None:
+    rental = make_rental(status=S.QUEUED, created_by=olga)
+    client_for(olga).post(f"/ops/rentals/{rental.public_id}/cancel/", {"confirm": "on", "reason": "my mistake"})
+    [entry] = RentalEvent.objects.filter(rental=rental).exclude(kind="created")
+    assert (entry.kind, entry.to_status, entry.data["reason"]) == ("staff_action", S.CANCELLED, "my mistake")
+
+
+def test_a_change_on_the_customer_pages_is_a_staff_action_when_an_operator_makes_it(
+    make_rental, alice, carol, olga, client_for
+) -> None:
+    for user, kind in ((alice, "state"), (carol, "state"), (olga, "staff_action")):
+        rental = make_rental(status=S.QUEUED)
+        client_for(user).post(f"/rentals/{rental.public_id}/cancel/", {"reason": "not needed"})
+        event = rental.events.get(to_status=S.CANCELLED)
+        assert (event.kind, event.actor) == (kind, user)
+
+    ready = make_rental(status=S.READY, cluster_id="cl-1", pod_ids=["p-1", "p-2"])
+    client_for(olga).post(f"/rentals/{ready.public_id}/schedule-removal/", {"hours": "2"})
+    event = ready.events.get(kind="staff_action")
+    assert event.actor == olga and event.data["action"] == "schedule_removal" and event.data["removal_scheduled_at"]

@@ -41,21 +41,21 @@ RENT_FORM = [
     "submit_token",
 ]  # fmt: skip
 NAMES_READ = {
-    "fabric_list": ["refresh", "gpu", "type", "min_free", "sort"],
-    "rent": ["cheapest", *RENT_FORM],
-    "rent_summary": ["fabric", "customer", "executor_ids"],
-    "rental_list": ["status", "ref", "before", "fragment"],
-    "rental_progress": ["v", "i", "t"],
-    "rental_terminate": ["reason"],
-    "rental_cancel": ["reason"],
-    "rental_schedule_removal": ["hours"],
-    "api_keys": ["name", "scopes", "expires_in_days"],
-    "ssh_keys": ["name", "public_key"],
-    "ops_search": ["q"],
-    "ops_rental_action": ["reason", "confirm", "outcome"],
-    "ops_usage": ["start", "end"],
-    "ops_usage_csv": ["start", "end"],
-    "ops_audit": ["user", "kind", "since", "until", "page"],
+    "rentals:fabric_list": ["refresh", "gpu", "type", "min_free", "sort"],
+    "rentals:rent": ["cheapest", *RENT_FORM],
+    "rentals:rent_summary": ["fabric", "customer", "executor_ids"],
+    "rentals:rental_list": ["status", "ref", "before", "fragment"],
+    "rentals:rental_progress": ["v", "i", "t"],
+    "rentals:rental_terminate": ["reason"],
+    "rentals:rental_cancel": ["reason"],
+    "rentals:rental_schedule_removal": ["hours"],
+    "api:keys": ["name", "scopes", "expires_in_days"],
+    "accounts:ssh_keys": ["name", "public_key"],
+    "ops:search": ["q"],
+    "ops:rental_action": ["reason", "confirm", "outcome"],
+    "ops:usage": ["start", "end"],
+    "ops:usage_csv": ["start", "end"],
+    "ops:audit": ["user", "kind", "since", "until", "page"],
     "login": ["username", "password", "next"],
     "password_change": ["old_password", "new_password1", "new_password2"],
 }
@@ -136,7 +136,7 @@ def test_no_page_answers_5xx_to_any_parameters(name: str, persona: str, world) -
     client.force_login(world["users"][persona])
     url = url_for(name, world)
     # The rent form itself, not the redirect for an unknown fabric.
-    fixed = {"fabric": FABRIC} if name in ("rent", "rent_summary") else {}
+    fixed = {"fabric": FABRIC} if name in ("rentals:rent", "rentals:rent_summary") else {}
 
     @settings(
         max_examples=30,

@@ -1,0 +1,101 @@
+"""Fabric offers in the JSON API (a django-ninja Router, added to api.v1 at the root): list fabrics, a fabric's nodes.
+
+Also `listing_for`, the upstream listing read for the API's callers (the order endpoint reads it too), with
+upstream failures answered in the error envelope.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from ninja import Query, Router
+
+from accounts.models import UpstreamCredential
+from api.auth import require_scope
+from api.errors import ApiError
+from api.representations import fabric_dict, json_response, node_dict
+from api.schemas import ERRORS, FabricListOut, FabricNodesOut
+from rentals import offers, selectors
+from rentals.offers import OfferListing
+from rentals.upstream import RateLimited, UpstreamError, UpstreamUnavailable
+
+router = Router()
+
+
+def listing_for(credential: UpstreamCredential | None) -> OfferListing:
+    """Return the credential's fabric offers; raise the envelope's 409, 502 or 503 when they cannot be read."""
+    if credential is None or not credential.active:
+        raise ApiError(
+            409,
+            "no_credential",
+            "You are not a member of any customer with an active Lium credential.",
+            hint="Ask an operator to add you to a customer and give it a credential.",
+        )
+    try:
+        return offers.offers_get(credential=credential)
+    except RateLimited as exc:
+        retry = str(max(1, int(exc.retry_after or 5)))
+        raise ApiError(
+            503,
+            "upstream_rate_limited",
+            "The Lium API asked us to slow down.",
+            hint="Try again shortly.",
+            headers={"Retry-After": retry},
+        ) from exc
+    except UpstreamUnavailable as exc:
+        raise ApiError(
+            503,
+            "upstream_unavailable",
+            f"The Lium API cannot be reached right now ({exc.message}).",
+            hint="Try again in a moment.",
+            headers={"Retry-After": "5"},
+        ) from exc
+    except (UpstreamError, ValueError) as exc:
+        raise ApiError(
+            502,
+            "upstream_error",
+            f"The Lium API refused to list the fabrics ({exc}).",
+            hint="Give support the request_id if this persists.",
+        ) from exc
+
+
+# Operation ids name the module the routes were first written in (`api.v1`): clients generated from the
+# schema keep their method names.
+@router.get(
+    "/fabrics",
+    response={200: FabricListOut, **ERRORS},
+    tags=["fabrics"],
+    summary="List fabric offers",
+    operation_id="api_v1_fabric_list",
+)
+def fabric_list(request: HttpRequest) -> HttpResponse:
+    """Fabrics with free nodes, from a briefly cached upstream listing."""
+    require_scope(request, "read")
+    listing = listing_for(selectors.credential_for_browsing(user=request.user))
+    return json_response(
+        {"fabrics": [fabric_dict(fabric) for fabric in listing.fabrics], "age_seconds": listing.age_seconds}
+    )
+
+
+@router.get(
+    "/fabrics/nodes",
+    response={200: FabricNodesOut, **ERRORS},
+    tags=["fabrics"],
+    summary="List a fabric's free nodes",
+    operation_id="api_v1_fabric_nodes",
+)
+def fabric_nodes(
+    request: HttpRequest, fabric_id: str = Query(..., min_length=1, max_length=300, description="The fabric's id.")
+) -> HttpResponse:
+    """A fabric's free nodes (the fabric id is a query parameter: ids contain ':', '/' and spaces)."""
+    require_scope(request, "read")
+    listing = listing_for(selectors.credential_for_browsing(user=request.user))
+    fabric = listing.fabric(fabric_id)
+    if fabric is None:
+        raise ApiError(404, "fabric_not_found", "No such fabric is offered now.", hint="List fabrics again.")
+    return json_response(
+        {
+            "fabric": fabric_dict(fabric),
+            "nodes": [node_dict(node) for node in fabric.nodes],
+            "age_seconds": listing.age_seconds,
+        }
+    )

@@ -1,0 +1,123 @@
+"""A cluster order: what the customer asks for, built from checked input and the offers it was chosen from.
+
+The rent form and the JSON API each check their own input and word their own errors, then call
+`rental_order_build`, so an order is priced, defaulted and checked against the offers one way.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+from django.core.exceptions import ValidationError
+
+from accounts.validators import validate_ssh_public_key
+from rentals.offers import Fabric, OfferListing, Template, check_node_selection
+from rentals.validators import validate_pod_name
+
+
+@dataclass(frozen=True)
+class RentOrder:
+    """What the customer asked for; becomes the request body, serialised once."""
+
+    fabric_id: str
+    executor_ids: list[str]
+    pod_name: str
+    public_keys: list[str]
+    template_id: str | None = None
+    initial_port_count: int | None = None
+    termination_hours: int | None = None
+    enable_jupyter: bool = False
+    enable_volume_encryption: bool = True
+    enable_backups: bool = True
+    # The seed's remaining optional fields, sent only when set.
+    advanced: dict[str, Any] = field(default_factory=dict)
+    gpu_type: str = ""
+    gpus_per_node: int = 0
+    price_per_hour: Decimal = Decimal(0)
+
+
+ADVANCED_FIELDS = ("volume_id", "backup_log_id", "restore_path", "skip_add_agent_ssh_key", "ncu_profiling")
+
+
+def rental_order_build(
+    *,
+    fabric: Fabric,
+    listing: OfferListing,
+    templates: list[Template],
+    executor_ids: list[str] | None = None,
+    node_count: int | None = None,
+    template_id: str | None = None,
+    **choices: Any,
+) -> RentOrder:
+    """Return the order for these nodes of `fabric`, priced and with the newest template unless one is named.
+
+    `fabric`, `listing` and `templates` are what the chosen customer's credential offers now; the nodes are
+    `executor_ids`, or the `node_count` cheapest whole free ones. `choices` are the order's remaining fields
+    (pod name, keys, options). Raise ValidationError keyed by the field at fault: executor_ids, node_count or
+    template_id.
+    """
+    if node_count is not None:
+        chosen = [node.id for node in fabric.cheapest(node_count)]
+        if len(chosen) < node_count:
+            message = f"This fabric has only {len(chosen)} whole free node(s)."
+            raise ValidationError({"node_count": ValidationError(message, code="not_enough_nodes")})
+    else:
+        chosen = list(executor_ids or [])
+    try:
+        check_node_selection(chosen=chosen, fabric=fabric, listing=listing)
+    except ValidationError as exc:
+        raise ValidationError({"executor_ids": exc}) from exc
+    if template_id and template_id not in {template.id for template in templates}:
+        message = "Not a cluster template; leave it out for the newest."
+        raise ValidationError({"template_id": ValidationError(message, code="unknown_template")})
+    nodes = {node.id: node for node in fabric.nodes}
+    picked = [nodes[node_id] for node_id in chosen]
+    return RentOrder(
+        fabric_id=fabric.fabric_id,
+        executor_ids=chosen,
+        template_id=template_id or (templates[0].id if templates else None),
+        gpu_type=picked[0].machine_name,
+        gpus_per_node=picked[0].gpu_count,
+        # What the spend cap adds up: the order's price per hour, all nodes together.
+        price_per_hour=sum((node.price_per_hour for node in picked), Decimal(0)),
+        **choices,
+    )
+
+
+def build_request_body(order: RentOrder) -> bytes:
+    """Serialise the order once, deterministically; these exact bytes are sent on every attempt."""
+    body: dict[str, Any] = {
+        "pod_name": order.pod_name,
+        "executor_uuids": list(order.executor_ids),
+        "user_public_key": list(order.public_keys),
+        "enable_volume_encryption": order.enable_volume_encryption,
+        "enable_backups": order.enable_backups,
+        "enable_jupyter": order.enable_jupyter,
+    }
+    if order.template_id:
+        body["template_id"] = order.template_id
+    if order.initial_port_count is not None:
+        body["initial_port_count"] = order.initial_port_count
+    if order.termination_hours is not None:
+        body["termination_hours"] = order.termination_hours
+    for name in ADVANCED_FIELDS:
+        value = order.advanced.get(name)
+        if value not in (None, ""):
+            body[name] = value
+    return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def validate_order(order: RentOrder) -> None:
+    """Refuse an order the upstream would refuse for its shape, before any row exists."""
+    if len(order.executor_ids) < 2:
+        raise ValidationError("A cluster needs at least 2 nodes.", code="too_few_nodes")
+    if len(set(order.executor_ids)) != len(order.executor_ids):
+        raise ValidationError("The same node is selected twice; select each node once.", code="duplicate_nodes")
+    validate_pod_name(order.pod_name)
+    if not order.public_keys:
+        raise ValidationError("Add at least one SSH public key.", code="no_ssh_key")
+    for key in order.public_keys:
+        validate_ssh_public_key(key)

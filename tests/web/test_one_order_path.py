@@ -1,0 +1,97 @@
+"""The rent form and the JSON API build an order one way (`rentals.ordering`): same nodes, same order."""
+
+from __future__ import annotations
+
+import re
+import time
+from decimal import Decimal
+from typing import Any
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.test import Client
+
+from api.keys import api_key_create
+from rentals.models import Rental
+from rentals.offers import Fabric, OfferListing, Template
+from rentals.ordering import RentOrder, rental_order_build
+from tests.conftest import SSH_KEY
+from tests.web import offer_fakes
+from tests.web.offer_fakes import FABRIC, node
+
+pytestmark = pytest.mark.django_db
+
+NODES = [node("n-1", "2.00"), node("n-2", "1.50"), node("n-3", "3.00")]
+
+
+@pytest.fixture
+def fake_offers(monkeypatch: pytest.MonkeyPatch) -> None:
+    offer_fakes.install(monkeypatch, lambda credential: NODES)
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
+
+
+def found(pattern: str, html: str) -> str:
+    match = re.search(pattern, html)
+    assert match is not None, pattern
+    return match.group(1)
+
+
+def test_the_form_and_the_api_save_the_same_order_for_the_same_choice(fake_offers, alice, client_for) -> None:
+    client = client_for(alice)
+    html = client.get("/rent/", {"fabric": FABRIC}).content.decode()
+    form = {
+        "fabric": FABRIC,
+        "customer": found(r'name="customer"[^>]*>\s*<option value="([^"]+)"', html),
+        "submit_token": found(r'name="submit_token" value="([^"]+)"', html),
+        "template_id": found(r'<option value="([^"]+)" selected>', html),
+        "executor_ids": ["n-2", "n-1"],
+        "pod_name": "train-1",
+        "ssh_public_keys": SSH_KEY,
+        "enable_volume_encryption": "on",
+        "enable_backups": "on",
+    }
+    assert client.post(f"/rent/?fabric={FABRIC}", form).status_code == 302
+    _key, secret = api_key_create(user=alice, name="k", scopes=["read", "rent"])
+    body = {"fabric_id": FABRIC, "executor_ids": ["n-2", "n-1"], "pod_name": "train-1", "ssh_public_keys": [SSH_KEY]}
+    answer = Client().post("/api/v1/rentals", body, content_type="application/json", headers={"X-API-Key": secret})
+    assert answer.status_code == 201, answer.content
+
+    by_form, by_api = Rental.objects.order_by("id")
+    assert by_form.request_body == by_api.request_body, "the same bytes go upstream, template defaulted alike"
+    assert b'"template_id":"tpl-main"' in by_api.request_body
+    for rental in (by_form, by_api):
+        assert (rental.gpu_type, rental.gpus_per_node, rental.price_per_hour) == ("H100", 8, Decimal("28.00"))
+
+
+def listing() -> OfferListing:
+    fabric = Fabric(FABRIC, "infiniband", "400G", True, 3, NODES)
+    return OfferListing(fabrics=[fabric], fetched_at=time.time())
+
+
+def build(**choices: Any) -> RentOrder:
+    offered = listing()
+    templates = [Template(id="new", name="c", image="i", tag="2"), Template(id="old", name="c", image="i", tag="1")]
+    fields = {"pod_name": "job", "public_keys": [SSH_KEY], **choices}
+    return rental_order_build(fabric=offered.fabrics[0], listing=offered, templates=templates, **fields)
+
+
+def test_an_order_takes_the_cheapest_nodes_and_the_newest_template_unless_told() -> None:
+    order = build(node_count=2)
+    assert order.executor_ids == ["n-2", "n-1"] and order.template_id == "new"
+    assert build(executor_ids=["n-1", "n-3"], template_id="old").template_id == "old"
+
+
+@pytest.mark.parametrize(
+    ("choices", "field", "code"),
+    [
+        ({"executor_ids": ["n-1", "gone"]}, "executor_ids", "node_not_free"),
+        ({"executor_ids": ["n-1"]}, "executor_ids", "too_few_nodes"),
+        ({"node_count": 4}, "node_count", "not_enough_nodes"),
+        ({"executor_ids": ["n-1", "n-2"], "template_id": "nope"}, "template_id", "unknown_template"),
+    ],
+)
+def test_a_refusal_names_the_field_at_fault(choices: dict, field: str, code: str) -> None:
+    with pytest.raises(ValidationError) as refused:
+        build(**choices)
+    [error] = refused.value.error_dict[field]
+    assert error.code == code
