@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from accounts.models import SshPublicKey
 from api.keys import api_key_create
+from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
@@ -98,7 +99,7 @@ def params_for(page: str) -> st.SearchStrategy[dict]:
 
 
 @pytest.fixture
-def world(alice, olga, monkeypatch):  # type: ignore[no-untyped-def]
+def world(alice, olga, carol, monkeypatch):  # type: ignore[no-untyped-def]
     """Alice's ready rental, her saved SSH and API keys, fake offers, no broker and an upstream that fails."""
     monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     offer_fakes.install(monkeypatch, lambda credential: [node("n-1", "1.00"), node("n-2", "2.00")])
@@ -114,6 +115,8 @@ def world(alice, olga, monkeypatch):  # type: ignore[no-untyped-def]
     return {
         "rental": rental,
         "endpoint": endpoint,
+        "invitation": invitation_create(customer=rental.customer, created_by=olga),
+        "carol_membership": carol.memberships.get(),
         "delivery": endpoint_send_test(endpoint=endpoint),
         "ssh_key": SshPublicKey.objects.create(user=alice, name="laptop", public_key=SSH_KEY),
         "api_key": api_key_create(user=alice, name="k", scopes=["read"])[0],
