@@ -14,7 +14,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from rentals import engine, reconcile
+from rentals import idempotency_promise, reconcile
 from rentals import services as rental_services
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.enqueue import enqueue_rental_send
@@ -81,8 +81,8 @@ def retry_refusal(rental: Rental, now: datetime | None = None) -> str:
         return f"A replay would only repeat Lium's answer ({rental.error_code}); reconcile instead."
     # The engine's claim refuses such a re-send anyway; say so here rather than offer a button that cannot work.
     possibly_sent = rental.possibly_sent or rental.status == S.UNKNOWN
-    if possibly_sent and not engine.idempotency_promise_for_display(rental.credential):
-        return f"An earlier attempt may have reached Lium, and {engine.NO_PROMISE_MESSAGE}."
+    if possibly_sent and not idempotency_promise.idempotency_promise_for_display(rental.credential):
+        return f"An earlier attempt may have reached Lium, and {idempotency_promise.NO_PROMISE_MESSAGE}."
     return ""
 
 
