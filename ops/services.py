@@ -11,7 +11,6 @@ from datetime import datetime
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
 from rentals import idempotency_promise, reconcile
@@ -19,7 +18,6 @@ from rentals import services as rental_services
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.enqueue import enqueue_rental_send
 from rentals.models import Rental, RentalEvent
-from rentals.polling import forget_poll_state
 from rentals.selectors import needs_attention
 from rentals.states import RentalStatus as S
 from rentals.states import can_transition
@@ -95,10 +93,7 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
         raise ValidationError(refusal)
     if rental.status == S.RETRYING:
         with transaction.atomic():
-            moved = Rental.objects.filter(pk=rental.pk, status=S.RETRYING).update(
-                next_attempt_at=now, version=F("version") + 1, updated_at=now
-            )
-            forget_poll_state(rental.pk)
+            moved = rental_touch(rental_id=rental.pk, in_status=S.RETRYING, next_attempt_at=now)
             if moved:
                 RentalEvent.objects.create(
                     rental_id=rental.pk,

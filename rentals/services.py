@@ -18,7 +18,6 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
@@ -27,11 +26,10 @@ from common.logcontext import bind
 from rentals import upstream
 from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_rental_send, enqueue_schedule_removal
 from rentals.models import Rental, RentalEvent, RentalNode
-from rentals.polling import forget_poll_state
 from rentals.selectors import customer_hourly_spend
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
-from rentals.transitions import rental_transition
+from rentals.transitions import rental_touch, rental_transition
 from rentals.validators import validate_pod_name
 
 logger = logging.getLogger(__name__)
@@ -301,8 +299,7 @@ def rental_schedule_removal(*, rental: Rental, actor: User | None, hours: int) -
         raise ValidationError("The cluster's members are not known yet; try again in a moment.")
     at = (timezone.now() + timedelta(hours=hours)).replace(microsecond=0)
     with transaction.atomic():
-        Rental.objects.filter(pk=rental.pk).update(removal_scheduled_at=at, version=F("version") + 1)
-        forget_poll_state(rental.pk)
+        rental_touch(rental_id=rental.pk, removal_scheduled_at=at)
         RentalEvent.objects.create(
             rental=rental,
             kind=RentalEvent.Kind.STATE,
