@@ -90,8 +90,9 @@ def _named_fields(call: ast.Call, keyword: str, position: int) -> set[str] | Non
 
 def _writes_state(call: ast.Call, method: str) -> bool:
     if method == "update":
-        names = {k.arg for k in call.keywords}
-        return None in names or bool(STATE_FIELDS & names)  # None: a `**fields` that cannot be read here
+        if any(k.arg is None for k in call.keywords):
+            return True  # a `**fields` that cannot be read here
+        return bool(STATE_FIELDS & {k.arg for k in call.keywords if k.arg})
     if method == "save":
         fields = _named_fields(call, "update_fields", position=99)
         return fields is None or bool(STATE_FIELDS & fields)  # a full save writes every column
@@ -132,9 +133,9 @@ def state_writes(source: str) -> list[str]:
         ):
             found.append(f"line {node.lineno}: {ast.unparse(node)[:120]}")
         if _is_version_expression(node):
-            found.append(f"line {node.lineno}: F('version')")
+            found.append(f"line {getattr(node, 'lineno', '?')}: F('version')")
         if _is_raw_rental_update(node):
-            found.append(f"line {node.lineno}: raw SQL updating rentals_rental")
+            found.append(f"line {getattr(node, 'lineno', '?')}: raw SQL updating rentals_rental")
     return found
 
 
