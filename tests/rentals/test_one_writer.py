@@ -10,6 +10,7 @@ change and is allowed.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -192,3 +193,25 @@ def test_the_check_leaves_other_writes_alone(source: str) -> None:
 def test_touch_refuses_a_state_field(field: str) -> None:
     with pytest.raises(IllegalTransition):
         rental_touch(rental_id=1, **{field: None})
+
+
+@pytest.mark.django_db
+def test_saving_a_rental_in_the_admin_writes_nothing(make_rental, client_for) -> None:  # type: ignore[no-untyped-def]
+    """A full save from the admin's change page would write back status, lease and version as it read them."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from tests.conftest import _user
+
+    rental = make_rental()
+    client = client_for(_user("root", superuser=True))
+    url = f"/admin/rentals/rental/{rental.pk}/change/"
+    shown = client.get(url)
+    assert shown.status_code == 200, "staff still read the rental in the admin"
+    page = shown.content.decode()
+    # What the browser would send: every field of the page's form (the inlines' management forms included).
+    submitted = dict(re.findall(r'<input[^>]*name="([^"]+)"[^>]*value="([^"]*)"', page))
+    with CaptureQueriesContext(connection) as queries:
+        client.post(url, {**submitted, "_save": "Save"})
+    writes = [q["sql"] for q in queries if q["sql"].upper().startswith('UPDATE "RENTALS_RENTAL"')]
+    assert writes == []
