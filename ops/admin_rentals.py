@@ -94,6 +94,11 @@ class RentalAdmin(admin.ModelAdmin):
     def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
         return False
 
+    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
+        # Read-only: a save would write back status, lease and version as read, behind rentals.transitions.
+        # The actions above still act, each through its service.
+        return False
+
 
 @admin.register(RentalEvent)
 class RentalEventAdmin(admin.ModelAdmin):

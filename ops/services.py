@@ -12,16 +12,14 @@ from datetime import datetime
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
-from rentals import engine, reconcile
+from rentals import idempotency_promise, reconcile
 from rentals import services as rental_services
 from rentals.audit import staff_action_event, staff_action_record
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.enqueue import enqueue_rental_send
 from rentals.models import Rental
-from rentals.polling import forget_poll_state
 from rentals.selectors import needs_attention
 from rentals.states import RentalStatus as S
 from rentals.states import can_transition
@@ -68,8 +66,8 @@ def retry_refusal(rental: Rental, now: datetime | None = None) -> str:
         return f"A replay would only repeat Lium's answer ({rental.error_code}); reconcile instead."
     # The engine's claim refuses such a re-send anyway; say so here rather than offer a button that cannot work.
     possibly_sent = rental.possibly_sent or rental.status == S.UNKNOWN
-    if possibly_sent and not engine.idempotency_promise_for_display(rental.credential):
-        return f"An earlier attempt may have reached Lium, and {engine.NO_PROMISE_MESSAGE}."
+    if possibly_sent and not idempotency_promise.idempotency_promise_for_display(rental.credential):
+        return f"An earlier attempt may have reached Lium, and {idempotency_promise.NO_PROMISE_MESSAGE}."
     return ""
 
 
@@ -82,10 +80,7 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
         raise ValidationError(refusal)
     if rental.status == S.RETRYING:
         with transaction.atomic():
-            moved = Rental.objects.filter(pk=rental.pk, status=S.RETRYING).update(
-                next_attempt_at=now, version=F("version") + 1, updated_at=now
-            )
-            forget_poll_state(rental.pk)
+            moved = rental_touch(rental_id=rental.pk, in_status=S.RETRYING, next_attempt_at=now)
             if moved:
                 staff_action_record(
                     rental_id=rental.pk,

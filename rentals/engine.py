@@ -19,26 +19,21 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
-from django.core.cache import cache
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from accounts.models import UpstreamCredential
-from common.backoff import backoff_seconds
 from common.logcontext import bind
-from rentals import upstream
+from rentals import idempotency_promise, outcomes, upstream
 from rentals.enqueue import enqueue_pods_sync, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentAttempt
+from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline, retry_window
+from rentals.outcomes import retry_delay as retry_delay  # read here by callers and tests, like the other rules
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import Classification, RentResult
 
 logger = logging.getLogger(__name__)
-
-# The upstream keeps a key for 24 h; after that a re-send is a new rent. Never retry past 23 h, whatever
-# the setting says.
-MAX_RETRY_WINDOW = timedelta(hours=23)
 
 
 @dataclass(frozen=True)
@@ -48,71 +43,6 @@ class Claim:
     rental: Rental
     token: uuid.UUID
     number: int
-
-
-def retry_delay(*, attempt_number: int, retry_after: float | None) -> float:
-    """Return seconds to wait: exponential backoff with jitter, never less than Retry-After."""
-    delay = backoff_seconds(
-        failures=attempt_number, base=settings.RENT_BACKOFF_BASE_SECONDS, cap=settings.RENT_BACKOFF_CAP_SECONDS
-    )
-    return max(delay, retry_after or 0.0)
-
-
-FEATURES_CACHE_SECONDS = 600
-
-
-def upstream_promises_idempotency(credential: UpstreamCredential) -> bool:
-    """Return whether the credential's backend lists `rent_idempotency` in `GET /version`.
-
-    A yes is remembered for ten minutes; a no, or a failed `/version`, is asked again next time (as the
-    official client does), and meanwhile counts as no.
-    """
-    cache_key = f"rent-idempotency:{credential.pk}"
-    if cache.get(cache_key):
-        return True
-    try:
-        promised = "rent_idempotency" in upstream.client_for(credential).version()
-    except (upstream.UpstreamError, ValueError):
-        return False
-    if promised:
-        cache.set(cache_key, True, FEATURES_CACHE_SECONDS)
-    return promised
-
-
-DISPLAY_NO_PROMISE_SECONDS = 60
-
-
-def idempotency_promise_for_display(credential: UpstreamCredential) -> bool:
-    """Return `upstream_promises_idempotency` for a page: a no is remembered for a minute, so a page that
-    asks while the backend says no (or is down) does not wait on `GET /version` at every view."""
-    cache_key = f"rent-idempotency-shown:{credential.pk}"
-    remembered = cache.get(cache_key)
-    if remembered is not None:
-        return bool(remembered)
-    promised = upstream_promises_idempotency(credential)
-    cache.set(cache_key, promised, FEATURES_CACHE_SECONDS if promised else DISPLAY_NO_PROMISE_SECONDS)
-    return promised
-
-
-def retry_window() -> timedelta:
-    """Return how long after the first send automatic retries may go on (RENT_RETRY_WINDOW, at most 23 h)."""
-    return min(settings.RENT_RETRY_WINDOW, MAX_RETRY_WINDOW)
-
-
-def retry_deadline(rental: Rental) -> datetime | None:
-    """Return when automatic retrying stops (inside the upstream's 24 h key window)."""
-    if rental.first_sent_at is None:
-        return None
-    hard_limit = rental.first_sent_at + MAX_RETRY_WINDOW
-    if rental.retry_until is not None:
-        return min(rental.retry_until, hard_limit)
-    return rental.first_sent_at + retry_window()
-
-
-NO_PROMISE_MESSAGE = (
-    "this Lium backend does not promise idempotency (GET /version lists no rent_idempotency); a re-send "
-    "could rent twice — reconcile instead, or ask Lium"
-)
 
 
 def _claimable() -> Q:
@@ -153,7 +83,7 @@ def _claim(rental_id: int) -> Claim | str | None:
     if rental is None:
         return None
     # Asked before any transaction opens: `GET /version` is an HTTP call (a yes is cached).
-    if may_have_reached_lium(rental) and not upstream_promises_idempotency(rental.credential):
+    if may_have_reached_lium(rental) and not idempotency_promise.upstream_promises_idempotency(rental.credential):
         return _settle_unsafe_resend(rental)
     now = timezone.now()
     token = uuid.uuid4()
@@ -205,7 +135,7 @@ def _settle_unsafe_resend(rental: Rental) -> str | None:
             from_status=rental.status,
             to_status=S.UNKNOWN,
             expect_version=rental.version,
-            message=f"Not sent again: {earlier} may have reached Lium, and {NO_PROMISE_MESSAGE}.",
+            message=f"Not sent again: {earlier} may have reached Lium, and {idempotency_promise.NO_PROMISE_MESSAGE}.",
             data={"reason": "no_idempotency_promise"},
             lease_token=None,
             lease_until=None,
@@ -275,6 +205,49 @@ def rental_attempt(*, rental_id: int) -> str | None:
 def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datetime, duration_ms: int) -> str | None:
     """Store the attempt and move the rental to what the answer proves. Return the new status."""
     rental = claim.rental
+    _store_attempt(claim, result, started_at=started_at, duration_ms=duration_ms)
+    if result.classification == Classification.OUTCOME_UNKNOWN and result.key_reused:
+        _record_key_reuse(rental, result)
+    decided = outcomes.verdict(
+        result,
+        number=claim.number,
+        sent_before=rental.possibly_sent,
+        deadline=retry_deadline(rental),
+        now=timezone.now(),
+        promises_idempotency=lambda: idempotency_promise.upstream_promises_idempotency(rental.credential),
+    )
+    moved = rental_transition(
+        rental_id=rental.pk,
+        from_status=S.SENDING,
+        to_status=decided.status,
+        expect_lease=claim.token,
+        message=decided.message,
+        data={
+            "attempt": claim.number,
+            "http_status": result.http_status,
+            "classification": result.classification,
+            "replayed": result.replayed,
+            "request_id": result.request_id,
+            "error_code": result.error_code,
+        },
+        lease_token=None,
+        lease_until=None,
+        possibly_sent=outcomes.possibly_sent_after(result, before=rental.possibly_sent),
+        **decided.fields,
+    )
+    if not moved:
+        return None
+    if decided.status == S.RENTED:
+        transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
+    elif decided.retry_in is not None:
+        delay = decided.retry_in
+        transaction.on_commit(lambda: enqueue_rental_send(rental.pk, countdown=delay))
+    return decided.status
+
+
+def _store_attempt(claim: Claim, result: RentResult, *, started_at: datetime, duration_ms: int) -> None:
+    """Store the attempt's answer (also over a row another worker recorded as lost)."""
+    rental = claim.rental
     attempt = {
         "started_at": started_at,
         "duration_ms": duration_ms,
@@ -290,154 +263,25 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
             RentAttempt.objects.create(rental_id=rental.pk, number=claim.number, **attempt)
     except IntegrityError:
         # Our lease expired and another worker recorded this attempt as lost: keep the answer that did come
-        # (the lease check below still stops this stale worker from settling the rental).
+        # (the lease check in the transition still stops this stale worker from settling the rental).
         logger.warning("Attempt %s of rental %s answered after its lease was taken over.", claim.number, rental.pk)
         RentAttempt.objects.filter(rental_id=rental.pk, number=claim.number).update(**attempt)
         rental_touch(rental_id=rental.pk)  # the page shows attempts: a new version, so polls fetch it
-    # A 429 means the server answered instead of running the request, so it did not rent either.
-    possibly_sent = rental.possibly_sent or (
-        result.classification != Classification.NEVER_SENT and result.http_status != 429
+
+
+def _record_key_reuse(rental: Rental, result: RentResult) -> None:
+    """Record as a defect that Lium saw our key with other bytes: the stored body must never change."""
+    logger.error(
+        "Defect: the upstream says idempotency key %s was reused with different bytes (rental %s).",
+        rental.idempotency_key,
+        rental.pk,
     )
-    error_fields: dict[str, Any] = {
-        "error_code": result.error_code,
-        "error_message": result.message[:2000],
-        "error_hint": result.hint[:2000],
-        "error_request_id": result.request_id,
-    }
-    common: dict[str, Any] = {
-        "rental_id": rental.pk,
-        "from_status": S.SENDING,
-        "expect_lease": claim.token,
-        "data": {
-            "attempt": claim.number,
-            "http_status": result.http_status,
-            "classification": result.classification,
-            "replayed": result.replayed,
-            "request_id": result.request_id,
-            "error_code": result.error_code,
-        },
-    }
-    release: dict[str, Any] = {"lease_token": None, "lease_until": None, "possibly_sent": possibly_sent}
-
-    if result.classification == Classification.CONFIRMED:
-        moved = rental_transition(
-            to_status=S.RENTED,
-            message="Lium confirmed the order" + (" (a replay of the first answer)." if result.replayed else "."),
-            pod_ids=result.pod_ids,
-            cluster_id=result.cluster_id,
-            replayed=result.replayed,
-            error_code="",
-            error_message="",
-            error_hint="",
-            error_request_id=result.request_id,
-            **release,
-            **common,
-        )
-        if moved:
-            transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
-        return S.RENTED if moved else None
-
-    if result.classification == Classification.REFUSED:
-        # Only the stored answer to the first request (a replay) proves it rented nothing. A fresh refusal of
-        # a repeat may come from a check before the key lookup (401/402/403), from a pending first request
-        # (a plain 400), or from nodes that the first request itself took (409 not free).
-        proves_nothing_rented = result.replayed or not rental.possibly_sent
-        if proves_nothing_rented:
-            moved = rental_transition(
-                to_status=S.REFUSED,
-                message=f"Lium refused the order: {result.message}",
-                replayed=result.replayed,
-                **error_fields,
-                **release,
-                **common,
-            )
-            return S.REFUSED if moved else None
-        moved = rental_transition(
-            to_status=S.UNKNOWN,
-            message=(
-                f"A repeat was refused ({result.http_status}: {result.message}) without the stored answer of "
-                "the first request, so it says nothing about that one, which may have rented."
-            ),
-            **error_fields,
-            **release,
-            **common,
-        )
-        return S.UNKNOWN if moved else None
-
-    if result.classification == Classification.OUTCOME_UNKNOWN:
-        if result.key_reused:
-            logger.error(
-                "Defect: the upstream says idempotency key %s was reused with different bytes (rental %s).",
-                rental.idempotency_key,
-                rental.pk,
-            )
-            RentalEvent.objects.create(
-                rental_id=rental.pk,
-                kind=RentalEvent.Kind.DEFECT,
-                message="The API says this key was used with a different body: our stored bytes changed.",
-                data={"request_id": result.request_id},
-            )
-        moved = rental_transition(
-            to_status=S.UNKNOWN,
-            message=f"The API cannot say whether the order rented: {result.message}",
-            **error_fields,
-            **release,
-            **common,
-        )
-        return S.UNKNOWN if moved else None
-
-    # Inconclusive or never sent: retry with the same key and bytes, while the window and budget allow.
-    # A re-send is only safe when the backend honours Idempotency-Key on rents (a 429 or a connection that
-    # was never made did not run the request, so those may always be repeated).
-    answered_without_running = result.classification == Classification.NEVER_SENT or result.http_status == 429
-    if not answered_without_running and not upstream_promises_idempotency(rental.credential):
-        moved = rental_transition(
-            to_status=S.UNKNOWN,
-            message=(
-                "The answer was lost and this Lium backend does not list rent_idempotency, so the order is "
-                "never re-sent (a repeat could rent twice); the cluster may exist."
-            ),
-            **error_fields,
-            **release,
-            **common,
-        )
-        return S.UNKNOWN if moved else None
-    now = timezone.now()
-    delay = retry_delay(attempt_number=claim.number, retry_after=result.retry_after)
-    next_at = now + timedelta(seconds=delay)
-    deadline = retry_deadline(rental)
-    out_of_attempts = claim.number >= settings.RENT_MAX_ATTEMPTS
-    out_of_window = deadline is not None and next_at > deadline
-    if out_of_attempts or out_of_window:
-        why = "no attempts left" if out_of_attempts else "the retry window is over"
-        if possibly_sent:
-            moved = rental_transition(
-                to_status=S.UNKNOWN,
-                message=f"Stopped retrying ({why}); an attempt may have reached Lium, so the cluster may exist.",
-                **error_fields,
-                **release,
-                **common,
-            )
-            return S.UNKNOWN if moved else None
-        moved = rental_transition(
-            to_status=S.FAILED,
-            message=f"Nothing was rented: the API could not be reached ({why}).",
-            **error_fields,
-            **release,
-            **common,
-        )
-        return S.FAILED if moved else None
-    moved = rental_transition(
-        to_status=S.RETRYING,
-        message=f"{result.message or 'No clear answer.'} Retrying in {delay:.0f} s with the same key.",
-        next_attempt_at=next_at,
-        **error_fields,
-        **release,
-        **common,
+    RentalEvent.objects.create(
+        rental_id=rental.pk,
+        kind=RentalEvent.Kind.DEFECT,
+        message="The API says this key was used with a different body: our stored bytes changed.",
+        data={"request_id": result.request_id},
     )
-    if moved:
-        transaction.on_commit(lambda: enqueue_rental_send(rental.pk, countdown=delay))
-    return S.RETRYING if moved else None
 
 
 def rental_settle_expired(*, rental_id: int) -> str | None:

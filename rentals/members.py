@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 from django.conf import settings
@@ -93,66 +93,19 @@ def credential_pods_sync(*, credential_id: int, force: bool = False) -> int | No
         rows = by_cluster.get(rental.cluster_id, []) if rental.cluster_id else []
         if not rows and rental.pod_ids:
             rows = [by_pod[pod_id] for pod_id in rental.pod_ids if pod_id in by_pod]
-        if _apply_rows(rental, rows):
+        if _sync_rental_with_pods(rental, rows):
             changed += 1
     return changed
 
 
-def _apply_rows(rental: Rental, rows: list[PodRow]) -> bool:
+def _sync_rental_with_pods(rental: Rental, rows: list[PodRow]) -> bool:
     """Bring one rental's members and state in line with its pod rows; return whether anything changed."""
     now = timezone.now()
-    # A member missed since at least this long ago, and missed again now, is gone (two listings apart).
-    missed_before = now - timedelta(seconds=settings.POD_POLL_MIN_INTERVAL_SECONDS)
     existing = {member.pod_id: member for member in rental.members.all()}
-    seen: set[str] = set()
-    gone: list[ClusterMember] = []
-    touched = False
     with transaction.atomic():
-        for row in rows:
-            seen.add(row.id)
-            member = existing.get(row.id)
-            known_price = member.price_per_hour if member is not None else Decimal(0)
-            values = {
-                "rank": row.cluster_node_index,
-                "overlay_ip": row.overlay_ip,
-                "status": row.status,
-                "phase": row.phase,
-                "eta_seconds": row.eta_seconds,
-                "ssh_command": row.ssh_connect_cmd,
-                "executor_id": row.executor_id,
-                "price_per_hour": row.price if row.price is not None else known_price,
-                "gpu_count": row.gpu_count or 0,
-            }
-            if member is None:
-                member = ClusterMember(rental=rental, pod_id=row.id, **values)
-                if row.status == "RUNNING":
-                    member.running_since = now
-                member.save()
-                touched = True
-                continue
-            if any(getattr(member, key) != value for key, value in values.items()) or member.gone_at:
-                if row.status == "RUNNING" and member.running_since is None:
-                    member.running_since = now
-                for key, value in values.items():
-                    setattr(member, key, value)
-                member.gone_at = None
-                member.save()
-                touched = True
-        for pod_id, member in existing.items():
-            if pod_id in seen:
-                continue
-            if member.gone_at is None:
-                # Missed once: proves nothing yet (a listing may glitch); remember when.
-                member.gone_at = now
-                member.save(update_fields=["gone_at", "updated_at"])
-                touched = True
-                continue
-            if member.gone_at <= missed_before:
-                gone.append(member)
-                if member.status not in FAILED_POD_STATUSES and member.status != "GONE":
-                    member.status = "GONE"
-                    member.save(update_fields=["status", "updated_at"])
-                    touched = True
+        stored = _store_listed_members(rental, rows, existing, now)
+        missed, gone = _mark_unlisted_members(existing, listed={row.id for row in rows}, now=now)
+        touched = stored or missed
         if rows and not rental.cluster_id and rows[0].cluster_id:
             rental.cluster_id = rows[0].cluster_id
             Rental.objects.filter(pk=rental.pk).update(cluster_id=rental.cluster_id)
@@ -163,8 +116,71 @@ def _apply_rows(rental: Rental, rows: list[PodRow]) -> bool:
     return touched or moved
 
 
+def _store_listed_members(
+    rental: Rental, rows: list[PodRow], existing: dict[str, ClusterMember], now: datetime
+) -> bool:
+    """Create or update a member for each listed pod; return whether any changed."""
+    touched = False
+    for row in rows:
+        member = existing.get(row.id)
+        known_price = member.price_per_hour if member is not None else Decimal(0)
+        values = {
+            "rank": row.cluster_node_index,
+            "overlay_ip": row.overlay_ip,
+            "status": row.status,
+            "phase": row.phase,
+            "eta_seconds": row.eta_seconds,
+            "ssh_command": row.ssh_connect_cmd,
+            "executor_id": row.executor_id,
+            "price_per_hour": row.price if row.price is not None else known_price,
+            "gpu_count": row.gpu_count or 0,
+        }
+        if member is None:
+            member = ClusterMember(rental=rental, pod_id=row.id, **values)
+            if row.status == "RUNNING":
+                member.running_since = now
+            member.save()
+            touched = True
+            continue
+        if any(getattr(member, key) != value for key, value in values.items()) or member.gone_at:
+            if row.status == "RUNNING" and member.running_since is None:
+                member.running_since = now
+            for key, value in values.items():
+                setattr(member, key, value)
+            member.gone_at = None
+            member.save()
+            touched = True
+    return touched
+
+
+def _mark_unlisted_members(
+    existing: dict[str, ClusterMember], *, listed: set[str], now: datetime
+) -> tuple[bool, list[ClusterMember]]:
+    """Note members missing from the listing; return whether any changed, and those now gone."""
+    # A member missed since at least this long ago, and missed again now, is gone (two listings apart).
+    missed_before = now - timedelta(seconds=settings.POD_POLL_MIN_INTERVAL_SECONDS)
+    touched = False
+    gone: list[ClusterMember] = []
+    for pod_id, member in existing.items():
+        if pod_id in listed:
+            continue
+        if member.gone_at is None:
+            # Missed once: proves nothing yet (a listing may glitch); remember when.
+            member.gone_at = now
+            member.save(update_fields=["gone_at", "updated_at"])
+            touched = True
+            continue
+        if member.gone_at <= missed_before:
+            gone.append(member)
+            if member.status not in FAILED_POD_STATUSES and member.status != "GONE":
+                member.status = "GONE"
+                member.save(update_fields=["status", "updated_at"])
+                touched = True
+    return touched, gone
+
+
 def _delete_accepted(rental: Rental) -> bool:
-    """Return whether Lium accepted a removal of this rental's cluster (recorded by `rental_delete_cluster`)."""
+    """Return whether Lium accepted a removal of this rental's cluster (recorded by `removal.rental_delete_cluster`)."""
     return RentalEvent.objects.filter(
         rental_id=rental.pk, kind=RentalEvent.Kind.MEMBER, data__delete_accepted=True
     ).exists()

@@ -19,7 +19,7 @@ from accounts.models import UpstreamCredential
 from rentals import upstream
 
 # The offer types are read (and checked) by the upstream client; pickled listings name them from there.
-from rentals.upstream_parse import Fabric, Node, parse_node, parse_offer
+from rentals.upstream_parse_offers import Fabric, Node, parse_node, parse_offer
 
 __all__ = ["Fabric", "Node", "OfferListing", "Template", "parse_node", "parse_offer"]
 

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import timedelta
+from typing import Any
 
 from django.conf import settings
 from django.db.models import F, Q
 from django.utils import timezone
 
 from common.backoff import backoff_seconds
-from rentals import services
-from rentals.models import Rental
+from rentals import upstream
+from rentals.models import Rental, RentalEvent
 from rentals.states import RentalStatus as S
+from rentals.transitions import rental_transition
 
 # After Lium accepted the removal, the pod poller sees the members go; DELETE again (it is idempotent) only
 # if they are still listed this much later.
@@ -44,7 +46,7 @@ def cluster_delete_claim(*, rental_id: int) -> bool:
 
 @dataclass(frozen=True)
 class DeleteOutcome:
-    outcome: str  # "not-due", or what `services.rental_delete_cluster` returned
+    outcome: str  # "not-due", or what `rental_delete_cluster` returned
     retry_in: float | None = None  # seconds until the next try, when it should be enqueued
 
 
@@ -52,7 +54,7 @@ def cluster_delete_attempt(*, rental_id: int) -> DeleteOutcome:
     """Claim the rental's DELETE, send it, and schedule the next one if it failed."""
     if not cluster_delete_claim(rental_id=rental_id):
         return DeleteOutcome("not-due")
-    outcome = services.rental_delete_cluster(rental_id=rental_id)
+    outcome = rental_delete_cluster(rental_id=rental_id)
     attempts = Rental.objects.filter(pk=rental_id).values_list("delete_attempts", flat=True).first() or 0
     now = timezone.now()
     if outcome == "retry":
@@ -75,4 +77,71 @@ def due_for_delete(*, now_overdue: timedelta, unscheduled_after: timedelta) -> Q
     return Q(status=S.TERMINATING) & (
         Q(next_delete_at__lte=now - now_overdue)
         | Q(next_delete_at__isnull=True, updated_at__lte=now - unscheduled_after)
+    )
+
+
+def rental_delete_cluster(*, rental_id: int) -> str:
+    """Call `DELETE /clusters/{id}` for a terminating rental and record each member's result.
+
+    Return "not-terminating", "gone", "refused", "retry" (call again later) or "started".
+    """
+    rental = Rental.objects.select_related("credential").filter(pk=rental_id, status=S.TERMINATING).first()
+    if rental is None:
+        return "not-terminating"
+    if not rental.cluster_id:
+        # Never DELETE /clusters/ with an empty id: its 404 would read as "already gone".
+        return "retry"
+    client = upstream.client_for(rental.credential)
+    try:
+        answer = client.delete_cluster(rental.cluster_id)
+    except upstream.NotFound:
+        rental_transition(
+            rental_id=rental.pk,
+            from_status=S.TERMINATING,
+            to_status=S.TERMINATED,
+            message="Lium has no pod with this cluster id: the cluster is gone.",
+        )
+        return "gone"
+    except upstream.Conflict as exc:
+        message = f"Lium cannot remove the cluster yet ({exc.message}); trying again shortly."
+        _record_delete_event(rental, message, {"request_id": exc.request_id})
+        return "retry"
+    except upstream.UpstreamUnavailable as exc:
+        _record_delete_event(rental, f"Remove failed for now ({exc.message}); trying again shortly.")
+        return "retry"
+    except upstream.UpstreamRejected as exc:
+        _back_from_refused_delete(rental, exc)
+        return "refused"
+    # A 200 always has member rows (upstream.delete_cluster raises MalformedAnswer otherwise): the removal
+    # was accepted; the pod listing confirms it (rentals.members).
+    RentalEvent.objects.create(
+        rental=rental,
+        kind=RentalEvent.Kind.MEMBER,
+        message=answer.message or "Removal started.",
+        data={
+            "delete_accepted": True,
+            "success": answer.success,
+            "pods": [{"pod_id": row.pod_id, "success": row.success, "message": row.message} for row in answer.rows],
+        },
+    )
+    # Some members could not be removed; calling again retries those (upstream-api.md §10).
+    return "started" if answer.success else "retry"
+
+
+def _record_delete_event(rental: Rental, message: str, data: dict[str, Any] | None = None) -> None:
+    """Put a DELETE that failed for now on the rental's timeline."""
+    RentalEvent.objects.create(rental=rental, kind=RentalEvent.Kind.STATE, message=message, data=data or {})
+
+
+def _back_from_refused_delete(rental: Rental, refusal: upstream.UpstreamRejected) -> None:
+    """Move a rental whose DELETE Lium refused back to what its members show; nothing was removed."""
+    back_to = S.READY if rental.members.exclude(status="RUNNING").count() == 0 else S.DEGRADED
+    rental_transition(
+        rental_id=rental.pk,
+        from_status=S.TERMINATING,
+        to_status=back_to,
+        message=f"Lium refused to remove the cluster: {refusal.message}. Nothing was removed.",
+        error_code=refusal.code,
+        error_message=refusal.message,
+        error_request_id=refusal.request_id,
     )

@@ -17,7 +17,6 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import F
 from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
@@ -27,12 +26,11 @@ from rentals.audit import change_event, staff_action_event
 from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_rental_send, enqueue_schedule_removal
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.ordering import RentOrder, build_request_body, validate_order
-from rentals.polling import forget_poll_state
 from rentals.selectors import customer_hourly_spend
 from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
-from rentals.transitions import rental_transition
+from rentals.transitions import rental_touch, rental_transition
 
 logger = logging.getLogger(__name__)
 
@@ -180,70 +178,6 @@ def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") ->
     return moved
 
 
-def rental_delete_cluster(*, rental_id: int) -> str:
-    """Call `DELETE /clusters/{id}` for a terminating rental and record each member's result."""
-    rental = Rental.objects.select_related("credential").filter(pk=rental_id, status=S.TERMINATING).first()
-    if rental is None:
-        return "not-terminating"
-    if not rental.cluster_id:
-        # Never DELETE /clusters/ with an empty id: its 404 would read as "already gone".
-        return "retry"
-    client = upstream.client_for(rental.credential)
-    try:
-        answer = client.delete_cluster(rental.cluster_id)
-    except upstream.NotFound:
-        rental_transition(
-            rental_id=rental.pk,
-            from_status=S.TERMINATING,
-            to_status=S.TERMINATED,
-            message="Lium has no pod with this cluster id: the cluster is gone.",
-        )
-        return "gone"
-    except upstream.Conflict as exc:
-        RentalEvent.objects.create(
-            rental=rental,
-            kind=RentalEvent.Kind.STATE,
-            message=f"Lium cannot remove the cluster yet ({exc.message}); trying again shortly.",
-            data={"request_id": exc.request_id},
-        )
-        return "retry"
-    except upstream.UpstreamUnavailable as exc:
-        RentalEvent.objects.create(
-            rental=rental,
-            kind=RentalEvent.Kind.STATE,
-            message=f"Remove failed for now ({exc.message}); trying again shortly.",
-        )
-        return "retry"
-    except upstream.UpstreamRejected as exc:
-        back_to = S.READY if rental.members.exclude(status="RUNNING").count() == 0 else S.DEGRADED
-        rental_transition(
-            rental_id=rental.pk,
-            from_status=S.TERMINATING,
-            to_status=back_to,
-            message=f"Lium refused to remove the cluster: {exc.message}. Nothing was removed.",
-            error_code=exc.code,
-            error_message=exc.message,
-            error_request_id=exc.request_id,
-        )
-        return "refused"
-    # A 200 always has member rows (upstream.delete_cluster raises MalformedAnswer otherwise): the removal
-    # was accepted; the pod listing confirms it (rentals.members).
-    RentalEvent.objects.create(
-        rental=rental,
-        kind=RentalEvent.Kind.MEMBER,
-        message=answer.message or "Removal started.",
-        data={
-            "delete_accepted": True,
-            "success": answer.success,
-            "pods": [{"pod_id": row.pod_id, "success": row.success, "message": row.message} for row in answer.rows],
-        },
-    )
-    if not answer.success:
-        # Some members could not be removed; calling again retries those (upstream-api.md §10).
-        return "retry"
-    return "started"
-
-
 # Clocks differ between us and the upstream; a cluster created this long before our row is still a candidate.
 RECONCILE_CLOCK_SKEW = timedelta(minutes=5)
 
@@ -262,8 +196,7 @@ def rental_schedule_removal(*, rental: Rental, actor: User | None, hours: int) -
         raise ValidationError("The cluster's members are not known yet; try again in a moment.")
     at = (timezone.now() + timedelta(hours=hours)).replace(microsecond=0)
     with transaction.atomic():
-        Rental.objects.filter(pk=rental.pk).update(removal_scheduled_at=at, version=F("version") + 1)
-        forget_poll_state(rental.pk)
+        rental_touch(rental_id=rental.pk, removal_scheduled_at=at)
         RentalEvent.objects.create(
             rental=rental,
             **change_event(

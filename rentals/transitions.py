@@ -97,7 +97,20 @@ def _entering(from_status: str, to_status: str, now: datetime, first_look_in: fl
     return fields
 
 
-def rental_touch(*, rental_id: int, **fields: Any) -> None:
-    """Update fields that change what the page shows, without a state change (bumps the version)."""
-    Rental.objects.filter(pk=rental_id).update(version=F("version") + 1, updated_at=timezone.now(), **fields)
+# Only `rental_transition` changes these: a state change is recorded, checked and announced.
+STATE_FIELDS = frozenset({"status", "lease_token", "lease_until", "version"})
+
+
+def rental_touch(*, rental_id: int, in_status: str | None = None, **fields: Any) -> bool:
+    """Update fields that change what the page shows, without a state change (bumps the version).
+
+    With `in_status`, only while the rental is in that state. Return whether the row changed.
+    """
+    if STATE_FIELDS & fields.keys():
+        raise IllegalTransition(f"rental_touch does not change {sorted(STATE_FIELDS & fields.keys())}.")
+    rows = Rental.objects.filter(pk=rental_id)
+    if in_status is not None:
+        rows = rows.filter(status=in_status)
+    changed = rows.update(version=F("version") + 1, updated_at=timezone.now(), **fields)
     forget_poll_state(rental_id)
+    return changed == 1

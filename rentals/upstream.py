@@ -1,7 +1,7 @@
 """The only Lium API client: one module over an injected `httpx.Client`. No other module reads upstream JSON.
 
-Reads return typed values (`rentals.upstream_parse`: `PodRow`, `DeleteResult`, `Features`, `Account`,
-`Fabric`, `TemplateRow`) or raise one error tree:
+Reads return typed values (`rentals.upstream_parse` and its `_pods` and `_offers` siblings: `PodRow`, `DeleteResult`,
+`Features`, `Account`, `Fabric`, `TemplateRow`) or raise one error tree:
 
     UpstreamError
     ├── UpstreamUnavailable        retry later: network error, timeout, 5xx; nothing is concluded
@@ -46,7 +46,11 @@ from django.conf import settings
 
 from accounts.models import UpstreamCredential
 from rentals import upstream_parse as parse
-from rentals.upstream_parse import Account, DeleteResult, Fabric, Features, PodRow, TemplateRow, Unparseable
+from rentals import upstream_parse_offers as parse_offers
+from rentals import upstream_parse_pods as parse_pods
+from rentals.upstream_parse import Account, Features, Unparseable
+from rentals.upstream_parse_offers import Fabric, TemplateRow
+from rentals.upstream_parse_pods import DeleteResult, PodRow
 
 MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}
@@ -396,29 +400,8 @@ class LiumClient:
                     )
             finally:
                 response.close()
-            location = response.headers.get("Location")
-            try:
-                next_url = url.join(location) if location else None
-            except httpx.InvalidURL:
-                next_url = None
-            if next_url is None:
-                raise UnsafeRedirect("The API redirected without a valid Location; nothing was re-sent.")
-            if (next_url.scheme, next_url.host, next_url.port) != origin:
-                raise UnsafeRedirect(
-                    f"The API redirected to another origin ({next_url.scheme}://{next_url.host}); "
-                    "it was not followed so the credential stays with the API."
-                )
-            # Browsers' method rewriting: 302 and 303 become a GET (except HEAD), 301 turns a POST into a GET;
-            # the rewritten request carries no body.
-            rewrite = (response.status_code in (302, 303) and method != "HEAD") or (
-                response.status_code == 301 and method == "POST"
-            )
-            if rewrite and keep_method:
-                # A rent re-issued as a body-less GET could never rent, and its 2xx would prove nothing.
-                raise UnsafeRedirect(
-                    f"The API answered the rent with a {response.status_code} redirect; it was not followed as a GET."
-                )
-            if rewrite:
+            next_url = _redirect_target(url, response, origin)
+            if _rewrites_to_get(response.status_code, method, keep_method=keep_method):
                 method, content = "GET", None
                 all_headers.pop("Content-Type", None)
             url = next_url
@@ -453,18 +436,20 @@ class LiumClient:
 
     def list_offers(self) -> list[Fabric]:
         """Return the fabric offers: groups of free nodes on one RDMA fabric."""
-        return self._read("GET", "/executors/infiniband-clusters", parse.offer_listing, body_max=LISTING_BODY_MAX)
+        return self._read(
+            "GET", "/executors/infiniband-clusters", parse_offers.offer_listing, body_max=LISTING_BODY_MAX
+        )
 
     def list_templates(self) -> list[TemplateRow]:
-        return self._read("GET", "/templates", parse.template_listing, body_max=LISTING_BODY_MAX)
+        return self._read("GET", "/templates", parse_offers.template_listing, body_max=LISTING_BODY_MAX)
 
     def list_pods(self) -> list[PodRow]:
         """Return the caller's pods; clusters are found here only, by `cluster_id`. Never [] for a bad body."""
-        return self._read("GET", "/pods", parse.pod_listing, body_max=LISTING_BODY_MAX)
+        return self._read("GET", "/pods", parse_pods.pod_listing, body_max=LISTING_BODY_MAX)
 
     def delete_cluster(self, cluster_id: str) -> DeleteResult:
         """Remove every member of a cluster; the answer has one row per member (none: MalformedAnswer)."""
-        return self._read("DELETE", f"/clusters/{quote(cluster_id, safe='')}", parse.delete_result)
+        return self._read("DELETE", f"/clusters/{quote(cluster_id, safe='')}", parse_pods.delete_result)
 
     def schedule_removal(self, pod_id: str, at_iso: str) -> None:
         """Ask the upstream to remove one member at `at_iso` (safe to repeat); the answer's body is not read."""
@@ -520,6 +505,33 @@ def _read_capped(response: httpx.Response, *, deadline: float, limit: int) -> by
 
 
 # --- Building clients ----------------------------------------------------------------------------------
+
+
+def _redirect_target(url: httpx.URL, response: httpx.Response, origin: tuple[str, str, int | None]) -> httpx.URL:
+    """Return where a redirect leads; refuse one without a valid Location or to another origin."""
+    location = response.headers.get("Location")
+    try:
+        next_url = url.join(location) if location else None
+    except httpx.InvalidURL:
+        next_url = None
+    if next_url is None:
+        raise UnsafeRedirect("The API redirected without a valid Location; nothing was re-sent.")
+    if (next_url.scheme, next_url.host, next_url.port) != origin:
+        raise UnsafeRedirect(
+            f"The API redirected to another origin ({next_url.scheme}://{next_url.host}); "
+            "it was not followed so the credential stays with the API."
+        )
+    return next_url
+
+
+def _rewrites_to_get(status: int, method: str, *, keep_method: bool) -> bool:
+    """Return whether a browser would re-issue this redirect as a body-less GET (refused when `keep_method`)."""
+    # Browsers' method rewriting: 302 and 303 become a GET (except HEAD), 301 turns a POST into a GET.
+    rewrite = (status in (302, 303) and method != "HEAD") or (status == 301 and method == "POST")
+    if rewrite and keep_method:
+        # A rent re-issued as a body-less GET could never rent, and its 2xx would prove nothing.
+        raise UnsafeRedirect(f"The API answered the rent with a {status} redirect; it was not followed as a GET.")
+    return rewrite
 
 
 class _RefuseAllCookies(http.cookiejar.DefaultCookiePolicy):

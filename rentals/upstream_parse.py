@@ -1,5 +1,8 @@
 """Turn the Lium API's JSON answers into typed values, checking every length and shape on the way in.
 
+Here: the column limits, the field readers, errors, rent answers, version and account. Pods and deletes are
+read in `rentals.upstream_parse_pods`, offers and templates in `rentals.upstream_parse_offers`.
+
 Pure functions over already-decoded JSON: no HTTP here (`rentals.upstream` calls these). What cannot be
 read raises `Unparseable`; the client turns that into an inconclusive rent or a `MalformedAnswer` error, so a
 broken answer never reads as a confirmation or as proof that something is absent.
@@ -13,7 +16,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
@@ -153,13 +156,15 @@ def ssh_command(value: Any) -> str:
     return value
 
 
-def _object(value: Any, what: str) -> dict[str, Any]:
+def json_object(value: Any, what: str) -> dict[str, Any]:
+    """Return the value if it is a JSON object, else raise `Unparseable` naming `what`."""
     if not isinstance(value, dict):
         raise Unparseable(f"{what} is not a JSON object.")
     return value
 
 
-def _list(value: Any, what: str) -> list[Any]:
+def json_list(value: Any, what: str) -> list[Any]:
+    """Return the value if it is a JSON list, else raise `Unparseable` naming `what`."""
     if not isinstance(value, list):
         raise Unparseable(f"{what} is not a JSON list.")
     return value
@@ -231,14 +236,14 @@ class RentBody:
 
 def rent_body(body: Any) -> RentBody:
     """Read a 2xx rent answer; raise Unparseable for anything that is not the documented object."""
-    body = _object(body, "The rent answer")
+    body = json_object(body, "The rent answer")
     success = body.get("success")
     if success is not None and not isinstance(success, bool):
         raise Unparseable("The rent answer's `success` is not true or false.")
     raw_pods = body.get("pod_ids")
     pod_ids: list[str] = []
     if raw_pods is not None:
-        for pod_id in _list(raw_pods, "The rent answer's `pod_ids`"):
+        for pod_id in json_list(raw_pods, "The rent answer's `pod_ids`"):
             checked = ident(pod_id, POD_ID_MAX)
             if checked is None:
                 raise Unparseable("The rent answer lists a pod id that is not a short string.")
@@ -251,131 +256,6 @@ def rent_body(body: Any) -> RentBody:
             raise Unparseable("The rent answer's `cluster_id` is not a short string.")
         cluster_id = checked
     return RentBody(success=success, message=text(body.get("message") or ""), pod_ids=pod_ids, cluster_id=cluster_id)
-
-
-# --- Pods ----------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PodRow:
-    """One `GET /pods` row, every field checked (a malformed optional field reads as absent)."""
-
-    id: str
-    status: str
-    pod_name: str = ""
-    cluster_id: str | None = None
-    cluster_node_index: int | None = None
-    overlay_ip: str = ""
-    ssh_connect_cmd: str = ""
-    executor_id: str = ""
-    phase: str = ""
-    eta_seconds: int | None = None
-    price: Decimal | None = None
-    gpu_count: int | None = None
-    created_at: datetime | None = None
-    removal_scheduled_at: datetime | None = None
-    jupyter_url: str = ""
-    ports_mapping: tuple[tuple[str, int], ...] = ()
-
-
-def pod_row(row: Any) -> PodRow:
-    """Read one pod row; raise Unparseable when it is not an object or its id, status or cluster id is bad."""
-    row = _object(row, "A pod row")
-    pod_id = ident(row.get("id"), POD_ID_MAX)
-    if pod_id is None:
-        raise Unparseable("A pod row has no usable `id`.")
-    status = ident(row.get("status"), POD_STATUS_MAX)
-    if status is None:
-        raise Unparseable(f"Pod {pod_id} has no usable `status`.")
-    cluster_id: str | None = None
-    if row.get("cluster_id") is not None:
-        cluster_id = ident(row.get("cluster_id"), CLUSTER_ID_MAX)
-        if cluster_id is None:
-            raise Unparseable(f"Pod {pod_id} has a `cluster_id` that is not a short string.")
-    executor = row.get("executor")
-    executor_id = ident(executor.get("id"), EXECUTOR_ID_MAX) if isinstance(executor, dict) else None
-    jupyter = row.get("jupyter_url")
-    ports = row.get("ports_mapping")
-    return PodRow(
-        id=pod_id,
-        status=status,
-        pod_name=ident(row.get("pod_name"), POD_NAME_MAX) or "",
-        cluster_id=cluster_id,
-        cluster_node_index=count(row.get("cluster_node_index"), 100_000),
-        overlay_ip=ipv4(row.get("cluster_overlay_ip")),
-        ssh_connect_cmd=ssh_command(row.get("ssh_connect_cmd")),
-        executor_id=executor_id or "",
-        phase=text(ident(row.get("phase"), PHASE_MAX) or ""),
-        eta_seconds=count(row.get("estimated_ready_seconds")),
-        price=price(row.get("price")),
-        gpu_count=count(row.get("gpu_count"), 1024),
-        created_at=timestamp(row.get("created_at")),
-        removal_scheduled_at=timestamp(row.get("removal_scheduled_at")),
-        jupyter_url=jupyter if isinstance(jupyter, str) and re.fullmatch(r"https?://\S{1,500}", jupyter) else "",
-        ports_mapping=tuple(
-            (str(inner), outer)
-            for inner, outer in (ports.items() if isinstance(ports, dict) else ())
-            if count(inner, 65535) is not None and isinstance(outer, int) and 0 < outer <= 65535
-        ),
-    )
-
-
-def pod_listing(body: Any) -> list[PodRow]:
-    """Read `GET /pods`: a list of pod rows; any row that cannot be read makes the whole listing unreadable."""
-    return [pod_row(row) for row in _list(body, "The pod listing")]
-
-
-# --- Delete --------------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DeleteRow:
-    pod_id: str
-    success: bool
-    message: str
-    pod_name: str = ""
-    cluster_node_index: int | None = None
-
-
-@dataclass(frozen=True)
-class DeleteResult:
-    """The 200 of `DELETE /clusters/{id}`: one row per member (never empty, upstream-api.md §10)."""
-
-    cluster_id: str
-    success: bool
-    message: str
-    rows: tuple[DeleteRow, ...]
-
-
-def delete_result(body: Any) -> DeleteResult:
-    """Read the delete answer; a body without member rows is unreadable, never a removal."""
-    body = _object(body, "The delete answer")
-    raw_rows = _list(body.get("pods"), "The delete answer's `pods`")
-    if not raw_rows:
-        raise Unparseable("The delete answer has no member rows.")
-    rows = []
-    for raw in raw_rows:
-        raw = _object(raw, "A delete row")
-        pod_id = ident(raw.get("pod_id"), POD_ID_MAX)
-        if pod_id is None or not isinstance(raw.get("success"), bool):
-            raise Unparseable("A delete row has no usable `pod_id` or `success`.")
-        rows.append(
-            DeleteRow(
-                pod_id=pod_id,
-                success=raw["success"],
-                message=text(raw.get("message") or "", SHORT_TEXT_MAX),
-                pod_name=ident(raw.get("pod_name"), POD_NAME_MAX) or "",
-                cluster_node_index=count(raw.get("cluster_node_index"), 100_000),
-            )
-        )
-    success = body.get("success")
-    return DeleteResult(
-        cluster_id=ident(body.get("cluster_id"), CLUSTER_ID_MAX) or "",
-        # A missing overall flag: every row says.
-        success=success if isinstance(success, bool) else all(row.success for row in rows),
-        message=text(body.get("message") or ""),
-        rows=tuple(rows),
-    )
 
 
 # --- Version and account -------------------------------------------------------------------------------------
@@ -393,11 +273,11 @@ class Features:
 
 def features(body: Any) -> Features:
     """Read `GET /version`: an object whose `features` is a list of strings (absent: none)."""
-    body = _object(body, "The version answer")
+    body = json_object(body, "The version answer")
     raw = body.get("features")
     if raw is None:
         return Features()
-    names = _list(raw, "The version answer's `features`")
+    names = json_list(raw, "The version answer's `features`")
     if not all(isinstance(name, str) for name in names):
         raise Unparseable("The version answer's `features` holds something other than names.")
     return Features(frozenset(name[:SHORT_TEXT_MAX] for name in names))
@@ -413,155 +293,10 @@ class Account:
 
 
 def account(body: Any) -> Account:
-    body = _object(body, "The account answer")
+    body = json_object(body, "The account answer")
     raw_id = body.get("id")
     return Account(
         id=text(raw_id, SHORT_TEXT_MAX) if isinstance(raw_id, str | int) and not isinstance(raw_id, bool) else "",
         email=ident(body.get("email"), SHORT_TEXT_MAX) or "",
         balance=money(body.get("balance")),
     )
-
-
-# --- Offers and templates ------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Node:
-    """One free node (a whole executor) of a fabric."""
-
-    id: str
-    machine_name: str
-    gpu_count: int
-    price_per_gpu: Decimal
-    location: str
-    country_code: str
-    reliability_score: float | None
-    max_cuda_version: str
-    nvlink: bool
-    gpu_power_limited: bool
-    last_verified_at: str
-    ip: str
-    available_gpu_count: int | None = None
-
-    @property
-    def price_per_hour(self) -> Decimal:
-        return self.price_per_gpu * self.gpu_count
-
-    @property
-    def whole(self) -> bool:
-        """Whether every GPU of the host is free: a cluster rents whole nodes only."""
-        return self.available_gpu_count is None or self.available_gpu_count >= self.gpu_count
-
-
-@dataclass(frozen=True)
-class Fabric:
-    """A fabric offer: free nodes on one RDMA fabric."""
-
-    fabric_id: str
-    fabric_type: str
-    link_rate: str
-    measured: bool
-    node_count: int
-    nodes: list[Node] = field(default_factory=list)
-
-    @property
-    def free_count(self) -> int:
-        return len(self.nodes)
-
-    @property
-    def gpu_type(self) -> str:
-        return self.nodes[0].machine_name if self.nodes else ""
-
-    @property
-    def gpus_per_node(self) -> int:
-        return self.nodes[0].gpu_count if self.nodes else 0
-
-    @property
-    def cheapest_node_hour(self) -> Decimal | None:
-        return min((node.price_per_hour for node in self.nodes), default=None)
-
-    def cheapest(self, count: int) -> list[Node]:
-        """Return the `count` cheapest nodes, by price then id (as the official CLI picks them)."""
-        whole = [node for node in self.nodes if node.whole]
-        return sorted(whole, key=lambda node: (node.price_per_hour, node.id))[:count]
-
-
-def parse_node(row: dict[str, Any]) -> Node | None:
-    """Read one node; None when its id could not be stored (it then cannot be offered)."""
-    node_id = ident(row.get("id"), EXECUTOR_ID_MAX)
-    if node_id is None:
-        return None
-    location = row.get("location")
-    if not isinstance(location, dict):
-        location = {}
-    score = row.get("reliability_score")
-    where = ", ".join(text(part, 100) for part in (location.get("city"), location.get("country")) if part)
-    return Node(
-        id=node_id,
-        machine_name=text(row.get("machine_name") or "", 100),
-        gpu_count=count(row.get("gpu_count"), 1024) or 0,
-        price_per_gpu=price(row.get("price_per_gpu")) or Decimal(0),
-        location=where,
-        country_code=text(location.get("country_code") or "", 8),
-        reliability_score=float(score) if isinstance(score, int | float) and not isinstance(score, bool) else None,
-        max_cuda_version=text(row.get("max_cuda_version") or "", 32),
-        nvlink=row.get("nvlink") is True,
-        gpu_power_limited=row.get("gpu_power_limited") is True,
-        last_verified_at=text(row.get("last_verified_at") or "", 64),
-        ip=ipv4(row.get("executor_ip_address")),
-        available_gpu_count=count(row.get("available_gpu_count"), 1024),
-    )
-
-
-def parse_offer(row: dict[str, Any]) -> Fabric | None:
-    """Read one fabric offer; None when its id could not be stored."""
-    fabric_id = ident(row.get("fabric_id"), FABRIC_ID_MAX)
-    if fabric_id is None:
-        return None
-    raw_nodes = row.get("nodes")
-    parsed = (parse_node(raw) for raw in (raw_nodes if isinstance(raw_nodes, list) else []) if isinstance(raw, dict))
-    nodes = [node for node in parsed if node is not None]
-    fabric_type = row.get("fabric_type")
-    return Fabric(
-        fabric_id=fabric_id,
-        fabric_type=fabric_type if fabric_type in ("infiniband", "roce") else "infiniband",
-        link_rate=text(row.get("link_rate") or "", 100),
-        measured=row.get("fabric_measured") is True,
-        node_count=count(row.get("node_count")) or len(nodes),
-        nodes=nodes,
-    )
-
-
-def offer_listing(body: Any) -> list[Fabric]:
-    """Read `GET /executors/infiniband-clusters`; rows that cannot be offered are left out."""
-    rows = _list(body, "The offer listing")
-    return [fabric for fabric in (parse_offer(row) for row in rows if isinstance(row, dict)) if fabric is not None]
-
-
-@dataclass(frozen=True)
-class TemplateRow:
-    id: str
-    name: str
-    docker_image: str
-    docker_image_tag: str
-
-
-def template_listing(body: Any) -> list[TemplateRow]:
-    """Read `GET /templates`; a row without a usable id or image is left out."""
-    templates = []
-    for row in _list(body, "The template listing"):
-        if not isinstance(row, dict):
-            continue
-        template_id = ident(row.get("id"), 100)
-        image = ident(row.get("docker_image"), SHORT_TEXT_MAX)
-        if template_id is None or image is None:
-            continue
-        templates.append(
-            TemplateRow(
-                id=template_id,
-                name=text(row.get("name") or "", SHORT_TEXT_MAX),
-                docker_image=image,
-                docker_image_tag=ident(row.get("docker_image_tag"), 100) or "latest",
-            )
-        )
-    return templates

@@ -42,6 +42,22 @@ def newest_cluster_template(state: State) -> dict[str, Any] | None:
 
 def validate(state: State, body: dict[str, Any]) -> dict[str, Any]:
     """Check every rule; return the resolved order (nodes, fabric, template) or raise."""
+    _check_fields(body)
+    template = _resolve_template(state, body.get("template_id"))
+    nodes = _resolve_nodes(state, body["executor_uuids"], gpu_count=body.get("gpu_count"))
+    price = round(sum(n["price_per_gpu"] * n["gpu_count"] for _, n in nodes), 4)
+    return {
+        "name": body["pod_name"],
+        "nodes": nodes,
+        "template": template,
+        "price": price,
+        "hours": body.get("termination_hours"),
+        "encryption": body.get("enable_volume_encryption", True) is not False,
+    }
+
+
+def _check_fields(body: dict[str, Any]) -> None:
+    """Check each field's shape and range, in the order the API reports them."""
     name = body.get("pod_name")
     if not isinstance(name, str) or not name:
         raise _invalid("pod_name", "is required and must be a non-empty string")
@@ -78,7 +94,9 @@ def validate(state: State, body: dict[str, Any]) -> dict[str, Any]:
     if ports is not None and (not _is_int(ports) or not 0 <= ports <= 64):
         raise _invalid("initial_port_count", "must be an integer from 0 to 64 or null")
 
-    template_id = body.get("template_id")
+
+def _resolve_template(state: State, template_id: Any) -> dict[str, Any]:
+    """Return the order's template (the newest cluster one by default); it must run the cluster image."""
     if template_id is None:
         template = newest_cluster_template(state)
         if template is None:
@@ -94,7 +112,11 @@ def validate(state: State, body: dict[str, Any]) -> dict[str, Any]:
             f"A cluster rental must use the {CLUSTER_IMAGE} image, not {template['docker_image']}",
             hint="Pick the newest daturaai/lium-cluster template from GET /templates.",
         )
+    return template
 
+
+def _resolve_nodes(state: State, uuids: list[str], *, gpu_count: Any) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Return each (fabric, node) ordered: known, on one fabric, free, and taken whole."""
     nodes = []
     for node_id in uuids:
         found = state.nodes.get(node_id)
@@ -126,15 +148,7 @@ def validate(state: State, body: dict[str, Any]) -> dict[str, Any]:
                 "A cluster rental must take whole nodes",
                 hint="Leave gpu_count null and choose nodes with every GPU free.",
             )
-    price = round(sum(n["price_per_gpu"] * n["gpu_count"] for _, n in nodes), 4)
-    return {
-        "name": name,
-        "nodes": nodes,
-        "template": template,
-        "price": price,
-        "hours": hours,
-        "encryption": body.get("enable_volume_encryption", True) is not False,
-    }
+    return nodes
 
 
 def check_balance(state: State, cred: dict[str, Any], price: float) -> None:

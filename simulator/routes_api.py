@@ -167,46 +167,8 @@ def delete_cluster(state: State, request: Request, cluster_id: str) -> Response:
         if not members:
             raise ApiError(404, "cluster_not_found", f"Cluster {cluster_id} not found")
         # Every check runs before the first delete, so a refusal removes nothing.
-        for pod in members:
-            if pod["account_id"] != cred["account_id"]:
-                raise ApiError(403, "forbidden", f"Pod {pod['id']} of cluster {cluster_id} belongs to another user")
-            if not state.may_manage(cred, pod):
-                name = cred["name"] or "session"
-                raise ApiError(
-                    403,
-                    "api_key_scope",
-                    f"API key '{name}' does not have the 'manage' scope",
-                    hint="Only the key that created a pod may remove it without 'manage'.",
-                )
-        pending = [p["id"] for p in members if p["status"] == "PENDING"]
-        if pending and not state.config["cancel_inflight_creates"]:
-            msg = "Some cluster members are still being created; try again later"
-            raise ApiError(
-                409,
-                "cluster_members_pending",
-                msg,
-                detail={"message": msg, "cluster_id": cluster_id, "pending_pods": pending},
-            )
-        rows = []
-        for pod in members:
-            row = {
-                "pod_id": pod["id"],
-                "pod_name": pod["pod_name"],
-                "cluster_node_index": pod["cluster_node_index"],
-                "success": True,
-            }
-            if pod["status"] == "DELETING":
-                row["message"] = "Pod deletion is in progress"
-            elif (rule := state.faults.take("member_delete_failure", "delete")) is not None:
-                row.update(success=False, message=rule.get("message", "Failed to delete pod: executor unreachable"))
-            elif pod["status"] == "CREATION_FAILED":
-                state.remove_pod(pod)
-                row["message"] = "Pod deletion started"
-            else:
-                pod.update(status="DELETING", updated_at=now, deleting_until=now + state.config["delete_seconds"])
-                state.add_event(pod, "deleting", "Pod deletion started", now)
-                row["message"] = "Pod deletion started"
-            rows.append(row)
+        _check_may_delete(state, cred, cluster_id, members)
+        rows = [_delete_member(state, pod, now) for pod in members]
         ok = all(r["success"] for r in rows)
         failed = sum(1 for r in rows if not r["success"])
         message = (
@@ -217,6 +179,52 @@ def delete_cluster(state: State, request: Request, cluster_id: str) -> Response:
         state.refresh()  # delete_seconds 0 removes the rows at once
     after_commit_faults(state, "delete")
     return json_response({"cluster_id": cluster_id, "success": ok, "message": message, "pods": rows})
+
+
+def _check_may_delete(state: State, cred: dict[str, Any], cluster_id: str, members: list[dict[str, Any]]) -> None:
+    """Refuse a delete of another account's pods, without the scope, or while members are still created."""
+    for pod in members:
+        if pod["account_id"] != cred["account_id"]:
+            raise ApiError(403, "forbidden", f"Pod {pod['id']} of cluster {cluster_id} belongs to another user")
+        if not state.may_manage(cred, pod):
+            name = cred["name"] or "session"
+            raise ApiError(
+                403,
+                "api_key_scope",
+                f"API key '{name}' does not have the 'manage' scope",
+                hint="Only the key that created a pod may remove it without 'manage'.",
+            )
+    pending = [p["id"] for p in members if p["status"] == "PENDING"]
+    if pending and not state.config["cancel_inflight_creates"]:
+        msg = "Some cluster members are still being created; try again later"
+        raise ApiError(
+            409,
+            "cluster_members_pending",
+            msg,
+            detail={"message": msg, "cluster_id": cluster_id, "pending_pods": pending},
+        )
+
+
+def _delete_member(state: State, pod: dict[str, Any], now: float) -> dict[str, Any]:
+    """Start removing one member; return its result row."""
+    row = {
+        "pod_id": pod["id"],
+        "pod_name": pod["pod_name"],
+        "cluster_node_index": pod["cluster_node_index"],
+        "success": True,
+    }
+    if pod["status"] == "DELETING":
+        row["message"] = "Pod deletion is in progress"
+    elif (rule := state.faults.take("member_delete_failure", "delete")) is not None:
+        row.update(success=False, message=rule.get("message", "Failed to delete pod: executor unreachable"))
+    elif pod["status"] == "CREATION_FAILED":
+        state.remove_pod(pod)
+        row["message"] = "Pod deletion started"
+    else:
+        pod.update(status="DELETING", updated_at=now, deleting_until=now + state.config["delete_seconds"])
+        state.add_event(pod, "deleting", "Pod deletion started", now)
+        row["message"] = "Pod deletion started"
+    return row
 
 
 def schedule_removal(state: State, request: Request, pod_id: str) -> Response:

@@ -99,26 +99,33 @@ def _rent(state: State, request: Request, rid: str, raw: bytes, entry: dict[str,
             )
         if key is not None:
             idempotency.store(state, account, key, status, body)  # the real answer, whatever this one looks like
-        rule = state.faults.take("error_after_commit", ROUTE)
-        if rule:
-            raise ApiError(int(rule.get("status", 502)), "bad_gateway", "Upstream error (injected after commit)")
-        if state.faults.take("drop_after_commit", ROUTE):
-            raise DropConnection()
-        if garble:
-            return _garbled(state, garble, rid, status, body)
-        if status == 200 and state.faults.take("no_pod_ids", ROUTE):
-            body = dumps({"success": True})
-        if state.faults.take("long_ids", ROUTE):
-            shown = misbehaviour.long_id(rid)
-            request.environ["lium_sim.shown_request_id"] = shown
-            body = misbehaviour.lengthen_answer(body, shown)
-        return json_response(body, status)
+        return _answer_after_commit(state, request, rid, status, body, garble)
     except (ApiError, DropConnection):
         raise
     except Exception:
         if key is not None:
             idempotency.mark_unknown(state, account, key)  # we cannot tell whether it rented
         raise
+
+
+def _answer_after_commit(
+    state: State, request: Request, rid: str, status: int, body: bytes, garble: dict[str, Any] | None
+) -> Response:
+    """Answer a committed order, or lose or mangle the answer as the after-commit faults say."""
+    rule = state.faults.take("error_after_commit", ROUTE)
+    if rule:
+        raise ApiError(int(rule.get("status", 502)), "bad_gateway", "Upstream error (injected after commit)")
+    if state.faults.take("drop_after_commit", ROUTE):
+        raise DropConnection()
+    if garble:
+        return _garbled(state, garble, rid, status, body)
+    if status == 200 and state.faults.take("no_pod_ids", ROUTE):
+        body = dumps({"success": True})
+    if state.faults.take("long_ids", ROUTE):
+        shown = misbehaviour.long_id(rid)
+        request.environ["lium_sim.shown_request_id"] = shown
+        body = misbehaviour.lengthen_answer(body, shown)
+    return json_response(body, status)
 
 
 # Rules that replace the whole answer; each may first commit the order (option ``commit``).

@@ -229,6 +229,31 @@ def build_templates() -> list[dict[str, Any]]:
     ]
 
 
+def _api_key(
+    kid: str,
+    name: str,
+    secret: str,
+    account: str,
+    scopes: list[str],
+    visibility: str = "account",
+    customer_ref: str | None = None,
+    budget: tuple[float, float] | None = None,
+) -> dict[str, Any]:
+    """Return one API key credential; `budget` is (limit, already spent) in USD."""
+    return {
+        "kind": "api_key",
+        "id": kid,
+        "name": name,
+        "secret": secret,
+        "account_id": account,
+        "scopes": scopes,
+        "visibility": visibility,
+        "customer_ref": customer_ref,
+        "max_budget_usd": budget[0] if budget else None,
+        "spent_total_usd": budget[1] if budget else 0.0,
+    }
+
+
 def build_accounts() -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """Return (accounts by id, credentials); the demo secrets are documented, not secret."""
     accounts = {
@@ -247,26 +272,12 @@ def build_accounts() -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
         },
     }
 
-    def key(kid, name, secret, account, scopes, visibility="account", customer_ref=None, budget=None):
-        return {
-            "kind": "api_key",
-            "id": kid,
-            "name": name,
-            "secret": secret,
-            "account_id": account,
-            "scopes": scopes,
-            "visibility": visibility,
-            "customer_ref": customer_ref,
-            "max_budget_usd": budget[0] if budget else None,
-            "spent_total_usd": budget[1] if budget else 0.0,
-        }
-
     full = ["read", "rent", "manage"]
     creds = [
-        key("key-main", "dashboard", os.environ.get("LIUM_SIM_API_KEY") or "sim-demo-key", "acct-main", full),
-        key("key-readonly", "readonly", "sim-readonly-key", "acct-main", ["read"]),
-        key("key-capped", "capped", "sim-capped-key", "acct-main", full, budget=(10.0, 10.0)),
-        key(
+        _api_key("key-main", "dashboard", os.environ.get("LIUM_SIM_API_KEY") or "sim-demo-key", "acct-main", full),
+        _api_key("key-readonly", "readonly", "sim-readonly-key", "acct-main", ["read"]),
+        _api_key("key-capped", "capped", "sim-capped-key", "acct-main", full, budget=(10.0, 10.0)),
+        _api_key(
             "key-acme",
             "acme",
             "sim-acme-key",
@@ -275,8 +286,8 @@ def build_accounts() -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
             visibility="own",
             customer_ref="acme-from-key",
         ),
-        key("key-poor", "poor", "sim-poor-key", "acct-poor", full),
-        key("key-other", "other", "sim-other-key", "acct-other", full),
+        _api_key("key-poor", "poor", "sim-poor-key", "acct-poor", full),
+        _api_key("key-other", "other", "sim-other-key", "acct-other", full),
         {
             "kind": "bearer",
             "id": None,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rentals import engine
+from rentals import engine, idempotency_promise
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY, Simulator
 
@@ -42,4 +42,4 @@ def test_a_backend_with_rent_idempotency_gets_the_same_order_again(
     simulator.faults([{"fault": "drop_after_commit", "next": 1}])
     rental = submit(simulator, alice, acme)
     assert engine.rental_attempt(rental_id=rental.pk) == "retrying"
-    assert engine.upstream_promises_idempotency(rental.credential) is True
+    assert idempotency_promise.upstream_promises_idempotency(rental.credential) is True

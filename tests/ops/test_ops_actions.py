@@ -96,7 +96,7 @@ def promise(monkeypatch):  # type: ignore[no-untyped-def]
     """Set whether the credential's backend lists rent_idempotency in `GET /version`."""
 
     def set_promise(promised: bool) -> None:
-        monkeypatch.setattr("rentals.engine.upstream_promises_idempotency", lambda credential: promised)
+        monkeypatch.setattr("rentals.idempotency_promise.upstream_promises_idempotency", lambda credential: promised)
 
     return set_promise
 

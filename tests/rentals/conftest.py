@@ -24,7 +24,7 @@ from tests.rentals.fakes import EXECUTORS, Clock, Enqueued, FakeUpstream
 @pytest.fixture(autouse=True)
 def backend_promises_idempotency(monkeypatch: pytest.MonkeyPatch) -> None:
     """The scripted upstream answers rents only; its backend is taken to list rent_idempotency."""
-    monkeypatch.setattr("rentals.engine.upstream_promises_idempotency", lambda credential: True)
+    monkeypatch.setattr("rentals.idempotency_promise.upstream_promises_idempotency", lambda credential: True)
 
 
 @pytest.fixture(autouse=True)

@@ -11,7 +11,7 @@ import time
 import pytest
 
 from rentals import offers
-from rentals.upstream_parse import offer_listing
+from rentals.upstream_parse_offers import offer_listing
 
 pytestmark = pytest.mark.django_db
 

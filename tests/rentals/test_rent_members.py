@@ -251,7 +251,7 @@ def test_members_are_found_by_pod_id_when_the_cluster_id_is_not_known(make_renta
 
 def terminate(rental, fake_upstream) -> None:  # type: ignore[no-untyped-def]
     """Move the rental to terminating and have Lium accept its DELETE /clusters/{id}."""
-    from rentals.services import rental_delete_cluster
+    from rentals.removal import rental_delete_cluster
     from tests.rentals.fakes import answer
 
     rental.__class__.objects.filter(pk=rental.pk).update(status=S.TERMINATING)
@@ -305,7 +305,7 @@ def test_an_empty_listing_never_terminates_a_cluster_whose_delete_was_not_accept
 def test_a_terminating_cluster_without_known_members_waits_for_the_delete_to_say_so(
     make_rental, fake_upstream, clock
 ) -> None:
-    from rentals.services import rental_delete_cluster
+    from rentals.removal import rental_delete_cluster
     from tests.rentals.fakes import error
 
     rental = make_rental(status=S.TERMINATING, cluster_id="cl-1")

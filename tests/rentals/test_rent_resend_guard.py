@@ -25,7 +25,7 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture
 def no_promise(monkeypatch: pytest.MonkeyPatch) -> None:
     """This backend's `GET /version` does not list rent_idempotency."""
-    monkeypatch.setattr("rentals.engine.upstream_promises_idempotency", lambda credential: False)
+    monkeypatch.setattr("rentals.idempotency_promise.upstream_promises_idempotency", lambda credential: False)
 
 
 def send(rental: Rental, capture) -> str | None:  # type: ignore[no-untyped-def]

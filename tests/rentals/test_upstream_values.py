@@ -11,7 +11,7 @@ import pytest
 
 from rentals import upstream
 from rentals.models import RentalEvent
-from rentals.services import rental_delete_cluster
+from rentals.removal import rental_delete_cluster
 from rentals.states import RentalStatus as S
 from tests.rentals.fakes import BASE_URL, FakeUpstream, answer
 

@@ -1,0 +1,157 @@
+"""Turn the Lium API's pod listing and delete answers into typed values (`PodRow`, `DeleteResult`).
+
+Checked like every answer (`rentals.upstream_parse`): an id that does not fit its column is refused or
+dropped, never cut; what cannot be read raises `Unparseable`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import datetime
+from decimal import Decimal
+from typing import Any
+
+from rentals.upstream_parse import (
+    CLUSTER_ID_MAX,
+    EXECUTOR_ID_MAX,
+    PHASE_MAX,
+    POD_ID_MAX,
+    POD_NAME_MAX,
+    POD_STATUS_MAX,
+    SHORT_TEXT_MAX,
+    Unparseable,
+    count,
+    ident,
+    ipv4,
+    json_list,
+    json_object,
+    price,
+    ssh_command,
+    text,
+    timestamp,
+)
+
+# --- Pods ----------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PodRow:
+    """One `GET /pods` row, every field checked (a malformed optional field reads as absent)."""
+
+    id: str
+    status: str
+    pod_name: str = ""
+    cluster_id: str | None = None
+    cluster_node_index: int | None = None
+    overlay_ip: str = ""
+    ssh_connect_cmd: str = ""
+    executor_id: str = ""
+    phase: str = ""
+    eta_seconds: int | None = None
+    price: Decimal | None = None
+    gpu_count: int | None = None
+    created_at: datetime | None = None
+    removal_scheduled_at: datetime | None = None
+    jupyter_url: str = ""
+    ports_mapping: tuple[tuple[str, int], ...] = ()
+
+
+def pod_row(row: Any) -> PodRow:
+    """Read one pod row; raise Unparseable when it is not an object or its id, status or cluster id is bad."""
+    row = json_object(row, "A pod row")
+    pod_id = ident(row.get("id"), POD_ID_MAX)
+    if pod_id is None:
+        raise Unparseable("A pod row has no usable `id`.")
+    status = ident(row.get("status"), POD_STATUS_MAX)
+    if status is None:
+        raise Unparseable(f"Pod {pod_id} has no usable `status`.")
+    cluster_id: str | None = None
+    if row.get("cluster_id") is not None:
+        cluster_id = ident(row.get("cluster_id"), CLUSTER_ID_MAX)
+        if cluster_id is None:
+            raise Unparseable(f"Pod {pod_id} has a `cluster_id` that is not a short string.")
+    executor = row.get("executor")
+    executor_id = ident(executor.get("id"), EXECUTOR_ID_MAX) if isinstance(executor, dict) else None
+    jupyter = row.get("jupyter_url")
+    ports = row.get("ports_mapping")
+    return PodRow(
+        id=pod_id,
+        status=status,
+        pod_name=ident(row.get("pod_name"), POD_NAME_MAX) or "",
+        cluster_id=cluster_id,
+        cluster_node_index=count(row.get("cluster_node_index"), 100_000),
+        overlay_ip=ipv4(row.get("cluster_overlay_ip")),
+        ssh_connect_cmd=ssh_command(row.get("ssh_connect_cmd")),
+        executor_id=executor_id or "",
+        phase=text(ident(row.get("phase"), PHASE_MAX) or ""),
+        eta_seconds=count(row.get("estimated_ready_seconds")),
+        price=price(row.get("price")),
+        gpu_count=count(row.get("gpu_count"), 1024),
+        created_at=timestamp(row.get("created_at")),
+        removal_scheduled_at=timestamp(row.get("removal_scheduled_at")),
+        jupyter_url=jupyter if isinstance(jupyter, str) and re.fullmatch(r"https?://\S{1,500}", jupyter) else "",
+        ports_mapping=tuple(
+            (str(inner), outer)
+            for inner, outer in (ports.items() if isinstance(ports, dict) else ())
+            if count(inner, 65535) is not None and isinstance(outer, int) and 0 < outer <= 65535
+        ),
+    )
+
+
+def pod_listing(body: Any) -> list[PodRow]:
+    """Read `GET /pods`: a list of pod rows; any row that cannot be read makes the whole listing unreadable."""
+    return [pod_row(row) for row in json_list(body, "The pod listing")]
+
+
+# --- Delete --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DeleteRow:
+    pod_id: str
+    success: bool
+    message: str
+    pod_name: str = ""
+    cluster_node_index: int | None = None
+
+
+@dataclass(frozen=True)
+class DeleteResult:
+    """The 200 of `DELETE /clusters/{id}`: one row per member (never empty, upstream-api.md §10)."""
+
+    cluster_id: str
+    success: bool
+    message: str
+    rows: tuple[DeleteRow, ...]
+
+
+def delete_result(body: Any) -> DeleteResult:
+    """Read the delete answer; a body without member rows is unreadable, never a removal."""
+    body = json_object(body, "The delete answer")
+    raw_rows = json_list(body.get("pods"), "The delete answer's `pods`")
+    if not raw_rows:
+        raise Unparseable("The delete answer has no member rows.")
+    rows = []
+    for raw in raw_rows:
+        raw = json_object(raw, "A delete row")
+        pod_id = ident(raw.get("pod_id"), POD_ID_MAX)
+        if pod_id is None or not isinstance(raw.get("success"), bool):
+            raise Unparseable("A delete row has no usable `pod_id` or `success`.")
+        rows.append(
+            DeleteRow(
+                pod_id=pod_id,
+                success=raw["success"],
+                message=text(raw.get("message") or "", SHORT_TEXT_MAX),
+                pod_name=ident(raw.get("pod_name"), POD_NAME_MAX) or "",
+                cluster_node_index=count(raw.get("cluster_node_index"), 100_000),
+            )
+        )
+    success = body.get("success")
+    return DeleteResult(
+        cluster_id=ident(body.get("cluster_id"), CLUSTER_ID_MAX) or "",
+        # A missing overall flag: every row says.
+        success=success if isinstance(success, bool) else all(row.success for row in rows),
+        message=text(body.get("message") or ""),
+        rows=tuple(rows),
+    )
