@@ -7,8 +7,9 @@ inserts, `QuerySet.update`) are not seen: `rebuild_tallies()` recounts everythin
 and the bench's bulk insert call it).
 
 Windows: the overview counts rentals created since `now - 7 days` (and `now - 24 h`), by their state now. Whole
-hours after the window's start come from the tallies (whole days too, for customers); the part of an hour
-between the window's start and the next full hour is counted from the rows, over the `created_at` index.
+hours after the window's start come from the tallies (for customers: the hours up to the next midnight, then
+whole days, so a page reads about a day of hour rows per customer, not a week); the part of an hour between the
+window's start and the next full hour is counted from the rows, over the `created_at` index.
 """
 
 # ruff: noqa: S608 - SQL names are model tables and columns, values are parameters
@@ -226,7 +227,7 @@ def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[in
     """
     week_start, day_start = now - 7 * DAY, now - DAY
     week_hours, day_hours = hour_ceil(week_start), hour_ceil(day_start)
-    week_days = day_ceil(week_hours)  # whole days from here on; hours before it
+    week_days = day_ceil(week_hours)
     by_state: dict[str, dict[str, int]] = {}
     by_customer: dict[int, dict[str, Any]] = {}
 
@@ -243,20 +244,17 @@ def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[in
     )
     for row in states:
         add(by_state, row["status"], row["day"], row["week"])
-    hours = Q(span=CustomerTally.Span.HOUR)
+    # Each window: its part-day up to the next midnight in hours, then whole days (the last one still filling).
+    day_days = day_ceil(day_hours)
+    hours, days = Q(span=CustomerTally.Span.HOUR), Q(span=CustomerTally.Span.DAY)
+    week_part = hours & Q(start__gte=week_hours, start__lt=week_days)
+    day_part = hours & Q(start__gte=day_hours, start__lt=day_days)
     customers = (
-        CustomerTally.objects.filter(
-            (hours & Q(start__gte=week_hours, start__lt=week_days))
-            | (hours & Q(start__gte=day_hours))
-            | Q(span=CustomerTally.Span.DAY, start__gte=week_days)
-        )
+        CustomerTally.objects.filter(week_part | day_part | (days & Q(start__gte=week_days)))
         .values("customer_id", "customer__name")
         .annotate(
-            day=Sum("count", filter=hours & Q(start__gte=day_hours)),
-            week=Sum(
-                "count",
-                filter=(hours & Q(start__lt=week_days)) | Q(span=CustomerTally.Span.DAY),
-            ),
+            day=Sum("count", filter=day_part | (days & Q(start__gte=day_days))),
+            week=Sum("count", filter=week_part | days),
         )
         .order_by()
     )
