@@ -78,6 +78,8 @@ def _add(table: type[Any], keys: tuple[str, ...], rows: Iterable[tuple[Any, ...]
 
 def count_state_change(*, created_at: datetime, from_status: str, to_status: str) -> None:
     """Move one rental created at `created_at` from one state's tally to another's."""
+    if from_status == to_status:
+        return  # sending -> sending (a lease taken over): nothing moves, and one upsert may not touch a row twice
     hour = _db_time(hour_floor(created_at))
     # Sorted: every transaction takes the row locks of one hour in the same order (no deadlock between two).
     changes = sorted([(from_status, -1), (to_status, 1)])
