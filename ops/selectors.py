@@ -15,14 +15,17 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db.models import Count, DurationField, ExpressionWrapper, F, Max, Q, QuerySet, Sum, Value
+from django.db import connection
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum, Value
+from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
 from accounts.models import UpstreamCredential
+from ops.tallies import attempt_counts, created_counts
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentAttempt
-from rentals.selectors import members_grace, rented_without_members
+from rentals.selectors import members_grace
 from rentals.states import RentalStatus as S
 
 # How long a rental may sit retrying, queued, or terminating before it shows in the attention queue.
@@ -38,25 +41,22 @@ UPSTREAM_KEY_WINDOW = timedelta(hours=24)
 
 
 def rental_counts(*, now: datetime) -> dict[str, Any]:
-    """Return rentals created in the last 24 h and 7 d, by state and by customer (two aggregate queries)."""
-    day, week = now - timedelta(days=1), now - timedelta(days=7)
-    recent = Rental.objects.filter(created_at__gte=week).order_by()
-    day_count = Count("id", filter=Q(created_at__gte=day))
+    """Return rentals created in the last 24 h and 7 d, by state and by customer (from `ops.tallies`)."""
+    states, customers = created_counts(now=now)
     labels = dict(S.choices)
     by_state = [
-        {
-            "status": row["status"],
-            "label": labels.get(row["status"], row["status"]),
-            "day": row["day"],
-            "week": row["week"],
-        }
-        for row in recent.values("status").annotate(day=day_count, week=Count("id")).order_by("status")
+        {"status": status, "label": labels.get(status, status), "day": row["day"], "week": row["week"]}
+        for status, row in sorted(states.items())
+        if row["week"]
     ]
-    by_customer = list(
-        recent.values("customer_id", "customer__name")
-        .annotate(day=day_count, week=Count("id"))
-        .order_by("-week", "customer__name")[:50]
-    )
+    by_customer = sorted(
+        (
+            {"customer_id": pk, "customer__name": row["name"], "day": row["day"], "week": row["week"]}
+            for pk, row in customers.items()
+            if row["week"]
+        ),
+        key=lambda row: (-row["week"], row["customer__name"]),
+    )[:50]
     return {
         "by_state": by_state,
         "by_customer": by_customer,
@@ -72,22 +72,46 @@ class AttentionItem:
     since: datetime | None
 
 
+def attention_ids(*, now: datetime) -> RawSQL:
+    """Return a subquery of the ids of the `ATTENTION_LIMIT` least recently updated rentals that need a look.
+
+    One derived table per reason, each read in `updated_at` order off the (status, updated_at) index and cut at
+    the limit, under one `UNION ALL`: an `OR` of the reasons would read every unknown and degraded rental (tens
+    of thousands at a million rentals) to sort them. The rule for `rented` rentals is
+    `rentals.selectors.rented_without_members`, written out here.
+    """
+    table = connection.ops.quote_name(Rental._meta.db_table)
+    members = connection.ops.quote_name(ClusterMember._meta.db_table)
+    cutoff = now - members_grace()
+    reasons: list[tuple[str, list[Any]]] = [
+        ("status = %s", [S.UNKNOWN]),
+        ("status = %s", [S.DEGRADED]),
+        ("status = %s AND first_sent_at < %s", [S.RETRYING, now - timedelta(minutes=RETRYING_ATTENTION_MINUTES)]),
+        ("status = %s AND lease_until < %s", [S.SENDING, now]),
+        ("status = %s AND created_at < %s", [S.QUEUED, now - timedelta(minutes=QUEUED_ATTENTION_MINUTES)]),
+        ("status = %s AND updated_at < %s", [S.TERMINATING, now - timedelta(minutes=TERMINATING_ATTENTION_MINUTES)]),
+        (
+            f"status = %s AND (rented_at < %s OR (rented_at IS NULL AND updated_at < %s)) "  # noqa: S608 - our SQL
+            f"AND NOT EXISTS (SELECT 1 FROM {members} m WHERE m.rental_id = {table}.id)",
+            [S.RENTED, cutoff, cutoff],
+        ),
+    ]
+    adapt = connection.ops.adapt_datetimefield_value
+    parts, params = [], []
+    for index, (where, values) in enumerate(reasons):
+        parts.append(
+            f"SELECT id FROM (SELECT id FROM {table} WHERE {where} "  # noqa: S608 - our columns, values are parameters
+            f"ORDER BY updated_at LIMIT {ATTENTION_LIMIT}) AS a{index}"
+        )
+        params += [adapt(v) if isinstance(v, datetime) else v for v in values]
+    return RawSQL(" UNION ALL ".join(parts), params)  # noqa: S611 - our SQL, values are parameters
+
+
 def attention_queue(*, now: datetime) -> list[AttentionItem]:
     """Return rentals a human should look at, oldest problem first, with the reason and since when (one query)."""
-    retrying_since = now - timedelta(minutes=RETRYING_ATTENTION_MINUTES)
-    queued_before = now - timedelta(minutes=QUEUED_ATTENTION_MINUTES)
-    terminating_before = now - timedelta(minutes=TERMINATING_ATTENTION_MINUTES)
-    # Each branch is served by the (status, ...) indexes; the queue is short by nature.
-    wanted = (
-        Q(status__in=(S.UNKNOWN, S.DEGRADED))
-        | Q(status=S.RETRYING, first_sent_at__lt=retrying_since)
-        | Q(status=S.SENDING, lease_until__lt=now)
-        | Q(status=S.QUEUED, created_at__lt=queued_before)
-        | Q(status=S.TERMINATING, updated_at__lt=terminating_before)
-        | rented_without_members(now=now)
-    )
     items: list[AttentionItem] = []
-    for rental in Rental.objects.select_related("customer").filter(wanted).order_by("updated_at")[:ATTENTION_LIMIT]:
+    wanted = Rental.objects.select_related("customer").filter(pk__in=attention_ids(now=now))
+    for rental in wanted.order_by("updated_at")[:ATTENTION_LIMIT]:
         if rental.status == S.UNKNOWN:
             item = AttentionItem(rental, "Outcome unknown: reconcile", rental.updated_at)
         elif rental.status == S.DEGRADED:
@@ -121,34 +145,12 @@ def attention_queue(*, now: datetime) -> list[AttentionItem]:
     return sorted(items, key=lambda item: item.since or now)
 
 
-UNHEALTHY = (RentAttempt.Classification.INCONCLUSIVE, RentAttempt.Classification.NEVER_SENT)
-
-
 def upstream_health(*, now: datetime) -> list[dict[str, Any]]:
     """Return per credential: last 2xx and last confirmed attempt (7 d), last hour's error share, 429 counts.
 
-    One aggregate query over the last 7 days of attempts (needs an index on RentAttempt.started_at).
+    Three queries whatever the number of attempts: the credentials, and `ops.tallies.attempt_counts`.
     """
-    hour, day = now - timedelta(hours=1), now - timedelta(days=1)
-    in_hour = Q(started_at__gte=hour)
-    rows = (
-        RentAttempt.objects.filter(started_at__gte=now - timedelta(days=7))
-        .order_by()
-        .values("rental__credential_id")
-        .annotate(
-            last_2xx=Max("started_at", filter=Q(http_status__gte=200, http_status__lt=300)),
-            last_confirmed=Max("started_at", filter=Q(classification=RentAttempt.Classification.CONFIRMED)),
-            last_any=Max("started_at"),
-            hour_total=Count("id", filter=in_hour),
-            hour_bad=Count(
-                "id",
-                filter=in_hour & Q(classification__in=UNHEALTHY),
-            ),
-            hour_429=Count("id", filter=in_hour & Q(http_status=429)),
-            day_429=Count("id", filter=Q(started_at__gte=day, http_status=429)),
-        )
-    )
-    by_credential = {row["rental__credential_id"]: row for row in rows}
+    by_credential = attempt_counts(now=now)
     result = []
     for credential in UpstreamCredential.objects.order_by("name"):
         row = by_credential.get(credential.pk, {})

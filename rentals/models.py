@@ -81,6 +81,8 @@ class Rental(models.Model):
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="rental_status_due"),
             models.Index(fields=["status", "-created_at"], name="rental_status_recent"),
+            # The ops attention queue: each state's least recently updated rentals, read in order.
+            models.Index(fields=["status", "updated_at"], name="rental_status_updated"),
             # "My rentals", newest first, paged by (created_at, id): the id makes the order the index's own, so
             # no page sorts the customer's whole history.
             models.Index(fields=["customer", "-created_at", "-id"], name="rental_customer_recent_id"),

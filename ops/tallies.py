@@ -1,0 +1,336 @@
+"""Keep the overview's tallies (`ops.models`) in step with the rows, and read sliding windows from them.
+
+Writers: a rental created (`post_save`), a state change (`rental_status_changed`, sent by the one writer of
+rental state inside its transaction), a rental deleted, an attempt recorded (`post_save`). Each receiver runs in
+the writer's transaction, so a rollback takes the tally change with it. Rows written around these paths (bulk
+inserts, `QuerySet.update`) are not seen: `rebuild_tallies()` recounts everything from the rows (the migration
+and the bench's bulk insert call it).
+
+Windows: the overview counts rentals created since `now - 7 days` (and `now - 24 h`), by their state now. Whole
+hours after the window's start come from the tallies (for customers: the hours up to the next midnight, then
+whole days, so a page reads about a day of hour rows per customer, not a week); the part of an hour between the
+window's start and the next full hour is counted from the rows, over the `created_at` index.
+"""
+
+# ruff: noqa: S608 - SQL names are model tables and columns, values are parameters
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from django.db import connection, transaction
+from django.db.models import Count, F, Max, Q, Sum, Value
+from django.db.models.functions import TruncDay, TruncHour
+
+from ops.models import AttemptTally, CustomerTally, StateTally
+from rentals.models import Rental, RentAttempt
+
+HOUR = timedelta(hours=1)
+DAY = timedelta(days=1)
+OK_2XX = Q(http_status__gte=200, http_status__lt=300)
+UNHEALTHY = (RentAttempt.Classification.INCONCLUSIVE, RentAttempt.Classification.NEVER_SENT)
+
+
+def hour_floor(moment: datetime) -> datetime:
+    """Return the start of the UTC hour `moment` falls in."""
+    return moment.astimezone(UTC).replace(minute=0, second=0, microsecond=0)
+
+
+def hour_ceil(moment: datetime) -> datetime:
+    """Return the first UTC hour boundary at or after `moment`."""
+    floor = hour_floor(moment)
+    return floor if floor == moment else floor + HOUR
+
+
+def day_floor(moment: datetime) -> datetime:
+    """Return the start of the UTC day `moment` falls in."""
+    return hour_floor(moment).replace(hour=0)
+
+
+def day_ceil(moment: datetime) -> datetime:
+    """Return the first UTC midnight at or after `moment`."""
+    floor = day_floor(moment)
+    return floor if floor == moment else floor + DAY
+
+
+# --- writing ----------------------------------------------------------------------------------------------
+
+
+def _db_time(moment: datetime) -> Any:
+    return connection.ops.adapt_datetimefield_value(moment)
+
+
+def _add(table: type[Any], keys: tuple[str, ...], rows: Iterable[tuple[Any, ...]]) -> None:
+    """Add each row's last value to the `count` of the tally row its other values name (created at 0)."""
+    rows = list(rows)
+    name = connection.ops.quote_name(table._meta.db_table)
+    columns = ", ".join((*keys, "count"))
+    marks = ", ".join("(" + ", ".join(["%s"] * (len(keys) + 1)) + ")" for _ in rows)
+    sql = (
+        f"INSERT INTO {name} ({columns}) VALUES {marks} "
+        f"ON CONFLICT ({', '.join(keys)}) DO UPDATE SET count = {name}.count + excluded.count"
+    )
+    with connection.cursor() as cursor:
+        cursor.execute(sql, [value for row in rows for value in row])
+
+
+def count_state_change(*, created_at: datetime, from_status: str, to_status: str) -> None:
+    """Move one rental created at `created_at` from one state's tally to another's."""
+    if from_status == to_status:
+        return  # sending -> sending (a lease taken over): nothing moves, and one upsert may not touch a row twice
+    hour = _db_time(hour_floor(created_at))
+    # Sorted: every transaction takes the row locks of one hour in the same order (no deadlock between two).
+    changes = sorted([(from_status, -1), (to_status, 1)])
+    _add(StateTally, ("hour", "status"), [(hour, status, delta) for status, delta in changes])
+
+
+def count_rental(*, created_at: datetime, status: str, customer_id: int, delta: int = 1) -> None:
+    """Count a rental created (delta 1) or deleted (delta -1) in its state's and its customer's tallies."""
+    hour = hour_floor(created_at)
+    _add(StateTally, ("hour", "status"), [(_db_time(hour), status, delta)])
+    _add(
+        CustomerTally,
+        ("span", "start", "customer_id"),
+        [
+            (CustomerTally.Span.DAY, _db_time(day_floor(created_at)), customer_id, delta),
+            (CustomerTally.Span.HOUR, _db_time(hour), customer_id, delta),
+        ],
+    )
+
+
+def count_attempt(*, credential_id: int, started_at: datetime, http_status: int | None, classification: str) -> None:
+    """Count one recorded attempt in its credential's hour: a 429, and the latest 2xx, confirmed and any."""
+    name = connection.ops.quote_name(AttemptTally._meta.db_table)
+    when = _db_time(started_at)
+    is_2xx = http_status is not None and 200 <= http_status < 300
+    confirmed = classification == RentAttempt.Classification.CONFIRMED
+
+    def later(column: str) -> str:
+        # Portable GREATEST that ignores NULLs (SQLite's two-argument MAX returns NULL when either is NULL).
+        return (
+            f"{column} = CASE WHEN excluded.{column} IS NULL THEN {name}.{column} "
+            f"WHEN {name}.{column} IS NULL OR excluded.{column} > {name}.{column} THEN excluded.{column} "
+            f"ELSE {name}.{column} END"
+        )
+
+    sql = (
+        f"INSERT INTO {name} (hour, credential_id, http_429, last_2xx_at, last_confirmed_at, last_at) "
+        f"VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (hour, credential_id) DO UPDATE SET "
+        f"http_429 = {name}.http_429 + excluded.http_429, "
+        f"{later('last_2xx_at')}, {later('last_confirmed_at')}, {later('last_at')}"
+    )
+    params = [
+        _db_time(hour_floor(started_at)),
+        credential_id,
+        1 if http_status == 429 else 0,
+        when if is_2xx else None,
+        when if confirmed else None,
+        when,
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+
+
+def on_rental_saved(*, instance: Rental, created: bool, raw: bool = False, **_kwargs: Any) -> None:
+    """post_save of a rental: count a new one (a state change goes through `rental_status_changed`)."""
+    if created and not raw:
+        count_rental(created_at=instance.created_at, status=instance.status, customer_id=instance.customer_id)
+
+
+def on_rental_deleted(*, instance: Rental, **_kwargs: Any) -> None:
+    """post_delete of a rental: take it out of its tallies."""
+    count_rental(created_at=instance.created_at, status=instance.status, customer_id=instance.customer_id, delta=-1)
+
+
+def on_rental_status_changed(*, rental_id: int, from_status: str, to_status: str, **_kwargs: Any) -> None:
+    """rental_status_changed: move the rental between its creation hour's state tallies."""
+    created_at = Rental.objects.filter(pk=rental_id).values_list("created_at", flat=True).first()
+    if created_at is not None:
+        count_state_change(created_at=created_at, from_status=from_status, to_status=to_status)
+
+
+def on_attempt_saved(*, instance: RentAttempt, created: bool, raw: bool = False, **_kwargs: Any) -> None:
+    """post_save of an attempt: count it for its rental's credential."""
+    if not created or raw:
+        return
+    credential_id = Rental.objects.filter(pk=instance.rental_id).values_list("credential_id", flat=True).first()
+    if credential_id is not None:
+        count_attempt(
+            credential_id=credential_id,
+            started_at=instance.started_at,
+            http_status=instance.http_status,
+            classification=instance.classification,
+        )
+
+
+def rebuild_tallies(models: dict[str, Any] | None = None) -> None:
+    """Recount every tally from the rows, in one transaction (after a bulk insert, or to repair drift).
+
+    `models` maps model names to classes (a migration passes its historical ones); default: the live ones.
+    """
+    m = models or {
+        "Rental": Rental,
+        "RentAttempt": RentAttempt,
+        "StateTally": StateTally,
+        "CustomerTally": CustomerTally,
+        "AttemptTally": AttemptTally,
+    }
+    rentals = m["Rental"].objects.order_by()
+    hour = TruncHour("created_at", tzinfo=UTC)
+    states = rentals.values(h=hour, s=F("status")).annotate(n=Count("id")).values_list("h", "s", "n")
+    per_customer = [
+        rentals.values(p=Value(span.value), t=trunc("created_at", tzinfo=UTC), c=F("customer_id"))
+        .annotate(n=Count("id"))
+        .values_list("p", "t", "c", "n")
+        for span, trunc in ((CustomerTally.Span.HOUR, TruncHour), (CustomerTally.Span.DAY, TruncDay))
+    ]
+    attempts = (
+        m["RentAttempt"]
+        .objects.order_by()
+        .values(h=TruncHour("started_at", tzinfo=UTC), c=F("rental__credential_id"))
+        .annotate(
+            n429=Count("id", filter=Q(http_status=429)),
+            l2xx=Max("started_at", filter=OK_2XX),
+            lc=Max("started_at", filter=Q(classification=RentAttempt.Classification.CONFIRMED)),
+            la=Max("started_at"),
+        )
+        .values_list("h", "c", "n429", "l2xx", "lc", "la")
+    )
+    with transaction.atomic():
+        for table in ("StateTally", "CustomerTally", "AttemptTally"):
+            m[table].objects.all().delete()
+        _insert_from(m["StateTally"], ("hour", "status", "count"), states)
+        for query in per_customer:
+            _insert_from(m["CustomerTally"], ("span", "start", "customer_id", "count"), query)
+        _insert_from(
+            m["AttemptTally"],
+            ("hour", "credential_id", "http_429", "last_2xx_at", "last_confirmed_at", "last_at"),
+            attempts,
+        )
+
+
+def _insert_from(model: type[Any], columns: tuple[str, ...], query: Any) -> None:
+    """INSERT the rows `query` selects (in `columns` order) into `model`'s table, inside the database."""
+    select, params = query.query.sql_with_params()
+    table = connection.ops.quote_name(model._meta.db_table)
+    with connection.cursor() as cursor:
+        cursor.execute(f"INSERT INTO {table} ({', '.join(columns)}) {select}", params)
+
+
+# --- reading ----------------------------------------------------------------------------------------------
+
+
+def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[int, dict[str, Any]]]:
+    """Return rentals created since now - 24 h and now - 7 d: {status: {day, week}}, {customer id: {name, day, week}}.
+
+    Three queries: the state tallies, the customer tallies, and the rows of the two windows' first part-hours.
+    """
+    week_start, day_start = now - 7 * DAY, now - DAY
+    week_hours, day_hours = hour_ceil(week_start), hour_ceil(day_start)
+    week_days = day_ceil(week_hours)
+    by_state: dict[str, dict[str, int]] = {}
+    by_customer: dict[int, dict[str, Any]] = {}
+
+    def add(table: dict[Any, dict[str, Any]], key: Any, day: int, week: int, **extra: Any) -> None:
+        row = table.setdefault(key, {"day": 0, "week": 0, **extra})
+        row["day"] += day or 0
+        row["week"] += week or 0
+
+    states = (
+        StateTally.objects.filter(hour__gte=week_hours)
+        .values("status")
+        .annotate(day=Sum("count", filter=Q(hour__gte=day_hours)), week=Sum("count"))
+        .order_by()
+    )
+    for row in states:
+        add(by_state, row["status"], row["day"], row["week"])
+    # Each window: its part-day up to the next midnight in hours, then whole days (the last one still filling).
+    day_days = day_ceil(day_hours)
+    hours, days = Q(span=CustomerTally.Span.HOUR), Q(span=CustomerTally.Span.DAY)
+    week_part = hours & Q(start__gte=week_hours, start__lt=week_days)
+    day_part = hours & Q(start__gte=day_hours, start__lt=day_days)
+    customers = (
+        CustomerTally.objects.filter(week_part | day_part | (days & Q(start__gte=week_days)))
+        .values("customer_id", "customer__name")
+        .annotate(
+            day=Sum("count", filter=day_part | (days & Q(start__gte=day_days))),
+            week=Sum("count", filter=week_part | days),
+        )
+        .order_by()
+    )
+    for row in customers:
+        add(by_customer, row["customer_id"], row["day"], row["week"], name=row["customer__name"])
+    in_week_edge = Q(created_at__gte=week_start, created_at__lt=week_hours)
+    in_day_edge = Q(created_at__gte=day_start, created_at__lt=day_hours)
+    edges = (
+        Rental.objects.filter(in_week_edge | in_day_edge)
+        .values("status", "customer_id", "customer__name")
+        .annotate(day=Count("id", filter=in_day_edge), week=Count("id", filter=in_week_edge))
+        .order_by()
+    )
+    for row in edges:
+        add(by_state, row["status"], row["day"], row["week"])
+        add(by_customer, row["customer_id"], row["day"], row["week"], name=row["customer__name"])
+    return by_state, by_customer
+
+
+def attempt_counts(*, now: datetime) -> dict[int, dict[str, Any]]:
+    """Return per credential id what the overview's upstream table shows (two queries).
+
+    From the tallies: the latest 2xx, confirmed and any attempt of the last 7 days, the 429s of the last 24 h.
+    From the rows (the `started_at` index): the last hour's attempts, errors and 429s, and the 429s of the
+    part-hour between now - 24 h and the next full hour. The last hour's latest times are merged in too: an
+    attempt rewritten in place (a late answer after a lease takeover) shows while it is recent.
+    """
+    week_start, day_start, hour_start = now - 7 * DAY, now - DAY, now - HOUR
+    day_hours = hour_ceil(day_start)
+    result: dict[int, dict[str, Any]] = {}
+
+    def counts(credential_id: int) -> dict[str, Any]:
+        empty = {"last_2xx": None, "last_confirmed": None, "last_any": None, "day_429": 0}
+        return result.setdefault(credential_id, {**empty, "hour_total": 0, "hour_bad": 0, "hour_429": 0})
+
+    tallies = (
+        AttemptTally.objects.filter(hour__gte=hour_floor(week_start))
+        .values("credential_id")
+        .annotate(
+            last_2xx=Max("last_2xx_at"),
+            last_confirmed=Max("last_confirmed_at"),
+            last_any=Max("last_at"),
+            day_429=Sum("http_429", filter=Q(hour__gte=day_hours)),
+        )
+        .order_by()
+    )
+    for row in tallies:
+        row_counts = counts(row["credential_id"])
+        row_counts["day_429"] = row["day_429"] or 0
+        for key in ("last_2xx", "last_confirmed", "last_any"):
+            # The hour the window starts in may hold older attempts only: a latest time before the start is none.
+            row_counts[key] = row[key] if row[key] is not None and row[key] >= week_start else None
+    in_hour = Q(started_at__gte=hour_start)
+    in_day_edge = Q(started_at__gte=day_start, started_at__lt=day_hours, http_status=429)
+    live = (
+        RentAttempt.objects.filter(in_hour | in_day_edge)
+        .values("rental__credential_id")
+        .annotate(
+            hour_total=Count("id", filter=in_hour),
+            hour_bad=Count("id", filter=in_hour & Q(classification__in=UNHEALTHY)),
+            hour_429=Count("id", filter=in_hour & Q(http_status=429)),
+            edge_429=Count("id", filter=in_day_edge),
+            last_2xx=Max("started_at", filter=in_hour & OK_2XX),
+            last_confirmed=Max("started_at", filter=in_hour & Q(classification=RentAttempt.Classification.CONFIRMED)),
+            last_any=Max("started_at", filter=in_hour),
+        )
+        .order_by()
+    )
+    for row in live:
+        row_counts = counts(row["rental__credential_id"])
+        for key in ("hour_total", "hour_bad", "hour_429"):
+            row_counts[key] = row[key]
+        row_counts["day_429"] += row["edge_429"]
+        for key in ("last_2xx", "last_confirmed", "last_any"):
+            if row[key] is not None and (row_counts[key] is None or row[key] > row_counts[key]):
+                row_counts[key] = row[key]
+    return result
