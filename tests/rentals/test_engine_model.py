@@ -1,7 +1,7 @@
 """A model-based test of the rent engine: random histories against a Lium that misbehaves, checked every step.
 
-What is modelled. One or two rentals of one credential, on a backend that does or does not promise
-idempotency (`GET /version` lists `rent_idempotency`, chosen once per history). The upstream is
+What is modelled. Up to four rentals of one credential, submitted as the history goes, on a backend that
+does or does not promise idempotency (`GET /version` lists `rent_idempotency`, chosen once per history). The upstream is
 `ScriptedLium` behind `httpx.MockTransport`: each step chooses its answers (a confirmation with or without
 ids, an HTML 200, over-long ids, a dropped connection or a trickle past the deadline, a connection never
 made, 409 in progress or outcome unknown, 5xx, 429 with or without Retry-After, a fresh or a replayed
@@ -86,6 +86,7 @@ pytestmark = pytest.mark.django_db
 
 START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LEASE_SECONDS = 60
+MAX_RENTALS = 4
 TASKS = {
     "rental_send": tasks.rental_send,
     "rental_delete_cluster": tasks.rental_delete_cluster,
@@ -193,17 +194,26 @@ class EngineModel(RuleBasedStateMachine):
 
     # Setup -----------------------------------------------------------------------------------------------
 
-    @initialize(promises_idempotency=st.booleans(), count=st.integers(min_value=1, max_value=2))
-    def submit_rentals(self, promises_idempotency: bool, count: int) -> None:
+    @initialize(promises_idempotency=st.booleans())
+    def choose_the_backend(self, promises_idempotency: bool) -> None:
         self.lium.promises_idempotency = promises_idempotency
-        for number in range(count):
-            # Distinct names and nodes: two orders never ask for the same executors (Lium would refuse one).
-            executors = [f"exec-{number}a", f"exec-{number}b"]
-            with commits():
-                rental = self.harness.make_rental(pod_name=f"train-{number}", executors=executors)
-            self.lium.register(str(rental.idempotency_key), pod_name=rental.pod_name, executors=executors)
-            self.rental_ids.append(rental.pk)
-            self.keys[rental.pk] = str(rental.idempotency_key)
+        self.submit()
+
+    @precondition(lambda self: len(self.rental_ids) < MAX_RENTALS)
+    @rule()
+    def customer_rents(self) -> None:
+        self.submit()
+
+    def submit(self) -> None:
+        number = len(self.rental_ids)
+        # Distinct names and nodes: two orders never ask for the same executors (Lium would refuse one).
+        executors = [f"exec-{number}a", f"exec-{number}b"]
+        with commits():
+            rental = self.harness.make_rental(pod_name=f"train-{number}", executors=executors)
+        self.lium.register(str(rental.idempotency_key), pod_name=rental.pod_name, executors=executors)
+        self.rental_ids.append(rental.pk)
+        self.keys[rental.pk] = str(rental.idempotency_key)
+        self.statuses[rental.pk] = rental.status
 
     # Workers and the broker ------------------------------------------------------------------------------
 
