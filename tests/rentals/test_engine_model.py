@@ -257,6 +257,15 @@ class EngineModel(RuleBasedStateMachine):
         with commits():
             tasks.rental_send(rental.pk)
 
+    @some_rental_is(S.TERMINATING)
+    @rule(data=st.data(), delete=delete_answers)
+    def duplicate_delete_message_runs(self, data: st.DataObject, delete: str) -> None:
+        """A copy of `rental_delete_cluster` (a redelivery, a sweeper's copy) runs now, due or not."""
+        rental = self.pick(data, S.TERMINATING)
+        self.answering(delete=delete)
+        with commits():
+            tasks.rental_delete_cluster(rental.pk)
+
     @some_rental_is(*SENDABLE)
     @rule(data=st.data(), rent=rent_answers)
     def worker_starts_call(self, data: st.DataObject, rent: RentAnswer) -> None:
