@@ -136,12 +136,28 @@ class ScriptedLium:
         # Cluster ids whose removal Lium accepted (200 with rows) or denied knowing (404).
         self.delete_proven: set[str] = set()
         self.unexpected: list[str] = []
+        # The schedule: two sends of one key (or DELETEs of one cluster) never closer than these, unless an
+        # operator asked to send at once (`send_at_once`). Set by the test from the backoff settings.
+        self.min_rent_gap = timedelta(0)
+        self.min_delete_gap = timedelta(0)
+        self.send_at_once: set[str] = set()  # keys and cluster ids whose next call may come at once
+        self.last_call: dict[str, datetime] = {}
+        self.too_soon: list[str] = []
 
     def register(self, key: str, *, pod_name: str, executors: list[str]) -> None:
         self.keys[key] = KeyLedger(pod_name=pod_name, executors=list(executors))
 
     def live_clusters(self, key: str) -> list[Cluster]:
         return [self.clusters[cid] for cid in self.keys[key].clusters if not self.clusters[cid].deleted]
+
+    def _on_schedule(self, what: str, name: str, gap: timedelta) -> None:
+        """Note a call that comes sooner after the previous one than any backoff allows."""
+        now = self.clock.now
+        previous = self.last_call.get(name)
+        if previous is not None and now - previous < gap and name not in self.send_at_once:
+            self.too_soon.append(f"{what} {name} {(now - previous).total_seconds():g} s after the previous one")
+        self.send_at_once.discard(name)
+        self.last_call[name] = now
 
     # The transport -----------------------------------------------------------------------------------------
 
@@ -164,6 +180,7 @@ class ScriptedLium:
         if answer.kind == REPLAYED_REFUSAL and (ledger.clusters or not self.promises_idempotency):
             # A replay only exists where the server keeps answers, and only a refusal that rented nothing.
             answer = RentAnswer(FRESH_REFUSAL, status=409)
+        self._on_schedule("rent", key, self.min_rent_gap)
         if answer.kind == NEVER_CONNECTED:
             raise httpx.ConnectError("connection refused", request=request)
         ledger.rent_requests += 1
@@ -237,6 +254,7 @@ class ScriptedLium:
         return httpx.Response(200, json=rows + STRANGER_PODS)
 
     def _delete(self, cluster_id: str) -> httpx.Response:
+        self._on_schedule("DELETE", cluster_id, self.min_delete_gap)
         cluster = self.clusters.get(cluster_id)
         exists = cluster is not None and not cluster.deleted
         kind = self.delete_answer

@@ -31,7 +31,9 @@ Invariants, after every step:
    is live when its countdown has not yet elapsed and it is due at or after the row's next turn
    (`next_attempt_at` of a retrying rental, `next_delete_at` of a terminating one); a message due before
    that turn will find nothing to claim. Sweeps, duplicate deliveries and lost messages must never leave
-   two live ones.
+   two live ones. And what Lium sees keeps to the schedule, however the messages run: two rent requests
+   with one key, or two DELETEs of one cluster, are never closer than half the backoff's base (its
+   shortest jittered wait), unless an operator just asked to send at once (Retry now, a new Terminate).
 4. The status is a `RentalStatus`, every state change on the timeline is allowed by
    `rentals.states.can_transition`, the timeline's changes follow on from one another, and the row is in
    the state its timeline ends in.
@@ -46,6 +48,7 @@ from typing import Any, ClassVar
 
 import httpx
 import pytest
+from django.conf import settings as django_settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import transaction
@@ -149,6 +152,9 @@ class EngineModel(RuleBasedStateMachine):
         self.clock.now = START
         cache.clear()  # the idempotency promise shown to operators is cached per credential
         self.lium = harness.lium = ScriptedLium(self.clock)
+        # The shortest waits the backoffs allow: half their base (the jitter's low end).
+        self.lium.min_rent_gap = timedelta(seconds=django_settings.RENT_BACKOFF_BASE_SECONDS / 2)
+        self.lium.min_delete_gap = timedelta(seconds=django_settings.CLUSTER_DELETE_BACKOFF_BASE_SECONDS / 2)
         self.broker = harness.broker = Broker(self.clock, TASKS)
         self.rental_ids: list[int] = []
         self.keys: dict[int, str] = {}
@@ -327,6 +333,7 @@ class EngineModel(RuleBasedStateMachine):
         except ValidationError:
             return  # refused, with a reason shown on the page
         self.left_by_retry_now.update(waiting)
+        self.lium.send_at_once.add(self.keys[rental.pk])
 
     @some_rental_is(S.UNKNOWN, S.RENTED)
     @rule(data=st.data(), listing=listings)
@@ -358,9 +365,11 @@ class EngineModel(RuleBasedStateMachine):
         rental = self.pick(data, *HELD)
         try:
             with commits():
-                ops.ops_terminate(rental=rental, actor=self.harness.operator, reason="model")
+                started = ops.ops_terminate(rental=rental, actor=self.harness.operator, reason="model")
         except ValidationError:
-            pass  # the cluster's id is not known yet
+            return  # the cluster's id is not known yet
+        if started:
+            self.lium.send_at_once.add(rental.cluster_id)  # a new removal DELETEs at once
 
     @some_rental_is(S.QUEUED)
     @rule(data=st.data())
@@ -409,6 +418,7 @@ class EngineModel(RuleBasedStateMachine):
 
     @invariant()
     def at_most_one_live_retry_chain(self) -> None:
+        assert not self.lium.too_soon, f"sends ahead of the schedule (two chains?): {self.lium.too_soon}"
         now = timezone.now()
         for rental in self.rows():
             if rental.status == S.RETRYING:
