@@ -42,6 +42,7 @@ Invariants, after every step:
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any, ClassVar
@@ -90,7 +91,7 @@ pytestmark = pytest.mark.django_db
 START = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 LEASE_SECONDS = 60
 MAX_RENTALS = 4
-TASKS = {
+TASKS: dict[str, Callable[..., object]] = {
     "rental_send": tasks.rental_send,
     "rental_delete_cluster": tasks.rental_delete_cluster,
     "rental_reconcile_look": tasks.rental_reconcile_look,
@@ -289,7 +290,10 @@ class EngineModel(RuleBasedStateMachine):
         call = self.in_flight.pop(data.draw(st.integers(0, len(self.in_flight) - 1), label="call"))
         with commits():
             engine.rental_record_attempt(
-                claim=call.claim, result=call.result, started_at=call.claim.rental.last_sent_at, duration_ms=5
+                claim=call.claim,
+                result=call.result,
+                started_at=call.claim.rental.last_sent_at or self.clock.now,
+                duration_ms=5,
             )
 
     @precondition(lambda self: self.in_flight)
@@ -426,7 +430,7 @@ class EngineModel(RuleBasedStateMachine):
                 live = [
                     m
                     for m in self.broker.of("rental_send", rental.pk)
-                    if now < m.due and turn <= m.due and m.number not in self.left_by_retry_now
+                    if now < m.due and (turn is None or turn <= m.due) and m.number not in self.left_by_retry_now
                 ]
                 assert len(live) <= 1, f"rental {rental.pk}: {len(live)} live rent chains (turn {turn}): {live}"
             if rental.status == S.TERMINATING:
