@@ -310,8 +310,8 @@ class Broker:
         self.delivered = 0
         self.numbers = itertools.count(1)
 
-    def enqueue(self, task: Any, *args: object, countdown: float | None = None) -> None:
-        name = task.name.rsplit(".", 1)[-1]
+    def enqueue(self, task_name: str, *args: object, countdown: float | None = None) -> None:
+        name = task_name.rsplit(".", 1)[-1]
         due = self.clock.now + timedelta(seconds=countdown or 0)
         self.pending.append(Message(name, args, due, delayed=bool(countdown), number=next(self.numbers)))
 

@@ -348,9 +348,7 @@ class EngineModel(RuleBasedStateMachine):
             with commits():
                 ops.ops_reconcile(rental=rental, actor=self.harness.operator, reason="model")
         except ValidationError:
-            pass  # e.g. a rented rental whose members are not overdue yet
-        except upstream.UpstreamError:
-            pass  # an unreadable listing escapes for an unknown rental: see the xfail test below
+            pass  # e.g. a rented rental whose members are not overdue yet, or a listing that could not be read
 
     @some_rental_is(S.UNKNOWN)
     @rule(data=st.data())
@@ -491,10 +489,12 @@ def model_world(make_rental, credential, olga, clock: Clock, monkeypatch: pytest
 
     monkeypatch.setattr(upstream, "client_for", client_for)
     monkeypatch.setattr(
-        tasks, "_enqueue", lambda task, *args, countdown=None: harness.broker.enqueue(task, *args, countdown=countdown)
+        "rentals.enqueue._enqueue",
+        lambda task_name, *args, countdown=None: harness.broker.enqueue(task_name, *args, countdown=countdown),
     )
     monkeypatch.setattr(
-        "rentals.engine.upstream_promises_idempotency", lambda credential: harness.lium.promises_idempotency
+        "rentals.idempotency_promise.upstream_promises_idempotency",
+        lambda credential: harness.lium.promises_idempotency,
     )
     return harness
 
@@ -516,11 +516,6 @@ def test_the_engine_keeps_its_promises_whatever_lium_answers(model_world: Harnes
 # --- Defects the model found, each as a plain example (the coordinator fixes them) -----------------------------
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ops_reconcile lets the listing's UpstreamError (MalformedAnswer, 5xx, timeout) through for an unknown "
-    "rental, so the ops action page answers 500; for a rented rental `reconcile.rental_look` catches it",
-)
 def test_an_operator_reconcile_during_an_unreadable_listing_is_answered_not_a_server_error(
     make_rental, fake_upstream: FakeUpstream, olga, client_for
 ) -> None:
