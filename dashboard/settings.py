@@ -149,6 +149,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # Django's backend, but a process's threads take turns for the write lock instead of polling for it.
+    DATABASES["default"]["ENGINE"] = "common.db.sqlite3"
     # A file, not memory: end-to-end tests run a real worker process that must open the same database.
     DATABASES["default"]["TEST"] = {"NAME": str(RUN_DIR / "test-db.sqlite3")}
 

@@ -17,11 +17,12 @@ This module imports neither the engine nor the tasks (only `rentals.enqueue`), s
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.db import connection
-from django.db.models import Min, Q
+from django.db.models import Count, Min, Q
 from django.utils import timezone
 
 from rentals.enqueue import enqueue_rental_send
@@ -58,11 +59,42 @@ def admit(rental: Rental, *, now: datetime) -> bool:
     Refused, a queued rental is marked as waiting for a slot (in the same transaction).
     """
     _lock_slots(now)
-    free = _free_slots(rental.credential_id, now)
-    admitted = free > 0 and _ahead_of(rental, now, limit=free) < free
+    usage = _usage(now)
+    load = usage.by_customer(rental.credential_id)
+    free = min(
+        settings.RENT_INFLIGHT_GLOBAL - usage.total,
+        settings.RENT_INFLIGHT_PER_CREDENTIAL - sum(load.values()),
+    )
+    admitted = free > 0 and _ahead_of(rental, load, now, limit=free) < free
     if not admitted and rental.status == S.QUEUED:
         Rental.objects.filter(pk=rental.pk, status=S.QUEUED, next_attempt_at__isnull=True).update(next_attempt_at=now)
     return admitted
+
+
+@dataclass(frozen=True)
+class Usage:
+    """Rent calls in flight, per (credential, customer), read in one query."""
+
+    counts: dict[tuple[int, int], int]
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def by_customer(self, credential_id: int) -> Counter[int]:
+        return Counter(
+            {customer: n for (credential, customer), n in self.counts.items() if credential == credential_id}
+        )
+
+
+def _usage(now: datetime) -> Usage:
+    rows = (
+        Rental.objects.filter(in_flight(now))
+        .order_by()
+        .values_list("credential_id", "customer_id")
+        .annotate(n=Count("id"))
+    )
+    return Usage({(credential, customer): n for credential, customer, n in rows})
 
 
 def dispatch(*, now: datetime | None = None) -> list[int]:
@@ -112,6 +144,9 @@ def fair_order(credential_id: int, now: datetime, *, limit: int) -> list[Rental]
                 .order_by("created_at", "pk")[:limit]
             )
         queue = queues[customer]
+        if not queue:  # taken by another dispatcher since the grouped read
+            del heads[customer]
+            continue
         chosen.append(queue.pop(0))
         load[customer] += 1
         if queue:
@@ -148,40 +183,30 @@ def _lock_slots(now: datetime) -> None:
     Heartbeat.objects.select_for_update().filter(name=SLOTS_ROW).exists()
 
 
-def _free_slots(credential_id: int, now: datetime) -> int:
-    """Return how many more rent calls may start now for the credential, under both caps."""
-    global_free = settings.RENT_INFLIGHT_GLOBAL - Rental.objects.filter(in_flight(now)).count()
-    return min(global_free, _free_for_credential(credential_id, now))
-
-
 def _free_for_credential(credential_id: int, now: datetime) -> int:
     used = Rental.objects.filter(in_flight(now), credential_id=credential_id).count()
     return int(settings.RENT_INFLIGHT_PER_CREDENTIAL) - used
 
 
-def _ahead_of(rental: Rental, now: datetime, *, limit: int) -> int:
+def _ahead_of(rental: Rental, load: Counter[int], now: datetime, *, limit: int) -> int:
     """Count (up to `limit`) the other waiting rentals of the credential that come before this one in the fair
     order: their customer has fewer calls in flight, or as many and the rental is older."""
-    load = in_flight_by_customer(rental.credential_id, now)
     mine = load[rental.customer_id]
-    if mine == 0:
-        fewer = Q(pk__in=[])
-        same = ~Q(customer_id__in=list(load))
+    older = Q(created_at__lt=rental.created_at) | Q(created_at=rental.created_at, pk__lt=rental.pk)
+    if not load:
+        before = older  # nobody has a call in flight: the older rentals come first
+    elif mine == 0:
+        before = older & ~Q(customer_id__in=list(load))
     else:
         fewer = ~Q(customer_id__in=[c for c, n in load.items() if n >= mine])
-        same = Q(customer_id__in=[c for c, n in load.items() if n == mine])
-    older = Q(created_at__lt=rental.created_at) | Q(created_at=rental.created_at, pk__lt=rental.pk)
-    ahead = (
-        Rental.objects.filter(waiting(now), credential_id=rental.credential_id)
-        .exclude(pk=rental.pk)
-        .filter(fewer | (same & older))
-        .order_by()
-    )
+        before = fewer | (Q(customer_id__in=[c for c, n in load.items() if n == mine]) & older)
+    ahead = Rental.objects.filter(waiting(now), before, credential_id=rental.credential_id).order_by()
     return ahead[:limit].count()
 
 
 def release_db_connection() -> None:
     """Give this thread's database connection back before a long upstream call (a pooled one returns to the
     pool): hundreds of rent threads must not each hold one while they wait on Lium."""
-    if not connection.in_atomic_block:
+    # SQLite is a file: a connection costs nothing to keep, and closing one may checkpoint the WAL.
+    if connection.vendor != "sqlite" and not connection.in_atomic_block:
         connection.close()
