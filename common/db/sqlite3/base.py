@@ -30,26 +30,26 @@ class DatabaseWrapper(base.DatabaseWrapper):
         _WRITE_TURN.acquire()
         self._holds_turn = True
         try:
-            super()._start_transaction_under_autocommit()
+            super()._start_transaction_under_autocommit()  # type: ignore[misc]  # private, not in the stubs
         except BaseException:
             self._release_turn()
             raise
 
     def _commit(self) -> None:
         try:
-            super()._commit()
+            super()._commit()  # type: ignore[misc]
         finally:
             self._release_turn()
 
     def _rollback(self) -> None:
         try:
-            super()._rollback()
+            super()._rollback()  # type: ignore[misc]
         finally:
             self._release_turn()
 
     def _close(self) -> None:
         try:
-            super()._close()
+            super()._close()  # type: ignore[misc]
         finally:
             self._release_turn()
 
