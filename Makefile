@@ -18,7 +18,7 @@ $(VENV)/.synced: $(BIN)/uv pyproject.toml uv.lock
 
 install: $(VENV)/.synced ## Create .venv and install the locked dependencies
 
-run: install ## Run simulator, worker (with beat) and web on the embedded default
+run: install ## Run simulator, the rent, tracking and housekeeping workers (beat with housekeeping) and web on the embedded default
 	mkdir -p .run
 	$(BIN)/python manage.py migrate --noinput
 	$(BIN)/python manage.py seed_demo

@@ -23,7 +23,10 @@ class MeasuredWorker:
         self.stop()
         self.count += 1
         log_name = f"worker-{self.count}.log"
-        args = celery_worker_args(concurrency=concurrency, beat_schedule=self.procs.run_dir / f"beat-{self.count}")
+        # Processes, as these phases were measured before the queues split (the burst phase runs the Procfile's).
+        args = celery_worker_args(
+            concurrency=concurrency, beat_schedule=self.procs.run_dir / f"beat-{self.count}", pool="prefork"
+        )
         self.process = self.procs.start(args, log_name=log_name, env=self.env)
         wait_for_log_line(self.procs.run_dir / log_name, " ready.", process=self.process, timeout=60)
 
