@@ -189,18 +189,25 @@ def _free_for_credential(credential_id: int, now: datetime) -> int:
 
 
 def _ahead_of(rental: Rental, load: Counter[int], now: datetime, *, limit: int) -> int:
-    """Count (up to `limit`) the other waiting rentals of the credential that come before this one in the fair
-    order: their customer has fewer calls in flight, or as many and the rental is older."""
+    """Count (up to `limit`) the waiting rentals of other customers of the credential that come before this one:
+    their customer has fewer calls in flight, or as many and the rental is older.
+
+    The rental's own customer's others are not counted: which of one customer's rentals takes a slot is not a
+    question of fairness (the dispatcher sends the oldest first), and counting them would refuse the back of a
+    long backlog while slots are free.
+    """
     mine = load[rental.customer_id]
     older = Q(created_at__lt=rental.created_at) | Q(created_at=rental.created_at, pk__lt=rental.pk)
-    if not load:
-        before = older  # nobody has a call in flight: the older rentals come first
-    elif mine == 0:
+    if mine == 0:
         before = older & ~Q(customer_id__in=list(load))
     else:
         fewer = ~Q(customer_id__in=[c for c, n in load.items() if n >= mine])
         before = fewer | (Q(customer_id__in=[c for c, n in load.items() if n == mine]) & older)
-    ahead = Rental.objects.filter(waiting(now), before, credential_id=rental.credential_id).order_by()
+    ahead = (
+        Rental.objects.filter(waiting(now), before, credential_id=rental.credential_id)
+        .exclude(customer_id=rental.customer_id)
+        .order_by()
+    )
     return ahead[:limit].count()
 
 

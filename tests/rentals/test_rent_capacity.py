@@ -191,3 +191,11 @@ def test_customers_are_interleaved_when_several_slots_free_at_once(make_rental, 
     # Acme has no call in flight, Globex one: Acme's oldest; then both have one, and Acme's next is older
     # than Globex's; then Globex (one in flight against Acme's two).
     assert [r.pk for r in order] == [acme_rentals[2].pk, acme_rentals[3].pk, globex_rentals[2].pk]
+
+
+def test_the_back_of_one_customers_backlog_is_sent_while_slots_are_free(make_rental, caps) -> None:
+    # Five queued, two slots free: the youngest's message may come first (older ones lost theirs to a broker
+    # restart, say); a free slot is not kept for rentals of the same customer that may never claim it.
+    backlog = [make_rental(f"a{i}", nodes(f"a{i}")) for i in range(5)]
+
+    assert engine.rental_claim(rental_id=backlog[-1].pk) is not None
