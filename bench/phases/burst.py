@@ -151,8 +151,9 @@ def figures(
     receipt: dict[int, float | None],
 ) -> dict[str, Any]:
     """Return the phase's figures from the submit times and the simulator's receipt of each first call."""
-    waits = [(receipt[pk] - t0) * 1000 for pk, t0 in submitted if receipt.get(pk) is not None]
-    received = [receipt[pk] for pk, _ in submitted if receipt.get(pk) is not None]
+    arrived = [(at, t0) for pk, t0 in submitted if (at := receipt.get(pk)) is not None]
+    waits = [(at - t0) * 1000 for at, t0 in arrived]
+    received = [at for at, _ in arrived]
     all_sent = max(received) - submitted[0][1] if len(received) == len(submitted) else None
     alone_wait = (receipt[alone[0]] or 0) - alone[1] if receipt.get(alone[0]) else None
     single_wait = (receipt[single[0]] or 0) - single[1] if receipt.get(single[0]) else None
