@@ -101,8 +101,8 @@ def test_alice_rents_watches_copies_and_terminates(
     expect(copy).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()") == hostfile.inner_text().strip()
 
-    # The polled section is shared by everyone polling this version, so its forms carry no CSRF field; the
-    # page's script adds its own token when one is submitted.
+    # The polled section is shared by everyone polling this version, so its forms carry no CSRF field; they
+    # submit the page's token, held outside the section by a field that names the form (its `form` attribute).
     expect(page.locator('#progress input[name="csrfmiddlewaretoken"]')).to_have_count(0)
     page.get_by_label("Remove automatically in").fill("48")
     page.get_by_role("button", name="Schedule removal").click()
