@@ -164,13 +164,11 @@ def in_flight_by_customer(credential_id: int, now: datetime) -> Counter[int]:
 
 def _take_for_dispatch(rental: Rental, now: datetime) -> bool:
     """Clear the rental's waiting mark, if it is still as read; return whether this dispatcher took it."""
+    taken = Rental.objects.filter(pk=rental.pk, status=rental.status, next_attempt_at=rental.next_attempt_at)
     if rental.status == S.QUEUED:
         # Queued again with a fresh message: the sweeper's lost-message clock (`updated_at`) starts over.
-        fields = {"next_attempt_at": None, "updated_at": now}
-    else:
-        fields = {"next_attempt_at": now}  # still due; a later dispatch waits RETRY_MESSAGE_GRACE first
-    taken = Rental.objects.filter(pk=rental.pk, status=rental.status, next_attempt_at=rental.next_attempt_at)
-    return taken.update(**fields) == 1
+        return taken.update(next_attempt_at=None, updated_at=now) == 1
+    return taken.update(next_attempt_at=now) == 1  # still due; a later dispatch waits RETRY_MESSAGE_GRACE first
 
 
 def _lock_slots(now: datetime) -> None:
