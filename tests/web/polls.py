@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 from django.test import Client
+
+from tests.matching import must_search
 
 
 def poller_url(html: str) -> str:
     """The URL the page's poller will ask next, as htmx would follow it."""
-    return re.search(r'<div id="poller" hx-get="([^"]+)"', html).group(1).replace("&amp;", "&")
+    return must_search(r'<div id="poller" hx-get="([^"]+)"', html).group(1).replace("&amp;", "&")
 
 
 def logged_in(user) -> Client:  # type: ignore[no-untyped-def]
