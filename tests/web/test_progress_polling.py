@@ -14,6 +14,7 @@ from rentals import polling
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
+from tests.matching import must_search
 from tests.web.polls import logged_in, poller_url, tags
 
 pytestmark = pytest.mark.django_db
@@ -183,7 +184,7 @@ def test_my_rentals_pages_with_older_links_without_gaps_or_repeats(alice, acme, 
         rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")
     client = client_for(alice)
     first = client.get("/rentals/").content.decode()
-    older = re.search(r'href="\?before=([^&"]+)', first).group(1)
+    older = must_search(r'href="\?before=([^&"]+)', first).group(1)
     second = client.get(f"/rentals/?before={older}").content.decode()
     names = re.findall(r">(job-\d\d)</a>", first) + re.findall(r">(job-\d\d)</a>", second)
     assert names == [f"job-{n:02d}" for n in range(29, -1, -1)], "newest first, 25 then 5, each once"
