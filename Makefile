@@ -46,11 +46,12 @@ soak: install ## Soak: chaos with 10,000 rentals on PostgreSQL + Redis, workers 
 bench: install ## Benchmarks: latency, poll cost, page cost, search, engine throughput, memory
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py $(BENCH_ARGS)
 
-lint: install ## Ruff, mypy, import cycles
+lint: install ## Ruff, mypy, import cycles, module and function sizes
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy .
 	$(BIN)/python scripts/check_import_cycles.py
+	$(BIN)/python scripts/check_sizes.py
 
 clean:
 	rm -rf .run
