@@ -26,7 +26,9 @@ from django.utils import timezone
 
 from accounts.models import UpstreamCredential
 from rentals import upstream
+from rentals.member_events import member_events_request
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
+from rentals.removal_schedule import removal_adopt_from_members
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import PodRow
@@ -111,6 +113,10 @@ def _sync_rental_with_pods(rental: Rental, rows: list[PodRow]) -> bool:
             Rental.objects.filter(pk=rental.pk).update(cluster_id=rental.cluster_id)
             touched = True
         moved = _advance_state(rental, rows, gone=gone, known=len(existing))
+        if gone or any(row.status in FAILED_POD_STATUSES for row in rows):
+            member_events_request(rental=rental)  # why it failed, fetched by a task
+        scheduled = [row.removal_scheduled_at for row in rows if row.removal_scheduled_at is not None]
+        touched = removal_adopt_from_members(rental=rental, scheduled=scheduled) or touched
         if touched and not moved:
             rental_touch(rental_id=rental.pk)
     return touched or moved
@@ -134,6 +140,8 @@ def _store_listed_members(
             "executor_id": row.executor_id,
             "price_per_hour": row.price if row.price is not None else known_price,
             "gpu_count": row.gpu_count or 0,
+            "jupyter_url": row.jupyter_url,
+            "ports_mapping": {str(container): host for container, host in row.ports_mapping},
         }
         if member is None:
             member = ClusterMember(rental=rental, pod_id=row.id, **values)
