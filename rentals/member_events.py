@@ -43,7 +43,9 @@ def member_events_request(*, rental: Rental) -> int:
     )
     if not claimed:
         return 0
-    ClusterMember.objects.filter(pk__in=claimed, events_fetched_at__isnull=True).update(events_fetched_at=timezone.now())
+    ClusterMember.objects.filter(pk__in=claimed, events_fetched_at__isnull=True).update(
+        events_fetched_at=timezone.now()
+    )
     for member_id in claimed:
         transaction.on_commit(lambda member_id=member_id: enqueue_member_events(member_id))
     return len(claimed)

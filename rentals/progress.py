@@ -20,6 +20,7 @@ from common.metrics import POLL_REQUESTS
 from rentals import polling
 from rentals.launch import cluster_launch
 from rentals.models import Rental
+from rentals.panels import panels_context
 from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
 
@@ -29,7 +30,8 @@ NO_CSRF_FIELD = ""  # the template's forms render `{% csrf_token %}` only when t
 
 def progress_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
     """Build what the progress section shows (the same for every viewer with the same `may_act`)."""
-    members = [member for member in rental.members.all() if member.gone_at is None]
+    all_members = list(rental.members.all())
+    members = [member for member in all_members if member.gone_at is None]
     running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
     return {
         "rental": rental,
@@ -41,6 +43,7 @@ def progress_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
         "steps": _steps(rental, running, has_members=bool(members)),
         "may_act": may_act,
         "holds_cluster": HOLDS_CLUSTER_STATES,
+        **panels_context(rental, all_members=all_members, live=members),  # removal, connect, failures
     }
 
 

@@ -4,8 +4,8 @@ The rental's `removal_scheduled_at` is the truth the pages count down to; the wo
 (`POST /pods/{id}/schedule-removal`, the same time twice is one schedule; `DELETE` on that path cancels), always
 the rental's value at sending time, so two quick changes end with the later one upstream.
 
-A customer's `CustomerRemovalPolicy` (set by operators) gives orders without `termination_hours` a default,
-and caps how far from now a member may put the removal; operators are not held to the cap.
+A customer's removal policy (`rentals.removal_policy`, set by operators) caps how far from now a member may put
+the removal, and forbids a member to cancel it; operators are not held to the cap.
 """
 
 from __future__ import annotations
@@ -18,55 +18,16 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from accounts.models import Customer
 from accounts.roles import is_operator
 from rentals import upstream
 from rentals.audit import change_event
 from rentals.enqueue import enqueue_schedule_removal
-from rentals.models import CustomerRemovalPolicy, Rental, RentalEvent
+from rentals.models import Rental, RentalEvent
+from rentals.removal_policy import MAX_HOURS, removal_policy_for
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.transitions import rental_touch
 
 logger = logging.getLogger(__name__)
-
-MAX_HOURS = 720  # the upstream's own limit on `termination_hours`
-
-
-def removal_policy_for(customer: Customer | int) -> CustomerRemovalPolicy | None:
-    """Return the customer's removal policy, or None when operators set none."""
-    customer_id = customer if isinstance(customer, int) else customer.pk
-    return CustomerRemovalPolicy.objects.filter(customer_id=customer_id).first()
-
-
-def termination_hours_apply(*, customer: Customer, hours: int | None) -> int | None:
-    """Return the order's `termination_hours` under the customer's policy: its default when none is given,
-    refused (ValidationError keyed `termination_hours`) above its maximum."""
-    policy = removal_policy_for(customer)
-    if policy is None:
-        return hours
-    if hours is None:
-        # A maximum without a default still bounds the cluster's life: the order gets the maximum.
-        return policy.default_hours or policy.max_hours
-    if policy.max_hours is not None and hours > policy.max_hours:
-        message = f"{customer.name}'s clusters are removed after at most {policy.max_hours} hours; enter fewer."
-        raise ValidationError({"termination_hours": ValidationError(message, code="over_max_hours")})
-    return hours
-
-
-def removal_policy_set(
-    *, customer: Customer, default_hours: int | None, max_hours: int | None, actor: User
-) -> CustomerRemovalPolicy:
-    """Save the customer's default and maximum (both 1-720 hours or none; the default at most the maximum)."""
-    for name, value in (("default_hours", default_hours), ("max_hours", max_hours)):
-        if value is not None and not 1 <= value <= MAX_HOURS:
-            raise ValidationError({name: ValidationError(f"Enter whole hours from 1 to {MAX_HOURS}, or leave empty.")})
-    if default_hours is not None and max_hours is not None and default_hours > max_hours:
-        raise ValidationError({"default_hours": ValidationError("The default cannot be above the maximum.")})
-    policy, _created = CustomerRemovalPolicy.objects.update_or_create(
-        customer=customer,
-        defaults={"default_hours": default_hours, "max_hours": max_hours, "updated_by": actor},
-    )
-    return policy
 
 
 def removal_time(*, hours: int | None = None, at: datetime | None = None, now: datetime | None = None) -> datetime:
@@ -107,13 +68,13 @@ def rental_schedule_removal(
     now = timezone.now()
     when = removal_time(hours=hours, at=at, now=now)
     policy = removal_policy_for(rental.customer_id)
-    if _held_to_policy(actor) and policy is not None and policy.max_hours is not None:
-        if when > now + timedelta(hours=policy.max_hours):
-            raise ValidationError(
-                f"{rental.customer.name}'s clusters may be kept at most {policy.max_hours} hours from now; "
-                "pick an earlier time or ask an operator.",
-                code="over_max_hours",
-            )
+    limit = policy.max_hours if policy is not None and _held_to_policy(actor) else None
+    if limit is not None and when > now + timedelta(hours=limit):
+        raise ValidationError(
+            f"{rental.customer.name}'s clusters may be kept at most {limit} hours from now; "
+            "pick an earlier time or ask an operator.",
+            code="over_max_hours",
+        )
     before = rental.removal_scheduled_at
     was = f" (was {before:%Y-%m-%d %H:%M} UTC)" if before else ""
     with transaction.atomic():

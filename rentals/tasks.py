@@ -81,9 +81,7 @@ def rental_schedule_removal(rental_id: int) -> int:
     return removal_schedule.rental_push_removal_schedule(rental_id=rental_id)
 
 
-@shared_task(
-    acks_late=True, reject_on_worker_lost=True, autoretry_for=(UpstreamError,), retry_backoff=5, max_retries=5
-)
+@shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(UpstreamError,), retry_backoff=5, max_retries=5)
 def member_events_fetch(member_id: int) -> int:
     """Store a failed member's events from the upstream (why it failed); retried on upstream errors."""
     return member_events.member_events_fetch(member_id=member_id)

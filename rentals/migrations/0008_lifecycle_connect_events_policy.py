@@ -6,43 +6,54 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('accounts', '0002_customer_hourly_spend_cap_usd_sshpublickey'),
-        ('rentals', '0007_attention_index'),
+        ("accounts", "0002_customer_hourly_spend_cap_usd_sshpublickey"),
+        ("rentals", "0007_attention_index"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='clustermember',
-            name='events',
+            model_name="clustermember",
+            name="events",
             field=models.JSONField(blank=True, default=list),
         ),
         migrations.AddField(
-            model_name='clustermember',
-            name='events_fetched_at',
+            model_name="clustermember",
+            name="events_fetched_at",
             field=models.DateTimeField(blank=True, null=True),
         ),
         migrations.AddField(
-            model_name='clustermember',
-            name='jupyter_url',
+            model_name="clustermember",
+            name="jupyter_url",
             field=models.CharField(blank=True, max_length=500),
         ),
         migrations.AddField(
-            model_name='clustermember',
-            name='ports_mapping',
+            model_name="clustermember",
+            name="ports_mapping",
             field=models.JSONField(blank=True, default=dict),
         ),
         migrations.CreateModel(
-            name='CustomerRemovalPolicy',
+            name="CustomerRemovalPolicy",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('default_hours', models.PositiveIntegerField(blank=True, null=True)),
-                ('max_hours', models.PositiveIntegerField(blank=True, null=True)),
-                ('updated_at', models.DateTimeField(auto_now=True)),
-                ('customer', models.OneToOneField(on_delete=django.db.models.deletion.CASCADE, related_name='removal_policy', to='accounts.customer')),
-                ('updated_by', models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL)),
+                ("id", models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name="ID")),
+                ("default_hours", models.PositiveIntegerField(blank=True, null=True)),
+                ("max_hours", models.PositiveIntegerField(blank=True, null=True)),
+                ("updated_at", models.DateTimeField(auto_now=True)),
+                (
+                    "customer",
+                    models.OneToOneField(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="removal_policy",
+                        to="accounts.customer",
+                    ),
+                ),
+                (
+                    "updated_by",
+                    models.ForeignKey(
+                        blank=True, null=True, on_delete=django.db.models.deletion.SET_NULL, to=settings.AUTH_USER_MODEL
+                    ),
+                ),
             ],
         ),
     ]

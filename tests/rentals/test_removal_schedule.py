@@ -9,7 +9,7 @@ import httpx
 import pytest
 from django.core.exceptions import ValidationError
 
-from rentals import members, removal_schedule
+from rentals import members, removal_policy, removal_schedule
 from rentals.enqueue import SCHEDULE_REMOVAL
 from rentals.models import ClusterMember, CustomerRemovalPolicy
 from rentals.states import RentalStatus as S
@@ -132,26 +132,26 @@ def test_the_push_skips_a_member_the_upstream_no_longer_knows(ready, alice, fake
 
 
 def test_the_policy_fills_in_a_default_and_refuses_more_than_the_maximum(acme, olga) -> None:
-    assert removal_schedule.termination_hours_apply(customer=acme, hours=None) is None
-    removal_schedule.removal_policy_set(customer=acme, default_hours=8, max_hours=48, actor=olga)
-    assert removal_schedule.termination_hours_apply(customer=acme, hours=None) == 8
-    assert removal_schedule.termination_hours_apply(customer=acme, hours=48) == 48
+    assert removal_policy.termination_hours_apply(customer=acme, hours=None) is None
+    removal_policy.removal_policy_set(customer=acme, default_hours=8, max_hours=48, actor=olga)
+    assert removal_policy.termination_hours_apply(customer=acme, hours=None) == 8
+    assert removal_policy.termination_hours_apply(customer=acme, hours=48) == 48
     with pytest.raises(ValidationError) as refused:
-        removal_schedule.termination_hours_apply(customer=acme, hours=49)
+        removal_policy.termination_hours_apply(customer=acme, hours=49)
     assert "at most 48 hours" in refused.value.error_dict["termination_hours"][0].messages[0]
-    removal_schedule.removal_policy_set(customer=acme, default_hours=None, max_hours=24, actor=olga)
-    assert removal_schedule.termination_hours_apply(customer=acme, hours=None) == 24
+    removal_policy.removal_policy_set(customer=acme, default_hours=None, max_hours=24, actor=olga)
+    assert removal_policy.termination_hours_apply(customer=acme, hours=None) == 24
 
 
 @pytest.mark.parametrize(("default", "maximum"), [(0, None), (None, 721), (30, 20)])
 def test_a_bad_policy_is_refused(acme, olga, default, maximum) -> None:
     with pytest.raises(ValidationError):
-        removal_schedule.removal_policy_set(customer=acme, default_hours=default, max_hours=maximum, actor=olga)
+        removal_policy.removal_policy_set(customer=acme, default_hours=default, max_hours=maximum, actor=olga)
     assert not CustomerRemovalPolicy.objects.exists()
 
 
 def test_a_member_may_not_go_past_the_maximum_or_cancel_but_an_operator_may(ready, alice, olga, acme) -> None:
-    removal_schedule.removal_policy_set(customer=acme, default_hours=None, max_hours=10, actor=olga)
+    removal_policy.removal_policy_set(customer=acme, default_hours=None, max_hours=10, actor=olga)
     with pytest.raises(ValidationError, match="at most 10 hours"):
         removal_schedule.rental_schedule_removal(rental=ready, actor=alice, hours=11)
     removal_schedule.rental_schedule_removal(rental=ready, actor=alice, hours=10)
