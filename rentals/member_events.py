@@ -7,6 +7,8 @@ the rental's version so open pages show it. The upstream keeps a pod's events af
 
 from __future__ import annotations
 
+from functools import partial
+
 from django.db import transaction
 from django.utils import timezone
 
@@ -47,7 +49,7 @@ def member_events_request(*, rental: Rental) -> int:
         events_fetched_at=timezone.now()
     )
     for member_id in claimed:
-        transaction.on_commit(lambda member_id=member_id: enqueue_member_events(member_id))
+        transaction.on_commit(partial(enqueue_member_events, member_id))
     return len(claimed)
 
 

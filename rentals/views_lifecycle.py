@@ -21,9 +21,9 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import Customer
 from accounts.roles import is_operator, is_staff_reader
-from rentals import connect, removal_schedule, selectors
+from rentals import connect, removal_policy, removal_schedule, selectors
 from rentals.models import Rental
-from rentals.removal_schedule import MAX_HOURS
+from rentals.removal_policy import MAX_HOURS
 
 SUPPORT_READS_ONLY = "Support can look but not change rentals."
 
@@ -139,17 +139,17 @@ class RemovalPolicyForm(forms.Form):
 def customer_removal_policy(request: HttpRequest, customer_id: int) -> HttpResponse:
     """Show (staff) or set (operators) a customer's default and maximum cluster life in hours."""
     if not is_staff_reader(request.user):
-        return render(request, "ops/forbidden.html", {"message": "This page is for support and operators."}, 403)
+        return render(request, "ops/forbidden.html", {"message": "This page is for support and operators."}, status=403)
     customer = get_object_or_404(Customer, pk=customer_id)
-    policy = removal_schedule.removal_policy_for(customer)
+    policy = removal_policy.removal_policy_for(customer)
     initial = {"default_hours": policy.default_hours, "max_hours": policy.max_hours} if policy else {}
     form = RemovalPolicyForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST":
         if not is_operator(request.user):
-            return render(request, "ops/forbidden.html", {"message": "Only operators change the policy."}, 403)
+            return render(request, "ops/forbidden.html", {"message": "Only operators change the policy."}, status=403)
         if form.is_valid():
             try:
-                removal_schedule.removal_policy_set(customer=customer, actor=_user(request), **form.cleaned_data)
+                removal_policy.removal_policy_set(customer=customer, actor=_user(request), **form.cleaned_data)
             except ValidationError as exc:
                 for field, errors in exc.error_dict.items():
                     form.add_error(field, errors)
