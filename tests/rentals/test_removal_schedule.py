@@ -92,7 +92,9 @@ def test_cancel_clears_the_time_and_is_on_the_timeline(
 def test_an_operator_change_is_a_staff_action(ready, olga) -> None:
     removal_schedule.rental_schedule_removal(rental=ready, actor=olga, hours=3)
     removal_schedule.rental_cancel_removal(rental=ready, actor=olga)
-    kinds = set(ready.events.filter(data__action__in=["schedule_removal", "cancel_removal"]).values_list("kind", flat=True))
+    kinds = set(
+        ready.events.filter(data__action__in=["schedule_removal", "cancel_removal"]).values_list("kind", flat=True)
+    )
     assert kinds == {"staff_action"}
 
 
