@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 
 from rentals import members, removal_policy, removal_schedule
 from rentals.enqueue import SCHEDULE_REMOVAL
-from rentals.models import ClusterMember, CustomerRemovalPolicy
+from rentals.models import ClusterMember, CustomerRemovalPolicy, Rental
 from rentals.states import RentalStatus as S
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream
 
@@ -182,3 +182,25 @@ def test_the_members_removal_time_is_taken_once_and_not_after_a_cancel(
     members.credential_pods_sync(credential_id=rental.credential_id, force=True)
     rental.refresh_from_db()
     assert rental.removal_scheduled_at is None
+
+
+def test_when_the_removal_time_comes_the_rental_is_removed_not_left_degraded(
+    ready, clock: Clock, fake_upstream: FakeUpstream, enqueued: Enqueued, django_capture_on_commit_callbacks
+) -> None:
+    from rentals.enqueue import CLUSTER_DELETE
+
+    Rental.objects.filter(pk=ready.pk).update(removal_scheduled_at=clock() + timedelta(minutes=5))
+    fake_upstream.pods = [
+        {"id": f"p{rank + 1}", "status": "RUNNING", "cluster_id": "cl-1", "cluster_node_index": rank} for rank in (0, 1)
+    ]
+    members.credential_pods_sync(credential_id=ready.credential_id, force=True)
+    ready.refresh_from_db()
+    assert ready.status == S.READY
+    clock.advance(minutes=6)
+    fake_upstream.pods = [{**pod, "status": "DELETING"} for pod in fake_upstream.pods]
+    with django_capture_on_commit_callbacks(execute=True):
+        members.credential_pods_sync(credential_id=ready.credential_id, force=True)
+    ready.refresh_from_db()
+    assert ready.status == S.TERMINATING
+    assert "scheduled removal" in ready.events.get(to_status=S.TERMINATING).message
+    assert [args for args, _ in enqueued.of(CLUSTER_DELETE)] == [(ready.pk,)]

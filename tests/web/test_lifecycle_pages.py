@@ -169,3 +169,9 @@ def test_the_policy_page_saves_for_operators_and_explains_bad_values(olga, sam, 
     assert client_for(olga).post(url, {"default_hours": "8", "max_hours": "24"}).status_code == 302
     assert "default 8 h, maximum 24 h" in client_for(sam).get(url).content.decode()
     assert client_for(sam).post(url, {"default_hours": "1"}).status_code == 403
+
+
+def test_the_ops_timeline_shows_the_countdown(ready, sam, client_for) -> None:
+    Rental.objects.filter(pk=ready.pk).update(removal_scheduled_at=timezone.now() + timedelta(hours=5, minutes=30))
+    html = client_for(sam).get(f"/ops/rentals/{ready.public_id}/").content.decode()
+    assert "Scheduled removal" in html and "5 h 29 min" in html
