@@ -131,6 +131,17 @@ DATABASES = {
         conn_max_age=env.int("DB_CONN_MAX_AGE", 60, validate=NOT_NEGATIVE),
     )
 }
+# PostgreSQL: a connection pool per process (psycopg-pool, Django 5.2). A rent worker runs hundreds of threads;
+# with a connection each they would pass max_connections, with the pool a process holds at most this many
+# (0 turns the pool off, and DB_CONN_MAX_AGE applies instead). A pooled connection goes back at close.
+DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", 8, validate=NOT_NEGATIVE)
+if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE:
+    DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
+    DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
+        "min_size": 1,
+        "max_size": DB_POOL_MAX_SIZE,
+        "timeout": 30,  # seconds a thread waits for a free connection before the task fails (and is redone)
+    }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The web server and the worker write to one file: wait for a lock instead of failing, keep readers
     # off the writer's back (WAL), and take the write lock at BEGIN so two writers never deadlock.
@@ -139,6 +150,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
     }
+    # Django's backend, but a process's threads take turns for the write lock instead of polling for it.
+    DATABASES["default"]["ENGINE"] = "common.db.sqlite3"
     # A file, not memory: end-to-end tests run a real worker process that must open the same database.
     DATABASES["default"]["TEST"] = {"NAME": str(RUN_DIR / "test-db.sqlite3")}
 
@@ -251,6 +264,12 @@ OPS_RETRYING_ATTENTION_MINUTES = env.int("OPS_RETRYING_ATTENTION_MINUTES", 15, v
 OPS_QUEUED_ATTENTION_MINUTES = env.int("OPS_QUEUED_ATTENTION_MINUTES", 5, validate=POSITIVE)
 OPS_TERMINATING_ATTENTION_MINUTES = env.int("OPS_TERMINATING_ATTENTION_MINUTES", 15, validate=POSITIVE)
 
+# Rent calls in flight (rentals in `sending` with a valid lease), counted in the database so the caps hold
+# across worker processes and machines (`rentals.capacity`). Lium publishes no rent-rate limit; the defaults
+# let a burst of 200 rentals go out at once with the shipped rent worker (RENT_WORKER_CONCURRENCY, 256).
+RENT_INFLIGHT_PER_CREDENTIAL = env.int("RENT_INFLIGHT_PER_CREDENTIAL", 256, validate=POSITIVE)
+RENT_INFLIGHT_GLOBAL = env.int("RENT_INFLIGHT_GLOBAL", 512, validate=POSITIVE)
+
 # --- Celery -------------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
@@ -283,6 +302,23 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # prefetch 1 a worker would finish one task per process every 2 s.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 16 if CELERY_BROKER_URL.startswith("filesystem://") else 1
 CELERY_TASK_IGNORE_RESULT = True
+# Three queues, each with its own workers (Procfile, docker-compose.yml): a flood of rent calls never delays
+# pod tracking or the sweeper. Routed by task name, so `send_task` (rentals.enqueue) is routed too. Anything
+# unnamed goes to housekeeping, whose worker also drains `celery`, the queue of releases before the split.
+RENT_QUEUE, TRACKING_QUEUE, HOUSEKEEPING_QUEUE = "rent", "tracking", "housekeeping"
+CELERY_TASK_DEFAULT_QUEUE = HOUSEKEEPING_QUEUE
+CELERY_TASK_ROUTES = {
+    "rentals.tasks.rental_send": {"queue": RENT_QUEUE},
+    "rentals.tasks.credential_pods_sync": {"queue": TRACKING_QUEUE},
+    "rentals.tasks.rentals_sweep": {"queue": HOUSEKEEPING_QUEUE},
+    "rentals.tasks.rental_delete_cluster": {"queue": HOUSEKEEPING_QUEUE},
+    "rentals.tasks.rental_reconcile_look": {"queue": HOUSEKEEPING_QUEUE},
+    "rentals.tasks.rental_schedule_removal": {"queue": HOUSEKEEPING_QUEUE},
+    "rentals.tasks.sqlite_analyze": {"queue": HOUSEKEEPING_QUEUE},
+    "notifications.tasks.delivery_send": {"queue": HOUSEKEEPING_QUEUE},
+    "notifications.tasks.deliveries_sweep": {"queue": HOUSEKEEPING_QUEUE},
+    "notifications.tasks.removal_soon_scan": {"queue": HOUSEKEEPING_QUEUE},
+}
 CELERY_RESULT_BACKEND = None
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
