@@ -33,10 +33,11 @@ def call(user, method: str, rental: Rental, body: object = None, scopes=("read",
     _key, secret = api_key_create(user=user, name="k", scopes=list(scopes))
     client = Client()
     url = f"/api/v1/rentals/{rental.public_id}/removal"
-    kwargs = {"content_type": "application/json", "headers": {"X-API-Key": secret}}
+    headers = {"X-API-Key": secret}
     if method == "POST":
-        return client.post(url, body if isinstance(body, str) else json.dumps(body), **kwargs)
-    return client.delete(url, **kwargs)
+        data = body if isinstance(body, str) else json.dumps(body)
+        return client.post(url, data, content_type="application/json", headers=headers)
+    return client.delete(url, headers=headers)
 
 
 def test_hours_then_a_time_then_cancel(ready, alice) -> None:
