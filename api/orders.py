@@ -91,6 +91,7 @@ def order_build(request: HttpRequest, data: RentalCreateIn) -> tuple[Customer, R
             public_keys=keys,
             initial_port_count=data.initial_port_count,
             termination_hours=data.termination_hours,
+            customer=customer,  # its removal policy fills in or caps termination_hours
             enable_jupyter=data.enable_jupyter,
             enable_volume_encryption=data.enable_volume_encryption,
             enable_backups=data.enable_backups,

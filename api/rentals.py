@@ -102,7 +102,7 @@ def rental_list(
     return json_response({"items": [rental_dict(rental) for rental in page], "next_cursor": next_cursor})
 
 
-def _rental_for(request: HttpRequest, rental_id: str) -> Rental:
+def rental_for(request: HttpRequest, rental_id: str) -> Rental:
     """Return a rental the user may see, or a 404 envelope (which never says whether it exists)."""
     try:
         public_id = uuid.UUID(rental_id)
@@ -125,7 +125,7 @@ def _rental_for(request: HttpRequest, rental_id: str) -> Rental:
 def rental_get(request: HttpRequest, rental_id: str) -> HttpResponse:
     """One rental with its attempts and members."""
     require_scope(request, "read")
-    rental = _rental_for(request, rental_id)
+    rental = rental_for(request, rental_id)
     support_reads(user=request.user, rentals=[rental])
     return json_response(rental_dict(rental))
 
@@ -141,7 +141,7 @@ def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
     """Start removing the cluster; the rental moves to `terminating`, then `terminated`."""
     require_scope(request, "manage")
     require_writer(request)
-    rental = _rental_for(request, rental_id)
+    rental = rental_for(request, rental_id)
     if not is_operator(request.user) and not rental.customer.memberships.filter(user_id=_user(request).pk).exists():
         raise ApiError(403, "forbidden", "You may not change this rental.")
     if rental.status == RentalStatus.TERMINATING:
@@ -158,7 +158,7 @@ def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
             f"A rental in state '{rental.status}' has no cluster to remove.",
             hint="Only rented, ready or degraded rentals can be terminated.",
         )
-    return json_response(rental_dict(_rental_for(request, rental_id)), status=202)
+    return json_response(rental_dict(rental_for(request, rental_id)), status=202)
 
 
 RENTAL_CREATE_BODY = {

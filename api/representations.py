@@ -35,6 +35,7 @@ def rental_dict(rental: Rental) -> dict[str, Any]:
         "idempotency_key": str(rental.idempotency_key),
         "replayed": rental.replayed,
         "cluster_id": rental.cluster_id or None,
+        "removal_scheduled_at": rental.removal_scheduled_at,
         "created_at": rental.created_at,
         "updated_at": rental.updated_at,
         "error": error,
@@ -60,6 +61,8 @@ def rental_dict(rental: Rental) -> dict[str, Any]:
                 "phase": member.phase,
                 "eta_seconds": member.eta_seconds,
                 "ssh_command": member.ssh_command,
+                "jupyter_url": member.jupyter_url,
+                "ports_mapping": member.ports_mapping or {},
             }
             for member in rental.members.all()
         ],

@@ -65,6 +65,8 @@ class MemberOut(Schema):
     phase: str
     eta_seconds: int | None
     ssh_command: str
+    jupyter_url: str = Field(description="The member's Jupyter URL (http or https), or empty.")
+    ports_mapping: dict[str, int] = Field(description='Container port to host port, e.g. {"22": 22001}.')
 
 
 class RentalOut(Schema):
@@ -82,6 +84,9 @@ class RentalOut(Schema):
         description="Lium answered with the stored result of the first request (a replay): nothing was rented twice."
     )
     cluster_id: str | None
+    removal_scheduled_at: datetime | None = Field(
+        description="When every member is removed automatically; null when nothing is scheduled."
+    )
     created_at: datetime
     updated_at: datetime
     error: RentalErrorOut | None

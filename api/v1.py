@@ -1,7 +1,8 @@
 """JSON API v1 (django-ninja), mounted at /api/v1/: schema at /api/v1/openapi.json, docs at /api/v1/docs.
 
 The routes live in routers: fabrics (`api.fabrics`), rentals (`api.rentals`, with order input read by
-`api.orders`) and webhooks (`api.webhooks`). Errors use the upstream's envelope (`api.errors`).
+`api.orders`), a rental's removal (`api.removal`), webhooks (`api.webhooks`) and usage (`api.usage`).
+Errors use the upstream's envelope (`api.errors`).
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ api = NinjaAPI(
     description=(
         "Rent multi-node GPU clusters through the dashboard. Authenticate with a key from /profile/api-keys/ "
         "sent as `X-API-Key` or `Authorization: Bearer`. Scopes: `read` (GETs), `rent` (create rentals), "
-        "`manage` (terminate). `POST /rentals` honours `Idempotency-Key` like the Lium API: the same key and "
+        "`manage` (terminate, schedule or cancel a removal). `POST /rentals` honours `Idempotency-Key` like the "
+        "Lium API: the same key and "
         "identical body within 24 h replays the first answer with `Idempotent-Replayed: true`. Errors use "
         'the envelope `{"success": false, "error": {"code", "message", "hint", "request_id"}, '
         '"message", "status_code"}`.'
@@ -31,5 +33,6 @@ install_handlers(api)
 # In this order, so the schema lists the paths as it always has.
 api.add_router("", "api.fabrics.router")
 api.add_router("", "api.rentals.router")
+api.add_router("", "api.removal.router")  # a rental's scheduled removal
 api.add_router("/webhooks", "api.webhooks.router")  # webhook endpoints (notifications app)
 api.add_router("/usage", "api.usage.router")  # cost per rental in a month (billing app)

@@ -18,7 +18,8 @@ PODS_SYNC = "rentals.tasks.credential_pods_sync"
 SCHEDULE_REMOVAL = "rentals.tasks.rental_schedule_removal"
 CLUSTER_DELETE = "rentals.tasks.rental_delete_cluster"
 RECONCILE_LOOK = "rentals.tasks.rental_reconcile_look"
-TASK_NAMES = (RENTAL_SEND, PODS_SYNC, SCHEDULE_REMOVAL, CLUSTER_DELETE, RECONCILE_LOOK)
+MEMBER_EVENTS = "rentals.tasks.member_events_fetch"
+TASK_NAMES = (RENTAL_SEND, PODS_SYNC, SCHEDULE_REMOVAL, CLUSTER_DELETE, RECONCILE_LOOK, MEMBER_EVENTS)
 
 
 def _enqueue(task_name: str, *args: object, countdown: float | None = None) -> None:
@@ -46,3 +47,7 @@ def enqueue_cluster_delete(rental_id: int, countdown: float | None = None) -> No
 
 def enqueue_reconcile_look(rental_id: int, countdown: float | None = None) -> None:
     _enqueue(RECONCILE_LOOK, rental_id, countdown=countdown)
+
+
+def enqueue_member_events(member_id: int) -> None:
+    _enqueue(MEMBER_EVENTS, member_id)

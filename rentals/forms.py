@@ -12,6 +12,7 @@ from accounts.models import Customer, SshPublicKey, customer_ref_validator
 from accounts.validators import parse_ssh_public_keys
 from rentals.offers import Fabric, OfferListing, Template
 from rentals.ordering import RentOrder, rental_order_build
+from rentals.removal_policy import policy_hint
 from rentals.validators import POD_NAME_HELP, validate_pod_name
 
 
@@ -100,6 +101,9 @@ class RentForm(forms.Form):
             self.fields["template_id"].initial = templates[0].id
         if not may_set_customer_ref:
             del self.fields["customer_ref"]
+        hints = [policy_hint(customer) for customer in self.customers.values()]
+        if any(hints):
+            self.fields["termination_hours"].help_text = " ".join(hint for hint in hints if hint)
         if saved_keys is not None and saved_keys.exists():
             self.fields["saved_keys"].queryset = saved_keys  # type: ignore[attr-defined]
             self.fields["saved_keys"].initial = list(saved_keys)
@@ -152,6 +156,7 @@ class RentForm(forms.Form):
             public_keys=data["all_public_keys"],
             initial_port_count=data.get("initial_port_count"),
             termination_hours=data.get("termination_hours"),
+            customer=data.get("customer"),  # its removal policy fills in or caps termination_hours
             enable_jupyter=data.get("enable_jupyter", False),
             enable_volume_encryption=data.get("enable_volume_encryption", True),
             enable_backups=data.get("enable_backups", True),

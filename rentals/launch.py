@@ -33,19 +33,34 @@ def _overlay_ip(member: ClusterMember) -> str:
         return ""
 
 
-def cluster_launch(members: Sequence[ClusterMember], *, gpus_per_node: int) -> Launch | None:
-    """Return MASTER_ADDR, a hostfile and a torchrun line, or None until a ranked member has an overlay IP."""
-    ranked = sorted(
+def ranked_members(members: Sequence[ClusterMember]) -> list[tuple[ClusterMember, str]]:
+    """Return the ranked members with a valid overlay IP, as (member, IP), lowest rank (the master) first."""
+    return sorted(
         ((member, ip) for member in members if member.rank is not None and (ip := _overlay_ip(member))),
         key=lambda pair: pair[0].rank or 0,
     )
+
+
+def slots_per_node(ranked: list[tuple[ClusterMember, str]], gpus_per_node: int) -> int:
+    """Return the processes per node: the order's GPUs per node, else the master's GPU count, else 1."""
+    return int(gpus_per_node or ranked[0][0].gpu_count or 1)
+
+
+def torchrun_line(*, nnodes: int, slots: int, master: str, script: str) -> str:
+    """Return the torchrun line every node runs (with its own NODE_RANK); `master` is already shell-quoted."""
+    return (
+        f"torchrun --nnodes {nnodes} --nproc_per_node {slots} --node_rank $NODE_RANK "
+        f"--master_addr {master} --master_port {MASTER_PORT} {script}"
+    )
+
+
+def cluster_launch(members: Sequence[ClusterMember], *, gpus_per_node: int) -> Launch | None:
+    """Return MASTER_ADDR, a hostfile and a torchrun line, or None until a ranked member has an overlay IP."""
+    ranked = ranked_members(members)
     if not ranked:
         return None
-    slots = int(gpus_per_node or ranked[0][0].gpu_count or 1)
+    slots = slots_per_node(ranked, gpus_per_node)
     master = shlex.quote(ranked[0][1])
     hostfile = "\n".join(f"{shlex.quote(ip)} slots={slots}" for _member, ip in ranked)
-    torchrun = (
-        f"torchrun --nnodes {len(ranked)} --nproc_per_node {slots} --node_rank $NODE_RANK "
-        f"--master_addr {master} --master_port {MASTER_PORT} train.py"
-    )
+    torchrun = torchrun_line(nnodes=len(ranked), slots=slots, master=master, script="train.py")
     return Launch(master_addr=master, hostfile=hostfile, torchrun=torchrun, node_count=len(ranked))

@@ -27,7 +27,10 @@ from django.utils import timezone
 
 from accounts.models import UpstreamCredential
 from rentals import upstream
+from rentals.enqueue import enqueue_cluster_delete
+from rentals.member_events import member_events_request
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
+from rentals.removal_schedule import removal_adopt_from_members
 from rentals.states import RentalStatus as S
 from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import PodRow
@@ -112,6 +115,10 @@ def _sync_rental_with_pods(rental: Rental, rows: list[PodRow]) -> bool:
             Rental.objects.filter(pk=rental.pk).update(cluster_id=rental.cluster_id)
             touched = True
         moved = _advance_state(rental, rows, gone=gone, known=len(existing))
+        if gone or any(row.status in FAILED_POD_STATUSES for row in rows):
+            member_events_request(rental=rental)  # why it failed, fetched by a task
+        scheduled = [row.removal_scheduled_at for row in rows if row.removal_scheduled_at is not None]
+        touched = removal_adopt_from_members(rental=rental, scheduled=scheduled) or touched
         if touched and not moved:
             rental_touch(rental_id=rental.pk)
     return touched or moved
@@ -135,6 +142,8 @@ def _store_listed_members(
             "executor_id": row.executor_id,
             "price_per_hour": row.price if row.price is not None else known_price,
             "gpu_count": row.gpu_count or 0,
+            "jupyter_url": row.jupyter_url,
+            "ports_mapping": {str(container): host for container, host in row.ports_mapping},
         }
         if member is None:
             member = _member_insert(rental, row, values, now)
@@ -202,6 +211,27 @@ def _delete_accepted(rental: Rental) -> bool:
     ).exists()
 
 
+def _removal_due(rental: Rental) -> bool:
+    """Return whether the rental's scheduled removal time has come (and its cluster can be named)."""
+    at = rental.removal_scheduled_at
+    return at is not None and at <= timezone.now() and bool(rental.cluster_id)
+
+
+def _remove_as_scheduled(rental: Rental) -> bool:
+    """Move a rental whose removal time has come to `terminating`: Lium removes the members itself, and the
+    DELETE that follows (idempotent) makes sure of it, so the rental ends as terminated, never as degraded."""
+    at = rental.removal_scheduled_at
+    moved = rental_transition(
+        rental_id=rental.pk,
+        from_status=rental.status,
+        to_status=S.TERMINATING,
+        message=f"The scheduled removal time ({at:%Y-%m-%d %H:%M} UTC) has come: removing the cluster.",
+    )
+    if moved:
+        transaction.on_commit(lambda: enqueue_cluster_delete(rental.pk))
+    return moved
+
+
 def _advance_state(rental: Rental, rows: list[PodRow], *, gone: list[ClusterMember], known: int) -> bool:
     """Move the rental on when its members prove it: ready, degraded, or terminated after an accepted delete."""
     if rental.status == S.TERMINATING:
@@ -214,6 +244,8 @@ def _advance_state(rental: Rental, rows: list[PodRow], *, gone: list[ClusterMemb
                 message="Lium accepted the removal and no member is listed any more: the cluster was removed.",
             )
         return False
+    if _removal_due(rental):
+        return _remove_as_scheduled(rental)
     failed = [row for row in rows if row.status in FAILED_POD_STATUSES]
     if failed or gone:
         if rental.status == S.DEGRADED:

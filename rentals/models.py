@@ -170,6 +170,12 @@ class ClusterMember(models.Model):
     executor_id = models.CharField(max_length=100, blank=True, db_index=True)
     price_per_hour = models.DecimalField(max_digits=12, decimal_places=4, default=0)
     gpu_count = models.PositiveIntegerField(default=0)
+    # How to reach the member's services (from its pod row; checked there: an http(s) URL, int ports).
+    jupyter_url = models.CharField(max_length=500, blank=True)
+    ports_mapping = models.JSONField(default=dict, blank=True)  # {"container port": host port}
+    # Why it failed: the upstream's events of this pod, fetched once it failed (rentals.member_events).
+    events = models.JSONField(default=list, blank=True)
+    events_fetched_at = models.DateTimeField(null=True, blank=True)
     first_seen_at = models.DateTimeField(auto_now_add=True)
     running_since = models.DateTimeField(null=True, blank=True)
     gone_at = models.DateTimeField(null=True, blank=True)
@@ -181,6 +187,23 @@ class ClusterMember(models.Model):
 
     def __str__(self) -> str:
         return f"rank {self.rank} {self.pod_id}"
+
+
+class CustomerRemovalPolicy(models.Model):
+    """How long a customer's clusters live unless someone says otherwise, set by operators.
+
+    `default_hours` fills an order's `termination_hours` when it names none; `max_hours` caps it, and caps how
+    far from now a member may push a scheduled removal (operators are not held to it).
+    """
+
+    customer = models.OneToOneField(Customer, on_delete=models.CASCADE, related_name="removal_policy")
+    default_hours = models.PositiveIntegerField(null=True, blank=True)
+    max_hours = models.PositiveIntegerField(null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+
+    def __str__(self) -> str:
+        return f"{self.customer}: default {self.default_hours or '-'} h, max {self.max_hours or '-'} h"
 
 
 class RentalEvent(models.Model):

@@ -13,8 +13,10 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 
+from accounts.models import Customer
 from accounts.validators import validate_ssh_public_key
 from rentals.offers import Fabric, OfferListing, Template, check_node_selection
+from rentals.removal_policy import termination_hours_apply
 from rentals.validators import validate_pod_name
 
 
@@ -50,15 +52,20 @@ def rental_order_build(
     executor_ids: list[str] | None = None,
     node_count: int | None = None,
     template_id: str | None = None,
+    customer: Customer | None = None,
     **choices: Any,
 ) -> RentOrder:
     """Return the order for these nodes of `fabric`, priced and with the newest template unless one is named.
 
     `fabric`, `listing` and `templates` are what the chosen customer's credential offers now; the nodes are
     `executor_ids`, or the `node_count` cheapest whole free ones. `choices` are the order's remaining fields
-    (pod name, keys, options). Raise ValidationError keyed by the field at fault: executor_ids, node_count or
-    template_id.
+    (pod name, keys, options). With `customer`, its removal policy fills in or caps `termination_hours`.
+    Raise ValidationError keyed by the field at fault: executor_ids, node_count, template_id or termination_hours.
     """
+    if customer is not None:
+        choices["termination_hours"] = termination_hours_apply(
+            customer=customer, hours=choices.get("termination_hours")
+        )
     if node_count is not None:
         chosen = [node.id for node in fabric.cheapest(node_count)]
         if len(chosen) < node_count:

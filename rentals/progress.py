@@ -22,6 +22,7 @@ from common.metrics import POLL_REQUESTS
 from rentals import polling
 from rentals.launch import cluster_launch
 from rentals.models import Rental
+from rentals.panels import panels_context
 from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES
 from rentals.states import RentalStatus as S
 
@@ -161,7 +162,8 @@ def _read_poll_query(request: HttpRequest) -> PollQuery:
 
 def _section_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
     """Build what the progress section shows (the same for every viewer with the same `may_act`)."""
-    members = [member for member in rental.members.all() if member.gone_at is None]
+    all_members = list(rental.members.all())
+    members = [member for member in all_members if member.gone_at is None]
     running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
     return {
         "rental": rental,
@@ -173,6 +175,7 @@ def _section_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
         "steps": _steps(rental, running, has_members=bool(members)),
         "may_act": may_act,
         "holds_cluster": HOLDS_CLUSTER_STATES,
+        **panels_context(rental, all_members=all_members, live=members),  # removal, connect, failures
     }
 
 

@@ -1,6 +1,7 @@
 """Writes on rentals: submit, cancel, terminate, reconcile. Each is one service with keyword-only arguments.
 
-The attempt loop itself lives in `rentals.engine`; member tracking in `rentals.members`.
+The attempt loop itself lives in `rentals.engine`; member tracking in `rentals.members`; a scheduled removal in
+`rentals.removal_schedule`.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ import logging
 import uuid
 from collections import defaultdict
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -23,14 +24,14 @@ from accounts.models import Customer, UpstreamCredential, customer_ref_validator
 from common.logcontext import bind
 from rentals import upstream
 from rentals.audit import change_event, staff_action_event
-from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_rental_send, enqueue_schedule_removal
+from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.ordering import RentOrder, build_request_body, validate_order
 from rentals.selectors import customer_hourly_spend
 from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.states import RentalStatus as S
-from rentals.transitions import rental_touch, rental_transition
+from rentals.transitions import rental_transition
 
 logger = logging.getLogger(__name__)
 
@@ -186,42 +187,6 @@ def _created_after(members: list[upstream.PodRow], rental: Rental) -> bool:
     """Return whether no member says it was created before the order was saved (unknown times pass)."""
     earliest = rental.created_at - RECONCILE_CLOCK_SKEW
     return not any(member.created_at is not None and member.created_at < earliest for member in members)
-
-
-def rental_schedule_removal(*, rental: Rental, actor: User | None, hours: int) -> datetime:
-    """Record when the cluster should go, and have the worker schedule each member's removal upstream."""
-    if rental.status not in HOLDS_CLUSTER_STATES:
-        raise ValidationError("Only a rented cluster can be scheduled for removal.")
-    if not rental.pod_ids and not rental.members.exists():
-        raise ValidationError("The cluster's members are not known yet; try again in a moment.")
-    at = (timezone.now() + timedelta(hours=hours)).replace(microsecond=0)
-    with transaction.atomic():
-        rental_touch(rental_id=rental.pk, removal_scheduled_at=at)
-        RentalEvent.objects.create(
-            rental=rental,
-            **change_event(
-                actor=actor,
-                action="schedule_removal",
-                reason="",
-                message=f"Removal scheduled for {at:%Y-%m-%d %H:%M} UTC.",
-                data={"removal_scheduled_at": at.isoformat()},
-            ),
-        )
-        transaction.on_commit(lambda: enqueue_schedule_removal(rental.pk))
-    return at
-
-
-def rental_push_removal_schedule(*, rental_id: int) -> int:
-    """Send the rental's removal time to every member (safe to repeat: the same time twice is one schedule)."""
-    rental = Rental.objects.select_related("credential").filter(pk=rental_id).first()
-    if rental is None or rental.removal_scheduled_at is None or rental.status not in HOLDS_CLUSTER_STATES:
-        return 0
-    pod_ids = list(rental.members.filter(gone_at__isnull=True).values_list("pod_id", flat=True)) or rental.pod_ids
-    client = upstream.client_for(rental.credential)
-    at_iso = rental.removal_scheduled_at.isoformat().replace("+00:00", "Z")
-    for pod_id in pod_ids:
-        client.schedule_removal(pod_id, at_iso)
-    return len(pod_ids)
 
 
 @dataclass(frozen=True)

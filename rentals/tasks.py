@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from rentals import capacity, engine, members, reconcile, removal, services
+from rentals import capacity, engine, member_events, members, reconcile, removal, removal_schedule
 from rentals.enqueue import (
     enqueue_cluster_delete,
     enqueue_pods_sync,
@@ -78,7 +78,13 @@ def rental_reconcile_look(rental_id: int) -> str:
 @shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(UpstreamError,), retry_backoff=5, max_retries=8)
 def rental_schedule_removal(rental_id: int) -> int:
     """Push the removal time to every member; retried on upstream errors (the call is idempotent)."""
-    return services.rental_push_removal_schedule(rental_id=rental_id)
+    return removal_schedule.rental_push_removal_schedule(rental_id=rental_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(UpstreamError,), retry_backoff=5, max_retries=5)
+def member_events_fetch(member_id: int) -> int:
+    """Store a failed member's events from the upstream (why it failed); retried on upstream errors."""
+    return member_events.member_events_fetch(member_id=member_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

@@ -1,7 +1,7 @@
 """The only Lium API client: one module over an injected `httpx.Client`. No other module reads upstream JSON.
 
-Reads return typed values (`rentals.upstream_parse` and its `_pods` and `_offers` siblings: `PodRow`, `DeleteResult`,
-`Features`, `Account`, `Fabric`, `TemplateRow`) or raise one error tree:
+Reads return typed values (`rentals.upstream_parse` and its `_pods` and `_offers` siblings: `PodRow`, `PodEvent`,
+`DeleteResult`, `Features`, `Account`, `Fabric`, `TemplateRow`) or raise one error tree:
 
     UpstreamError
     ├── UpstreamUnavailable        retry later: network error, timeout, 5xx; nothing is concluded
@@ -50,14 +50,14 @@ from rentals import upstream_parse_offers as parse_offers
 from rentals import upstream_parse_pods as parse_pods
 from rentals.upstream_parse import Account, Features, Unparseable
 from rentals.upstream_parse_offers import Fabric, TemplateRow
-from rentals.upstream_parse_pods import DeleteResult, PodRow
+from rentals.upstream_parse_pods import DeleteResult, PodEvent, PodRow
 
 MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}
 LISTING_BODY_MAX = 8 * 1024 * 1024  # pods, offers, templates
 ANSWER_BODY_MAX = 1024 * 1024  # a rent, delete, version, account or error answer
 
-__all__ = ["Account", "DeleteResult", "Fabric", "Features", "PodRow", "TemplateRow"]
+__all__ = ["Account", "DeleteResult", "Fabric", "Features", "PodEvent", "PodRow", "TemplateRow"]
 
 
 class UpstreamError(Exception):
@@ -461,6 +461,19 @@ class LiumClient:
             content=body,
             headers={"Content-Type": "application/json"},
         )
+
+    def cancel_removal(self, pod_id: str) -> None:
+        """Cancel one member's scheduled removal (safe to repeat); the answer's body is not read."""
+        self._read("DELETE", f"/pods/{quote(pod_id, safe='')}/schedule-removal", lambda body: None)
+
+    def pod_events(self, pod_id: str) -> list[PodEvent]:
+        """Return what happened to one pod, oldest first; [] when the upstream knows no such pod (404)."""
+        try:
+            return self._read(
+                "GET", f"/pods/{quote(pod_id, safe='')}/events", parse_pods.pod_event_listing, body_max=LISTING_BODY_MAX
+            )
+        except NotFound:
+            return []
 
     def rent_cluster(self, *, body: bytes, idempotency_key: str, customer_ref: str | None) -> RentResult:
         """Send the stored rent bytes with their key; classify whatever happens. Never raises."""

@@ -156,6 +156,15 @@ def ssh_command(value: Any) -> str:
     return value
 
 
+def ssh_parts(value: Any) -> tuple[str, str, int] | None:
+    """Return (user, host, port) of a checked SSH line (port 22 when none is given), else None."""
+    if not ssh_command(value):
+        return None
+    match = _SSH_COMMAND.fullmatch(value)
+    assert match is not None
+    return match.group(1), match.group(2), int(match.group(3) or 22)
+
+
 def json_object(value: Any, what: str) -> dict[str, Any]:
     """Return the value if it is a JSON object, else raise `Unparseable` naming `what`."""
     if not isinstance(value, dict):

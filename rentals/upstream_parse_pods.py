@@ -6,11 +6,11 @@ dropped, never cut; what cannot be read raises `Unparseable`.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 from rentals.upstream_parse import (
     CLUSTER_ID_MAX,
@@ -54,7 +54,7 @@ class PodRow:
     created_at: datetime | None = None
     removal_scheduled_at: datetime | None = None
     jupyter_url: str = ""
-    ports_mapping: tuple[tuple[str, int], ...] = ()
+    ports_mapping: tuple[tuple[int, int], ...] = ()  # (container port, host port)
 
 
 def pod_row(row: Any) -> PodRow:
@@ -73,8 +73,6 @@ def pod_row(row: Any) -> PodRow:
             raise Unparseable(f"Pod {pod_id} has a `cluster_id` that is not a short string.")
     executor = row.get("executor")
     executor_id = ident(executor.get("id"), EXECUTOR_ID_MAX) if isinstance(executor, dict) else None
-    jupyter = row.get("jupyter_url")
-    ports = row.get("ports_mapping")
     return PodRow(
         id=pod_id,
         status=status,
@@ -90,18 +88,84 @@ def pod_row(row: Any) -> PodRow:
         gpu_count=count(row.get("gpu_count"), 1024),
         created_at=timestamp(row.get("created_at")),
         removal_scheduled_at=timestamp(row.get("removal_scheduled_at")),
-        jupyter_url=jupyter if isinstance(jupyter, str) and re.fullmatch(r"https?://\S{1,500}", jupyter) else "",
-        ports_mapping=tuple(
-            (str(inner), outer)
-            for inner, outer in (ports.items() if isinstance(ports, dict) else ())
-            if count(inner, 65535) is not None and isinstance(outer, int) and 0 < outer <= 65535
-        ),
+        jupyter_url=web_url(row.get("jupyter_url")),
+        ports_mapping=port_pairs(row.get("ports_mapping")),
     )
+
+
+JUPYTER_URL_MAX = 500  # ClusterMember.jupyter_url
+
+
+def web_url(value: Any) -> str:
+    """Return an absolute http(s) URL with a host and no whitespace or control character, else ""."""
+    if not isinstance(value, str) or not 0 < len(value) <= JUPYTER_URL_MAX or not value.isprintable():
+        return ""
+    if any(character.isspace() for character in value):
+        return ""
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (raises ValueError for a port that is not a number 0-65535)
+    except ValueError:
+        return ""
+    return value if parts.scheme in ("http", "https") and parts.hostname else ""
+
+
+def port_pairs(value: Any) -> tuple[tuple[int, int], ...]:
+    """Return `{"container port": host port}` as (container, host) pairs of ports 1-65535, in container order."""
+    if not isinstance(value, dict):
+        return ()
+    pairs = []
+    for inner, outer in value.items():
+        container = count(inner, 65535)
+        host = count(outer, 65535) if not isinstance(outer, str) else None
+        if container and host:
+            pairs.append((container, host))
+    return tuple(sorted(pairs))
 
 
 def pod_listing(body: Any) -> list[PodRow]:
     """Read `GET /pods`: a list of pod rows; any row that cannot be read makes the whole listing unreadable."""
     return [pod_row(row) for row in json_list(body, "The pod listing")]
+
+
+# --- Events --------------------------------------------------------------------------------------------------
+
+EVENT_TYPE_MAX = 64
+
+
+@dataclass(frozen=True)
+class PodEvent:
+    """One `GET /pods/{id}/events` row: what happened to the pod, when."""
+
+    event_type: str
+    message: str
+    created_at: datetime | None = None
+
+    def as_dict(self) -> dict[str, str | None]:
+        """Return the event as stored on the member (JSON)."""
+        return {
+            "event_type": self.event_type,
+            "message": self.message,
+            "created_at": self.created_at.isoformat() if self.created_at else None,
+        }
+
+
+def pod_event_listing(body: Any) -> list[PodEvent]:
+    """Read a pod's events, oldest first; a row without a usable `event_type` is skipped, not guessed."""
+    events = []
+    for raw in json_list(body, "The pod's events"):
+        raw = json_object(raw, "A pod event")
+        event_type = ident(raw.get("event_type"), EVENT_TYPE_MAX)
+        if event_type is None:
+            continue
+        events.append(
+            PodEvent(
+                event_type=event_type,
+                message=text(raw.get("message") or "", SHORT_TEXT_MAX * 5),
+                created_at=timestamp(raw.get("created_at")),
+            )
+        )
+    return sorted(events, key=lambda event: (event.created_at is None, event.created_at or datetime.min))
 
 
 # --- Delete --------------------------------------------------------------------------------------------------

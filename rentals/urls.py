@@ -2,7 +2,7 @@
 
 from django.urls import path
 
-from rentals import views
+from rentals import views, views_lifecycle
 
 app_name = "rentals"
 
@@ -18,7 +18,19 @@ urlpatterns = [
     path("rentals/<uuid:public_id>/cancel/", views.rental_cancel, name="rental_cancel"),
     path(
         "rentals/<uuid:public_id>/schedule-removal/",
-        views.rental_removal_schedule_form,
+        views_lifecycle.rental_removal_schedule_form,
         name="rental_schedule_removal",
+    ),
+    path(
+        "rentals/<uuid:public_id>/cancel-removal/",
+        views_lifecycle.rental_removal_cancel_form,
+        name="rental_cancel_removal",
+    ),
+    path("rentals/<uuid:public_id>/ssh-config/", views_lifecycle.rental_ssh_config, name="rental_ssh_config"),
+    path("rentals/<uuid:public_id>/env/<int:rank>/", views_lifecycle.rental_env_file, name="rental_env_file"),
+    path(
+        "customers/<int:customer_id>/removal-policy/",
+        views_lifecycle.customer_removal_policy,
+        name="customer_removal_policy",
     ),
 ]

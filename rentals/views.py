@@ -352,26 +352,3 @@ def _user(request: HttpRequest) -> User:
     """Return the logged-in user (the views that call this are behind login_required)."""
     assert isinstance(request.user, User)
     return request.user
-
-
-@login_required
-@require_POST
-def rental_removal_schedule_form(request: HttpRequest, public_id: str) -> HttpResponse:
-    """Ask the upstream to remove every member of the cluster automatically after some hours."""
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request):
-        return HttpResponse("Support can look but not change rentals.", status=403)
-    try:
-        hours = int(request.POST.get("hours", ""))
-        if not 1 <= hours <= 720:
-            raise ValueError
-    except ValueError:
-        messages.error(request, "Enter a whole number of hours from 1 to 720.")
-    else:
-        try:
-            at = services.rental_schedule_removal(rental=rental, actor=_user(request), hours=hours)
-        except ValidationError as exc:
-            messages.error(request, exc.messages[0])
-        else:
-            messages.success(request, f"Every member will be removed at {at:%Y-%m-%d %H:%M} UTC.")
-    return redirect("rentals:rental_detail", public_id=rental.public_id)

@@ -53,6 +53,7 @@ def validate(state: State, body: dict[str, Any]) -> dict[str, Any]:
         "price": price,
         "hours": body.get("termination_hours"),
         "encryption": body.get("enable_volume_encryption", True) is not False,
+        "jupyter": body.get("enable_jupyter") is True,
     }
 
 
@@ -201,6 +202,9 @@ def commit(
             "will_fail": fail_ranks.get(rank),
             "removal_scheduled_at": now + order["hours"] * 3600 if order["hours"] else None,
             "port": state.new_port(),
+            # With Jupyter: its host port (mapped from 8888) and the token in its URL, like a real pod's.
+            "jupyter_port": state.new_port() if order["jupyter"] else None,
+            "jupyter_token": uuid.uuid4().hex if order["jupyter"] else None,
             "eta_basis": state.eta_basis_for(fab),
             "enable_volume_encryption": order["encryption"],
             "deleting_until": None,

@@ -250,7 +250,7 @@ class State:
             "pod_name": pod["pod_name"],
             "status": status,
             "ssh_connect_cmd": f"ssh root@{executor['executor_ip_address']} -p {pod['port']}" if running else None,
-            "ports_mapping": {"22": pod["port"]},
+            "ports_mapping": self.ports_mapping(pod),
             "created_at": iso(pod["created_at"]),
             "updated_at": iso(pod["updated_at"]),
             "executor": executor,
@@ -259,8 +259,8 @@ class State:
             "template": pod["template"],
             "local_volume_path": None,
             "removal_scheduled_at": iso(pod["removal_scheduled_at"]),
-            "jupyter_installation_status": None,
-            "jupyter_url": None,
+            "jupyter_installation_status": ("INSTALLED" if running else "PENDING") if pod.get("jupyter_port") else None,
+            "jupyter_url": self.jupyter_url(pod, executor) if running else None,
             "enable_volume_encryption": pod["enable_volume_encryption"],
             "volume_encryption_status": ("ENCRYPTED" if running else "PENDING")
             if pod["enable_volume_encryption"]
@@ -276,6 +276,21 @@ class State:
             "api_key_name": pod["api_key_name"],
             "customer_ref": pod["customer_ref"],
         }
+
+    @staticmethod
+    def ports_mapping(pod: dict[str, Any]) -> dict[str, int]:
+        """Return the pod's container-to-host ports: SSH, and Jupyter's 8888 when the order asked for it."""
+        ports = {"22": pod["port"]}
+        if pod.get("jupyter_port"):
+            ports["8888"] = pod["jupyter_port"]
+        return ports
+
+    @staticmethod
+    def jupyter_url(pod: dict[str, Any], executor: dict[str, Any]) -> str | None:
+        """Return the running pod's Jupyter URL (on its executor's address), or None without Jupyter."""
+        if not pod.get("jupyter_port"):
+            return None
+        return f"http://{executor['executor_ip_address']}:{pod['jupyter_port']}/lab?token={pod['jupyter_token']}"
 
     def new_port(self) -> int:
         """Hand out the next host port for a pod's SSH mapping."""

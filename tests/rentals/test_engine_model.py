@@ -97,6 +97,7 @@ TASKS: dict[str, Callable[..., object]] = {
     "rental_reconcile_look": tasks.rental_reconcile_look,
     "credential_pods_sync": tasks.credential_pods_sync,
     "rental_schedule_removal": tasks.rental_schedule_removal,
+    "member_events_fetch": tasks.member_events_fetch,
 }
 
 rent_answers = st.builds(

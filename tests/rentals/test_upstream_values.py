@@ -118,7 +118,7 @@ def test_a_pod_row_is_read_into_typed_fields() -> None:
         price=Decimal("19.2000"),
         gpu_count=8,
         created_at=datetime(2026, 12, 1, 10, tzinfo=UTC),
-        ports_mapping=(("22", 22001),),
+        ports_mapping=((22, 22001),),
     )
 
 

@@ -16,7 +16,7 @@ from accounts.models import SshPublicKey
 from api.keys import api_key_create
 from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
-from rentals.models import Rental
+from rentals.models import ClusterMember, Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
 
@@ -53,6 +53,12 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "rentals:rental_terminate": {**RENTAL_WRITE, (BOB, "GET"): 404, (SAM, "GET"): 403},
     "rentals:rental_cancel": RENTAL_WRITE,
     "rentals:rental_schedule_removal": RENTAL_WRITE,
+    "rentals:rental_cancel_removal": RENTAL_WRITE,
+    # Downloads of the connect panel: read like the rental page (the world's rental has members with SSH).
+    "rentals:rental_ssh_config": RENTAL_READ,
+    "rentals:rental_env_file": RENTAL_READ,
+    # A customer's removal policy: staff read it, only operators change it.
+    "rentals:customer_removal_policy": {**STAFF_PAGE, (SAM, "POST"): 403, (ALICE, "POST"): 403, (OLGA, "POST"): 302},
     "ops:overview": STAFF_PAGE,
     "ops:overview_panel": STAFF_PAGE,
     "ops:search": STAFF_PAGE,
@@ -71,6 +77,9 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "api-v1:rental_create": {(ANON, "POST"): 401, (SAM, "POST"): 403},
     "api-v1:rental_get": API_READ,
     "api-v1:rental_terminate": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
+    # `{}` names neither hours nor a time: 422. DELETE (cancel) shares the path; tests/api covers it.
+    "api-v1:rental_removal_set": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 422},
+    "api-v1:rental_removal_cancel": {(ANON, "GET"): 405, (ALICE, "GET"): 405},
     # Webhooks and e-mail (notifications): alice's endpoint; support reads every log and changes nothing.
     "notifications:webhook_list": {**MEMBER_PAGE, (BOB, "GET"): 200, (SAM, "POST"): 403, (ALICE, "POST"): 200},
     "notifications:webhook_detail": RENTAL_READ,
@@ -130,6 +139,7 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
     order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name="job", public_keys=[SSH_KEY])
     rental = rental_submit(user=alice, customer=alice.memberships.get().customer, order=order, customer_ref="acme")
     Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="c-1")
+    add_members(rental)
     ssh_key = SshPublicKey.objects.create(user=alice, name="laptop", public_key=SSH_KEY)
     endpoint, _secret = endpoint_create(
         customer=rental.customer, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice
@@ -153,9 +163,27 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
     }
 
 
+def add_members(rental: Rental) -> None:
+    """Give the rental two running members with SSH, overlay IPs and a Jupyter URL (the connect panel's input)."""
+    for rank in (0, 1):
+        ClusterMember.objects.create(
+            rental=rental,
+            pod_id=f"pod-{rank}",
+            rank=rank,
+            status="RUNNING",
+            overlay_ip=f"10.42.0.{rank + 1}",
+            ssh_command=f"ssh root@192.0.2.{rank + 1} -p 2200{rank}",
+            jupyter_url=f"http://192.0.2.{rank + 1}:38888/lab?token=t{rank}",
+            ports_mapping={"22": 22000 + rank, "8888": 38888},
+        )
+
+
 def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
     public_id = world["rental"].public_id
     kwargs = {
+        "rentals:rental_env_file": {"public_id": public_id, "rank": 0},
+        "api-v1:rental_removal_set": {"rental_id": public_id},
+        "api-v1:rental_removal_cancel": {"rental_id": public_id},
         "api:key_revoke": {"pk": world["api_key"].pk},
         "accounts:ssh_key_delete": {"pk": world["ssh_key"].pk},
         "ops:rental_action": {"public_id": public_id, "action": "cancel"},
@@ -178,6 +206,8 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "rentals:rental_terminate",
         "rentals:rental_cancel",
         "rentals:rental_schedule_removal",
+        "rentals:rental_cancel_removal",
+        "rentals:rental_ssh_config",
         "ops:rental",
     }:
         kwargs = {"public_id": public_id}
@@ -186,6 +216,7 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "billing:team": {"customer_id": customer_id},
         "billing:invite_create": {"customer_id": customer_id},
         "billing:budget_set": {"customer_id": customer_id},
+        "rentals:customer_removal_policy": {"customer_id": customer_id},
         "billing:invite_revoke": {"customer_id": customer_id, "pk": world["invitation"].invitation.pk},
         "billing:member_remove": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:member_admin": {"customer_id": customer_id, "pk": world["carol_membership"].pk},

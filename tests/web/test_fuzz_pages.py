@@ -23,7 +23,7 @@ from notifications.services import endpoint_create, endpoint_send_test
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
-from tests.site.test_url_permissions import project_url_names, url_for
+from tests.site.test_url_permissions import add_members, project_url_names, url_for
 from tests.web import offer_fakes
 from tests.web.offer_fakes import FABRIC, node
 
@@ -49,7 +49,8 @@ NAMES_READ = {
     "rentals:rental_progress": ["v", "i", "t"],
     "rentals:rental_terminate": ["reason"],
     "rentals:rental_cancel": ["reason"],
-    "rentals:rental_schedule_removal": ["hours"],
+    "rentals:rental_schedule_removal": ["hours", "extend_hours"],
+    "rentals:customer_removal_policy": ["default_hours", "max_hours"],
     "api:keys": ["name", "scopes", "expires_in_days"],
     "accounts:ssh_keys": ["name", "public_key"],
     "ops:search": ["q"],
@@ -108,6 +109,7 @@ def world(alice, olga, carol, monkeypatch):  # type: ignore[no-untyped-def]
     order = RentOrder(fabric_id=FABRIC, executor_ids=["n-1", "n-2"], pod_name="job", public_keys=[SSH_KEY])
     rental = rental_submit(user=alice, customer=alice.memberships.get().customer, order=order, customer_ref="acme")
     Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="c-1")
+    add_members(rental)
     monkeypatch.setattr("notifications.services.enqueue_delivery", lambda *a, **k: None)
     endpoint, _secret = endpoint_create(
         customer=rental.customer, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice
