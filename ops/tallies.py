@@ -22,13 +22,14 @@ from typing import Any
 
 from django.db import connection, transaction
 from django.db.models import Count, F, Max, Q, Sum, Value
-from django.db.models.functions import TruncDay, TruncHour
+from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
 from ops.models import AttemptTally, CustomerTally, StateTally
 from rentals.models import Rental, RentAttempt
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
+ATTEMPT_BUCKET_MINUTES = 5
 OK_2XX = Q(http_status__gte=200, http_status__lt=300)
 UNHEALTHY = (RentAttempt.Classification.INCONCLUSIVE, RentAttempt.Classification.NEVER_SENT)
 
@@ -42,6 +43,18 @@ def hour_ceil(moment: datetime) -> datetime:
     """Return the first UTC hour boundary at or after `moment`."""
     floor = hour_floor(moment)
     return floor if floor == moment else floor + HOUR
+
+
+def bucket_floor(moment: datetime) -> datetime:
+    """Return the start of the UTC five-minute attempt bucket `moment` falls in."""
+    moment = moment.astimezone(UTC).replace(second=0, microsecond=0)
+    return moment.replace(minute=moment.minute - moment.minute % ATTEMPT_BUCKET_MINUTES)
+
+
+def bucket_ceil(moment: datetime) -> datetime:
+    """Return the first attempt bucket boundary at or after `moment`."""
+    floor = bucket_floor(moment)
+    return floor if floor == moment else floor + timedelta(minutes=ATTEMPT_BUCKET_MINUTES)
 
 
 def day_floor(moment: datetime) -> datetime:
@@ -101,7 +114,8 @@ def count_rental(*, created_at: datetime, status: str, customer_id: int, delta: 
 
 
 def count_attempt(*, credential_id: int, started_at: datetime, http_status: int | None, classification: str) -> None:
-    """Count one recorded attempt in its credential's hour: a 429, and the latest 2xx, confirmed and any."""
+    """Count one recorded attempt in its credential's five minutes: one more, unhealthy or not, a 429 or not, and
+    the latest 2xx, confirmed and any."""
     name = connection.ops.quote_name(AttemptTally._meta.db_table)
     when = _db_time(started_at)
     is_2xx = http_status is not None and 200 <= http_status < 300
@@ -116,14 +130,15 @@ def count_attempt(*, credential_id: int, started_at: datetime, http_status: int 
         )
 
     sql = (
-        f"INSERT INTO {name} (hour, credential_id, http_429, last_2xx_at, last_confirmed_at, last_at) "
-        f"VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (hour, credential_id) DO UPDATE SET "
-        f"http_429 = {name}.http_429 + excluded.http_429, "
+        f"INSERT INTO {name} (start, credential_id, total, bad, http_429, last_2xx_at, last_confirmed_at, last_at) "
+        f"VALUES (%s, %s, 1, %s, %s, %s, %s, %s) ON CONFLICT (start, credential_id) DO UPDATE SET "
+        f"total = {name}.total + 1, bad = {name}.bad + excluded.bad, http_429 = {name}.http_429 + excluded.http_429, "
         f"{later('last_2xx_at')}, {later('last_confirmed_at')}, {later('last_at')}"
     )
     params = [
-        _db_time(hour_floor(started_at)),
+        _db_time(bucket_floor(started_at)),
         credential_id,
+        1 if classification in UNHEALTHY else 0,
         1 if http_status == 429 else 0,
         when if is_2xx else None,
         when if confirmed else None,
@@ -186,29 +201,51 @@ def rebuild_tallies(models: dict[str, Any] | None = None) -> None:
         .values_list("p", "t", "c", "n")
         for span, trunc in ((CustomerTally.Span.HOUR, TruncHour), (CustomerTally.Span.DAY, TruncDay))
     ]
-    attempts = (
+    with transaction.atomic():
+        for table in ("StateTally", "CustomerTally", "AttemptTally"):
+            if table in m:
+                m[table].objects.all().delete()
+        _insert_from(m["StateTally"], ("hour", "status", "count"), states)
+        for query in per_customer:
+            _insert_from(m["CustomerTally"], ("span", "start", "customer_id", "count"), query)
+        if "AttemptTally" in m:
+            m["AttemptTally"].objects.bulk_create(_attempt_buckets(m), batch_size=2000)
+
+
+def _attempt_buckets(m: dict[str, Any]) -> list[Any]:
+    """Return the attempt tallies counted from the rows: per minute in the database, summed into buckets here
+    (a five-minute truncation has no portable SQL; a week of minutes is ten thousand rows per credential)."""
+    per_minute = (
         m["RentAttempt"]
         .objects.order_by()
-        .values(h=TruncHour("started_at", tzinfo=UTC), c=F("rental__credential_id"))
+        .values(t=TruncMinute("started_at", tzinfo=UTC), c=F("rental__credential_id"))
         .annotate(
+            n=Count("id"),
+            bad=Count("id", filter=Q(classification__in=UNHEALTHY)),
             n429=Count("id", filter=Q(http_status=429)),
             l2xx=Max("started_at", filter=OK_2XX),
             lc=Max("started_at", filter=Q(classification=RentAttempt.Classification.CONFIRMED)),
             la=Max("started_at"),
         )
-        .values_list("h", "c", "n429", "l2xx", "lc", "la")
+        .values_list("t", "c", "n", "bad", "n429", "l2xx", "lc", "la")
     )
-    with transaction.atomic():
-        for table in ("StateTally", "CustomerTally", "AttemptTally"):
-            m[table].objects.all().delete()
-        _insert_from(m["StateTally"], ("hour", "status", "count"), states)
-        for query in per_customer:
-            _insert_from(m["CustomerTally"], ("span", "start", "customer_id", "count"), query)
-        _insert_from(
-            m["AttemptTally"],
-            ("hour", "credential_id", "http_429", "last_2xx_at", "last_confirmed_at", "last_at"),
-            attempts,
-        )
+    buckets: dict[tuple[datetime, int], Any] = {}
+    for minute, credential_id, total, bad, n429, last_2xx, last_confirmed, last_any in per_minute:
+        key = (bucket_floor(minute), credential_id)
+        row = buckets.get(key)
+        if row is None:
+            row = buckets[key] = m["AttemptTally"](start=key[0], credential_id=credential_id)
+        row.total += total
+        row.bad += bad
+        row.http_429 += n429
+        row.last_2xx_at = _latest(row.last_2xx_at, last_2xx)
+        row.last_confirmed_at = _latest(row.last_confirmed_at, last_confirmed)
+        row.last_at = _latest(row.last_at, last_any)
+    return list(buckets.values())
+
+
+def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
+    return b if a is None or (b is not None and b > a) else a
 
 
 def _insert_from(model: type[Any], columns: tuple[str, ...], query: Any) -> None:
@@ -279,58 +316,65 @@ def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[in
 def attempt_counts(*, now: datetime) -> dict[int, dict[str, Any]]:
     """Return per credential id what the overview's upstream table shows (two queries).
 
-    From the tallies: the latest 2xx, confirmed and any attempt of the last 7 days, the 429s of the last 24 h.
-    From the rows (the `started_at` index): the last hour's attempts, errors and 429s, and the 429s of the
-    part-hour between now - 24 h and the next full hour. The last hour's latest times are merged in too: an
-    attempt rewritten in place (a late answer after a lease takeover) shows while it is recent.
+    From the five-minute tallies: the latest 2xx, confirmed and any attempt of the last 7 days, the 429s of the
+    last 24 h, and the last hour's attempts, unhealthy ones and 429s. From the rows (the `started_at` index): the
+    part-buckets between now - 1 h (and now - 24 h) and the next bucket boundary, a few minutes of attempts.
+    An attempt rewritten in place (a late answer after a lease takeover, `QuerySet.update`) stays counted as it
+    was first recorded until `rebuild_tallies()`; its latest times show while it is in the part-bucket.
     """
     week_start, day_start, hour_start = now - 7 * DAY, now - DAY, now - HOUR
-    day_hours = hour_ceil(day_start)
+    day_buckets, hour_buckets = bucket_ceil(day_start), bucket_ceil(hour_start)
     result: dict[int, dict[str, Any]] = {}
 
     def counts(credential_id: int) -> dict[str, Any]:
         empty = {"last_2xx": None, "last_confirmed": None, "last_any": None, "day_429": 0}
         return result.setdefault(credential_id, {**empty, "hour_total": 0, "hour_bad": 0, "hour_429": 0})
 
+    in_hour_buckets = Q(start__gte=hour_buckets)
     tallies = (
-        AttemptTally.objects.filter(hour__gte=hour_floor(week_start))
+        AttemptTally.objects.filter(start__gte=bucket_floor(week_start))
         .values("credential_id")
         .annotate(
             last_2xx=Max("last_2xx_at"),
             last_confirmed=Max("last_confirmed_at"),
             last_any=Max("last_at"),
-            day_429=Sum("http_429", filter=Q(hour__gte=day_hours)),
+            day_429=Sum("http_429", filter=Q(start__gte=day_buckets)),
+            hour_total=Sum("total", filter=in_hour_buckets),
+            hour_bad=Sum("bad", filter=in_hour_buckets),
+            hour_429=Sum("http_429", filter=in_hour_buckets),
         )
         .order_by()
     )
     for row in tallies:
         row_counts = counts(row["credential_id"])
-        row_counts["day_429"] = row["day_429"] or 0
+        for key in ("day_429", "hour_total", "hour_bad", "hour_429"):
+            row_counts[key] = row[key] or 0
         for key in ("last_2xx", "last_confirmed", "last_any"):
-            # The hour the window starts in may hold older attempts only: a latest time before the start is none.
+            # The bucket the window starts in may hold older attempts only: a latest time before the start is none.
             row_counts[key] = row[key] if row[key] is not None and row[key] >= week_start else None
-    in_hour = Q(started_at__gte=hour_start)
-    in_day_edge = Q(started_at__gte=day_start, started_at__lt=day_hours, http_status=429)
+    in_hour_edge = Q(started_at__gte=hour_start, started_at__lt=hour_buckets)
+    in_day_edge = Q(started_at__gte=day_start, started_at__lt=day_buckets, http_status=429)
     live = (
-        RentAttempt.objects.filter(in_hour | in_day_edge)
+        RentAttempt.objects.filter(in_hour_edge | in_day_edge)
         .values("rental__credential_id")
         .annotate(
-            hour_total=Count("id", filter=in_hour),
-            hour_bad=Count("id", filter=in_hour & Q(classification__in=UNHEALTHY)),
-            hour_429=Count("id", filter=in_hour & Q(http_status=429)),
+            hour_total=Count("id", filter=in_hour_edge),
+            hour_bad=Count("id", filter=in_hour_edge & Q(classification__in=UNHEALTHY)),
+            hour_429=Count("id", filter=in_hour_edge & Q(http_status=429)),
             edge_429=Count("id", filter=in_day_edge),
-            last_2xx=Max("started_at", filter=in_hour & OK_2XX),
-            last_confirmed=Max("started_at", filter=in_hour & Q(classification=RentAttempt.Classification.CONFIRMED)),
-            last_any=Max("started_at", filter=in_hour),
+            last_2xx=Max("started_at", filter=in_hour_edge & OK_2XX),
+            last_confirmed=Max(
+                "started_at", filter=in_hour_edge & Q(classification=RentAttempt.Classification.CONFIRMED)
+            ),
+            last_any=Max("started_at", filter=in_hour_edge),
         )
         .order_by()
     )
     for row in live:
         row_counts = counts(row["rental__credential_id"])
         for key in ("hour_total", "hour_bad", "hour_429"):
-            row_counts[key] = row[key]
+            row_counts[key] += row[key]
         row_counts["day_429"] += row["edge_429"]
         for key in ("last_2xx", "last_confirmed", "last_any"):
-            if row[key] is not None and (row_counts[key] is None or row[key] > row_counts[key]):
-                row_counts[key] = row[key]
+            row_counts[key] = _latest(row_counts[key], row[key])
     return result
