@@ -41,6 +41,8 @@ class CustomerTally(models.Model):
         constraints = [
             models.UniqueConstraint(fields=["span", "start", "customer"], name="customer_tally_bucket"),
         ]
+        # The overview sums a range of buckets per customer: with the count in the index it never reads the table.
+        indexes = [models.Index(fields=["span", "start", "customer", "count"], name="customer_tally_counts")]
 
     def __str__(self) -> str:
         return f"{self.span} {self.start:%Y-%m-%d %H:00} customer {self.customer_id}: {self.count}"

@@ -33,6 +33,20 @@ RETRYING_ATTENTION_MINUTES = settings.OPS_RETRYING_ATTENTION_MINUTES
 QUEUED_ATTENTION_MINUTES = settings.OPS_QUEUED_ATTENTION_MINUTES
 TERMINATING_ATTENTION_MINUTES = settings.OPS_TERMINATING_ATTENTION_MINUTES
 ATTENTION_LIMIT = 50
+# What the attention table and its reasons read of a rental.
+ATTENTION_FIELDS = (
+    "public_id",
+    "pod_name",
+    "customer",
+    "status",
+    "error_code",
+    "attempt_count",
+    "created_at",
+    "updated_at",
+    "first_sent_at",
+    "lease_until",
+    "rented_at",
+)
 SWEEPER_HEARTBEAT = "sweeper"
 UPSTREAM_KEY_WINDOW = timedelta(hours=24)
 
@@ -110,7 +124,11 @@ def attention_ids(*, now: datetime) -> RawSQL:
 def attention_queue(*, now: datetime) -> list[AttentionItem]:
     """Return rentals a human should look at, oldest problem first, with the reason and since when (one query)."""
     items: list[AttentionItem] = []
-    wanted = Rental.objects.select_related("customer").filter(pk__in=attention_ids(now=now))
+    wanted = (
+        Rental.objects.select_related("customer")
+        .filter(pk__in=attention_ids(now=now))
+        .only(*ATTENTION_FIELDS, "customer__name")  # not the request bytes nor the JSON columns of 50 rentals
+    )
     for rental in wanted.order_by("updated_at")[:ATTENTION_LIMIT]:
         if rental.status == S.UNKNOWN:
             item = AttentionItem(rental, "Outcome unknown: reconcile", rental.updated_at)

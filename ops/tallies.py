@@ -24,6 +24,7 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Max, Q, Sum, Value
 from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
+from accounts.models import Customer
 from ops.models import AttemptTally, CustomerTally, StateTally
 from rentals.models import Rental, RentAttempt
 
@@ -266,7 +267,6 @@ def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[in
     """
     week_start, day_start = now - 7 * DAY, now - DAY
     week_hours, day_hours = hour_ceil(week_start), hour_ceil(day_start)
-    week_days = day_ceil(week_hours)
     by_state: dict[str, dict[str, int]] = {}
     by_customer: dict[int, dict[str, Any]] = {}
 
@@ -283,22 +283,8 @@ def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[in
     )
     for row in states:
         add(by_state, row["status"], row["day"], row["week"])
-    # Each window: its part-day up to the next midnight in hours, then whole days (the last one still filling).
-    day_days = day_ceil(day_hours)
-    hours, days = Q(span=CustomerTally.Span.HOUR), Q(span=CustomerTally.Span.DAY)
-    week_part = hours & Q(start__gte=week_hours, start__lt=week_days)
-    day_part = hours & Q(start__gte=day_hours, start__lt=day_days)
-    customers = (
-        CustomerTally.objects.filter(week_part | day_part | (days & Q(start__gte=week_days)))
-        .values("customer_id", "customer__name")
-        .annotate(
-            day=Sum("count", filter=day_part | (days & Q(start__gte=day_days))),
-            week=Sum("count", filter=week_part | days),
-        )
-        .order_by()
-    )
-    for row in customers:
-        add(by_customer, row["customer_id"], row["day"], row["week"], name=row["customer__name"])
+    for customer_id, name, day, week in _customer_tallies(week_hours=week_hours, day_hours=day_hours):
+        add(by_customer, customer_id, day, week, name=name)
     in_week_edge = Q(created_at__gte=week_start, created_at__lt=week_hours)
     in_day_edge = Q(created_at__gte=day_start, created_at__lt=day_hours)
     edges = (
@@ -311,6 +297,50 @@ def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[in
         add(by_state, row["status"], row["day"], row["week"])
         add(by_customer, row["customer_id"], row["day"], row["week"], name=row["customer__name"])
     return by_state, by_customer
+
+
+def _name(model: type[Any]) -> str:
+    return connection.ops.quote_name(model._meta.db_table)
+
+
+def _as_datetimes(values: list[Any]) -> list[datetime | None]:
+    """Aware datetimes from a raw aggregate: SQLite returns its stored text (UTC), PostgreSQL datetimes."""
+    return [None if value is None else value if isinstance(value, datetime) else _parse_utc(value) for value in values]
+
+
+def _parse_utc(text: str) -> datetime:
+    return datetime.fromisoformat(text).replace(tzinfo=UTC)
+
+
+def _customer_tallies(*, week_hours: datetime, day_hours: datetime) -> list[tuple[int, str, int, int]]:
+    """Return (customer id, name, rentals in the day window, in the week window) from the customer tallies.
+
+    Each window: its part-day up to the next midnight in hours, then whole days (the last one still filling).
+    Three range reads of the (span, start, customer, count) index, index-only, summed per customer before the
+    names are joined: one `OR` of the ranges read every tally row from the table, about a day of hours for every
+    customer, scattered over the heap.
+    """
+    week_days, day_days = day_ceil(week_hours), day_ceil(day_hours)
+    table = connection.ops.quote_name(CustomerTally._meta.db_table)
+    customers = connection.ops.quote_name(Customer._meta.db_table)
+    hour, day = CustomerTally.Span.HOUR.value, CustomerTally.Span.DAY.value
+    sql = (
+        f"SELECT t.customer_id, c.name, t.in_day, t.in_week FROM (SELECT customer_id, SUM(in_day) AS in_day, "
+        f"SUM(in_week) AS in_week FROM (SELECT customer_id, 0 AS in_day, count AS in_week FROM {table} "
+        f"WHERE span = %s AND start >= %s AND start < %s "
+        f"UNION ALL SELECT customer_id, count, 0 FROM {table} WHERE span = %s AND start >= %s AND start < %s "
+        f"UNION ALL SELECT customer_id, CASE WHEN start >= %s THEN count ELSE 0 END, count FROM {table} "
+        f"WHERE span = %s AND start >= %s) AS parts GROUP BY customer_id) AS t "
+        f"JOIN {customers} c ON c.id = t.customer_id"
+    )
+    params = [
+        *(hour, _db_time(week_hours), _db_time(week_days)),
+        *(hour, _db_time(day_hours), _db_time(day_days)),
+        *(_db_time(day_days), day, _db_time(week_days)),
+    ]
+    with connection.cursor() as cursor:
+        cursor.execute(sql, params)
+        return [(pk, name, int(d or 0), int(w or 0)) for pk, name, d, w in cursor.fetchall()]
 
 
 def attempt_counts(*, now: datetime) -> dict[int, dict[str, Any]]:
@@ -330,51 +360,63 @@ def attempt_counts(*, now: datetime) -> dict[int, dict[str, Any]]:
         empty = {"last_2xx": None, "last_confirmed": None, "last_any": None, "day_429": 0}
         return result.setdefault(credential_id, {**empty, "hour_total": 0, "hour_bad": 0, "hour_429": 0})
 
-    in_hour_buckets = Q(start__gte=hour_buckets)
-    tallies = (
-        AttemptTally.objects.filter(start__gte=bucket_floor(week_start))
-        .values("credential_id")
-        .annotate(
-            last_2xx=Max("last_2xx_at"),
-            last_confirmed=Max("last_confirmed_at"),
-            last_any=Max("last_at"),
-            day_429=Sum("http_429", filter=Q(start__gte=day_buckets)),
-            hour_total=Sum("total", filter=in_hour_buckets),
-            hour_bad=Sum("bad", filter=in_hour_buckets),
-            hour_429=Sum("http_429", filter=in_hour_buckets),
-        )
-        .order_by()
+    adapt = _db_time
+    tallies_sql = (
+        f"SELECT credential_id, MAX(last_2xx_at), MAX(last_confirmed_at), MAX(last_at), "
+        f"SUM(CASE WHEN start >= %s THEN http_429 ELSE 0 END), SUM(CASE WHEN start >= %s THEN total ELSE 0 END), "
+        f"SUM(CASE WHEN start >= %s THEN bad ELSE 0 END), SUM(CASE WHEN start >= %s THEN http_429 ELSE 0 END) "
+        f"FROM {_name(AttemptTally)} WHERE start >= %s GROUP BY credential_id"
     )
-    for row in tallies:
-        row_counts = counts(row["credential_id"])
-        for key in ("day_429", "hour_total", "hour_bad", "hour_429"):
-            row_counts[key] = row[key] or 0
-        for key in ("last_2xx", "last_confirmed", "last_any"):
-            # The bucket the window starts in may hold older attempts only: a latest time before the start is none.
-            row_counts[key] = row[key] if row[key] is not None and row[key] >= week_start else None
-    in_hour_edge = Q(started_at__gte=hour_start, started_at__lt=hour_buckets)
-    in_day_edge = Q(started_at__gte=day_start, started_at__lt=day_buckets, http_status=429)
-    live = (
-        RentAttempt.objects.filter(in_hour_edge | in_day_edge)
-        .values("rental__credential_id")
-        .annotate(
-            hour_total=Count("id", filter=in_hour_edge),
-            hour_bad=Count("id", filter=in_hour_edge & Q(classification__in=UNHEALTHY)),
-            hour_429=Count("id", filter=in_hour_edge & Q(http_status=429)),
-            edge_429=Count("id", filter=in_day_edge),
-            last_2xx=Max("started_at", filter=in_hour_edge & OK_2XX),
-            last_confirmed=Max(
-                "started_at", filter=in_hour_edge & Q(classification=RentAttempt.Classification.CONFIRMED)
-            ),
-            last_any=Max("started_at", filter=in_hour_edge),
-        )
-        .order_by()
+    tallies_params = [adapt(day_buckets), *[adapt(hour_buckets)] * 3, adapt(bucket_floor(week_start))]
+    # Written out, as the ORM's compile of these filtered aggregates cost more than running them.
+    unhealthy = ", ".join(["%s"] * len(UNHEALTHY))
+    in_hour_edge = "a.started_at >= %s AND a.started_at < %s"
+    edge_sql = (
+        f"SELECT r.credential_id, "
+        f"SUM(CASE WHEN {in_hour_edge} THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {in_hour_edge} AND a.classification IN ({unhealthy}) THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {in_hour_edge} AND a.http_status = 429 THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN a.started_at < %s AND a.http_status = 429 THEN 1 ELSE 0 END), "
+        f"MAX(CASE WHEN {in_hour_edge} AND a.http_status >= 200 AND a.http_status < 300 THEN a.started_at END), "
+        f"MAX(CASE WHEN {in_hour_edge} AND a.classification = %s THEN a.started_at END), "
+        f"MAX(CASE WHEN {in_hour_edge} THEN a.started_at END) "
+        f"FROM {_name(RentAttempt)} a JOIN {_name(Rental)} r ON r.id = a.rental_id "
+        f"WHERE ({in_hour_edge}) OR (a.started_at >= %s AND a.started_at < %s AND a.http_status = 429) "
+        f"GROUP BY r.credential_id"
     )
-    for row in live:
-        row_counts = counts(row["rental__credential_id"])
-        for key in ("hour_total", "hour_bad", "hour_429"):
-            row_counts[key] += row[key]
-        row_counts["day_429"] += row["edge_429"]
-        for key in ("last_2xx", "last_confirmed", "last_any"):
-            row_counts[key] = _latest(row_counts[key], row[key])
+    hour_edge = [adapt(hour_start), adapt(hour_buckets)]
+    edge_params = [
+        *hour_edge,
+        *hour_edge,
+        *UNHEALTHY,
+        *hour_edge,
+        adapt(day_buckets),
+        *hour_edge,
+        *hour_edge,
+        RentAttempt.Classification.CONFIRMED,
+        *hour_edge,
+        *hour_edge,
+        adapt(day_start),
+        adapt(day_buckets),
+    ]
+    latest_keys = ("last_2xx", "last_confirmed", "last_any")
+    with connection.cursor() as cursor:
+        cursor.execute(tallies_sql, tallies_params)
+        for credential_id, *latest, day_429, hour_total, hour_bad, hour_429 in cursor.fetchall():
+            row_counts = counts(credential_id)
+            row_counts.update(day_429=day_429 or 0, hour_total=hour_total or 0, hour_bad=hour_bad or 0)
+            row_counts["hour_429"] = hour_429 or 0
+            for key, value in zip(latest_keys, _as_datetimes(latest), strict=True):
+                # The bucket the window starts in may hold older attempts only: a latest time before the start
+                # is none.
+                row_counts[key] = value if value is not None and value >= week_start else None
+        cursor.execute(edge_sql, edge_params)
+        for credential_id, hour_total, hour_bad, hour_429, edge_429, *latest in cursor.fetchall():
+            row_counts = counts(credential_id)
+            row_counts["hour_total"] += hour_total or 0
+            row_counts["hour_bad"] += hour_bad or 0
+            row_counts["hour_429"] += hour_429 or 0
+            row_counts["day_429"] += edge_429 or 0
+            for key, value in zip(latest_keys, _as_datetimes(latest), strict=True):
+                row_counts[key] = _latest(row_counts[key], value)
     return result
