@@ -248,7 +248,7 @@ def _page_rows(pks: list[int]) -> list[tuple[Any, ...]]:
         rows = cursor.fetchall()
     # The backend's own conversions, as the ORM applies them (SQLite keeps uuids as hex and times as text).
     convert = [
-        (index, [*connection.ops.get_db_converters(col), *col.field.get_db_converters(connection)], col)
+        (index, [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)], col)
         for index, col in ((1, Rental._meta.get_field("public_id").get_col("r")), (7, _CREATED_AT.get_col("r")))
     ]
     converted = []

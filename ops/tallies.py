@@ -21,7 +21,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Max, Q, Sum, Value
+from django.db.models import Count, F, Max, Q, Value
 from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
 from accounts.models import Customer
@@ -272,30 +272,32 @@ def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[in
 
     def add(table: dict[Any, dict[str, Any]], key: Any, day: int, week: int, **extra: Any) -> None:
         row = table.setdefault(key, {"day": 0, "week": 0, **extra})
-        row["day"] += day or 0
-        row["week"] += week or 0
+        row["day"] += int(day or 0)
+        row["week"] += int(week or 0)
 
-    states = (
-        StateTally.objects.filter(hour__gte=week_hours)
-        .values("status")
-        .annotate(day=Sum("count", filter=Q(hour__gte=day_hours)), week=Sum("count"))
-        .order_by()
+    # Written out, as the ORM's compile of these filtered aggregates cost more than running them.
+    states_sql = (
+        f"SELECT status, SUM(CASE WHEN hour >= %s THEN count ELSE 0 END), SUM(count) "
+        f"FROM {_name(StateTally)} WHERE hour >= %s GROUP BY status"
     )
-    for row in states:
-        add(by_state, row["status"], row["day"], row["week"])
-    for customer_id, name, day, week in _customer_tallies(week_hours=week_hours, day_hours=day_hours):
-        add(by_customer, customer_id, day, week, name=name)
-    in_week_edge = Q(created_at__gte=week_start, created_at__lt=week_hours)
-    in_day_edge = Q(created_at__gte=day_start, created_at__lt=day_hours)
-    edges = (
-        Rental.objects.filter(in_week_edge | in_day_edge)
-        .values("status", "customer_id", "customer__name")
-        .annotate(day=Count("id", filter=in_day_edge), week=Count("id", filter=in_week_edge))
-        .order_by()
+    in_week_edge, in_day_edge = "r.created_at >= %s AND r.created_at < %s", "r.created_at >= %s AND r.created_at < %s"
+    edges_sql = (
+        f"SELECT r.status, r.customer_id, c.name, SUM(CASE WHEN {in_day_edge} THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {in_week_edge} THEN 1 ELSE 0 END) "
+        f"FROM {_name(Rental)} r JOIN {_name(Customer)} c ON c.id = r.customer_id "
+        f"WHERE ({in_week_edge}) OR ({in_day_edge}) GROUP BY r.status, r.customer_id, c.name"
     )
-    for row in edges:
-        add(by_state, row["status"], row["day"], row["week"])
-        add(by_customer, row["customer_id"], row["day"], row["week"], name=row["customer__name"])
+    week_edge, day_edge = [_db_time(week_start), _db_time(week_hours)], [_db_time(day_start), _db_time(day_hours)]
+    with connection.cursor() as cursor:
+        cursor.execute(states_sql, [_db_time(day_hours), _db_time(week_hours)])
+        for status, day, week in cursor.fetchall():
+            add(by_state, status, day, week)
+        for customer_id, name, day, week in _customer_tallies(week_hours=week_hours, day_hours=day_hours):
+            add(by_customer, customer_id, day, week, name=name)
+        cursor.execute(edges_sql, [*day_edge, *week_edge, *week_edge, *day_edge])
+        for status, customer_id, name, day, week in cursor.fetchall():
+            add(by_state, status, day, week)
+            add(by_customer, customer_id, day, week, name=name)
     return by_state, by_customer
 
 

@@ -112,6 +112,9 @@ def grow_to(size: int, *, next_id: int, people: People, tenants: list[tuple[int,
 
         t0 = time.monotonic()
         rebuild_tallies()
+        if connection.vendor == "postgresql":
+            # As autovacuum does for a dashboard that grew to this size: the overview reads them index-only.
+            vacuum_tallies(connection)
         say(f"    overview tallies recounted ({time.monotonic() - t0:.1f} s)")
     # The hourly beat task a running dashboard has done by the time it holds this many rentals.
     if sqlite_analyze():
@@ -134,6 +137,13 @@ def measure_pages(run: Run, people: People, in_process: dict[str, Client]) -> di
     figures: dict[str, Any] = {}
     for name, (who, path) in pages.items():
         http = people.user_http if who == "user" else people.staff_http
+        # The first request a web process answers for a page also loads its code and templates (and the fabric
+        # list fetches the listing it then caches): timed apart as `first_ms`, then one more warm-up per process.
+        p0 = time.perf_counter()
+        http.get(path)
+        first_ms = (time.perf_counter() - p0) * 1000
+        for _ in range(run.args.web_workers):
+            http.get(path)
         times = []
         for _ in range(run.args.page_samples):
             p0 = time.perf_counter()
@@ -147,11 +157,20 @@ def measure_pages(run: Run, people: People, in_process: dict[str, Client]) -> di
             "median_ms": r(statistics.median(times)),
             "p95_ms": r(pct(times, 95) or 0.0),
             "queries": len(queries),
-            "first_ms": r(times[0]),
+            "first_ms": r(first_ms),
         }
         p95 = figures[name]["p95_ms"]
         say(f"    {name:22s} median {statistics.median(times):8.1f} ms   p95 {p95:8.1f} ms   queries {len(queries)}")
     return figures
+
+
+def vacuum_tallies(connection: Any) -> None:
+    """VACUUM ANALYZE the overview's tallies after their recount."""
+    from ops.models import AttemptTally, CustomerTally, StateTally
+
+    with connection.cursor() as cursor:
+        for model in (StateTally, CustomerTally, AttemptTally):
+            cursor.execute(f"VACUUM ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
 
 
 def measure_search(samples_per_kind: int, staff_http: httpx.Client, samples: dict[str, list[str]]) -> dict[str, Any]:
