@@ -24,7 +24,7 @@ from django.utils import timezone
 from accounts.models import UpstreamCredential
 from ops.tallies import attempt_counts, created_counts
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
-from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentAttempt
+from rentals.models import STATUS_LABELS, ClusterMember, Heartbeat, Rental, RentalEvent, RentAttempt
 from rentals.selectors import members_grace
 from rentals.states import RentalStatus as S
 
@@ -37,7 +37,7 @@ ATTENTION_LIMIT = 50
 ATTENTION_FIELDS = (
     "public_id",
     "pod_name",
-    "customer",
+    "customer__name",
     "status",
     "error_code",
     "attempt_count",
@@ -80,8 +80,36 @@ def rental_counts(*, now: datetime) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
+class AttentionCustomer:
+    name: str
+
+
+@dataclass(frozen=True)
+class AttentionRental:
+    """What the attention table and its reasons read of a rental, as plain values: building 50 model instances
+    (and the choices map of `get_status_display` per row) was a measurable part of the overview."""
+
+    public_id: Any
+    pod_name: str
+    customer: AttentionCustomer
+    status: str
+    error_code: str
+    attempt_count: int
+    created_at: datetime
+    updated_at: datetime
+    first_sent_at: datetime | None
+    lease_until: datetime | None
+    rented_at: datetime | None
+
+    @property
+    def get_status_display(self) -> str:
+        """The state's label, under the name the template uses for a rental's."""
+        return STATUS_LABELS.get(self.status, self.status)
+
+
+@dataclass(frozen=True)
 class AttentionItem:
-    rental: Rental
+    rental: AttentionRental
     reason: str
     since: datetime | None
 
@@ -124,12 +152,11 @@ def attention_ids(*, now: datetime) -> RawSQL:
 def attention_queue(*, now: datetime) -> list[AttentionItem]:
     """Return rentals a human should look at, oldest problem first, with the reason and since when (one query)."""
     items: list[AttentionItem] = []
-    wanted = (
-        Rental.objects.select_related("customer")
-        .filter(pk__in=attention_ids(now=now))
-        .only(*ATTENTION_FIELDS, "customer__name")  # not the request bytes nor the JSON columns of 50 rentals
-    )
-    for rental in wanted.order_by("updated_at")[:ATTENTION_LIMIT]:
+    wanted = Rental.objects.filter(pk__in=attention_ids(now=now)).order_by("updated_at")[:ATTENTION_LIMIT]
+    for row in wanted.values_list(*ATTENTION_FIELDS):
+        values = dict(zip(ATTENTION_FIELDS, row, strict=True))
+        values["customer"] = AttentionCustomer(values.pop("customer__name"))
+        rental = AttentionRental(**values)
         if rental.status == S.UNKNOWN:
             item = AttentionItem(rental, "Outcome unknown: reconcile", rental.updated_at)
         elif rental.status == S.DEGRADED:
