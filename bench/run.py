@@ -84,6 +84,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds at most for the submit phase (the embedded broker is slow: fewer rentals then)",
     )
     p.add_argument("--engine-budget", type=float, default=45.0, help="seconds at most per engine run")
+    p.add_argument("--burst-rentals", type=int, default=200, help="rentals submitted at once in the burst phase")
+    p.add_argument(
+        "--burst-latency-ms", type=int, default=2000, help="how long the simulator holds each rent call in the burst"
+    )
     p.add_argument(
         "--fs-polling-interval",
         type=float,
@@ -103,7 +107,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--db-name", default="lium_bench", help="dedicated database name on the PostgreSQL server")
     p.add_argument("--keep-db", action="store_true", help="keep the PostgreSQL bench database at the end")
     p.add_argument("--keep-run-dir", action="store_true", help="keep the run folder (logs) at the end")
-    p.add_argument("--only", default="", help="comma list of phases: submit,engine,poll,pages,search (default all)")
+    p.add_argument(
+        "--only", default="", help="comma list of phases: submit,engine,burst,poll,pages,search (default all)"
+    )
     return p.parse_args(argv)
 
 
@@ -127,6 +133,7 @@ def measure_phases(run: Run, stack: Stack) -> None:
     # The phases import models, which only a set-up Django can load.
     from bench.direct import Direct
     from bench.people import create_people
+    from bench.phases.burst import measure_burst
     from bench.phases.engine import measure_engine
     from bench.phases.poll import measure_poll
     from bench.phases.scale import measure_at_scale
@@ -141,6 +148,8 @@ def measure_phases(run: Run, stack: Stack) -> None:
     if "engine" in run.phases:
         measure_engine(run, people, direct, worker)
     worker.stop()
+    if "burst" in run.phases:
+        measure_burst(run, stack, people, direct)
     run.result["memory"] = {
         "celery_pool_peak_rss_mb": worker.peak_pool_mb or None,
         "celery_main_peak_rss_mb": worker.peak_main_mb or None,

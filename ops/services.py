@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from rentals import idempotency_promise, reconcile
+from rentals import idempotency_promise, reconcile, upstream
 from rentals import services as rental_services
 from rentals.audit import staff_action_event, staff_action_record
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
@@ -137,7 +137,13 @@ def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> str:
     reason = _require_reason(reason)
     now = timezone.now()
     if rental.status == S.UNKNOWN:
-        finding = rental_services.rental_reconcile(rental=rental, actor=actor)
+        try:
+            finding = rental_services.rental_reconcile(rental=rental, actor=actor)
+        except (upstream.UpstreamError, ValueError) as exc:
+            # Unreachable, refused or unreadable: nothing is concluded, and the operator is told so (never a 500).
+            raise ValidationError(
+                f"Could not list Lium's pods ({exc}); nothing was concluded. Try again shortly."
+            ) from exc
         rental_touch(rental_id=rental.pk, last_reconcile_at=now)
         message = finding.message
     elif rental.status == S.RENTED and needs_attention(rental, now=now):

@@ -24,7 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from common.logcontext import bind
-from rentals import idempotency_promise, outcomes, upstream
+from rentals import capacity, idempotency_promise, outcomes, upstream
 from rentals.enqueue import enqueue_pods_sync, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline, retry_window
@@ -101,6 +101,8 @@ def _claim(rental_id: int) -> Claim | str | None:
     if lease_expired:
         claimed["possibly_sent"] = True
     with transaction.atomic():
+        if not capacity.admit(rental, now=now):
+            return None  # no free rent slot: it waits, and `capacity.dispatch` sends it when one frees
         # On the version read above: every write a page shows bumps it, so if this matches, the row is
         # exactly the one read plus `claimed`, and the object can be brought up to date without a reload.
         moved = rental_transition(
@@ -173,6 +175,7 @@ def rental_attempt(*, rental_id: int) -> str | None:
     rental = claim.rental
     with bind(rental_id=rental.public_id, idempotency_key=rental.idempotency_key, customer=rental.customer_ref or "-"):
         logger.info("Rent attempt %s: sending %s bytes.", claim.number, len(rental.request_body))
+        capacity.release_db_connection()  # hold no database connection while waiting on Lium
         started_at = timezone.now()
         started = time.monotonic()
         try:
@@ -199,6 +202,7 @@ def rental_attempt(*, rental_id: int) -> str | None:
                 duration_ms,
                 status or "unchanged (lease lost)",
             )
+        capacity.dispatch()  # this attempt's slot is free: the next fair waiting rental takes it
         return status
 
 

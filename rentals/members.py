@@ -19,9 +19,10 @@ import logging
 from collections import defaultdict
 from datetime import datetime, timedelta
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import UpstreamCredential
@@ -136,12 +137,10 @@ def _store_listed_members(
             "gpu_count": row.gpu_count or 0,
         }
         if member is None:
-            member = ClusterMember(rental=rental, pod_id=row.id, **values)
-            if row.status == "RUNNING":
-                member.running_since = now
-            member.save()
-            touched = True
-            continue
+            member = _member_insert(rental, row, values, now)
+            if member is None:
+                touched = True
+                continue
         if any(getattr(member, key) != value for key, value in values.items()) or member.gone_at:
             if row.status == "RUNNING" and member.running_since is None:
                 member.running_since = now
@@ -151,6 +150,23 @@ def _store_listed_members(
             member.save()
             touched = True
     return touched
+
+
+def _member_insert(rental: Rental, row: PodRow, values: dict[str, Any], now: datetime) -> ClusterMember | None:
+    """Store a newly listed member; return None, or the row another worker stored meanwhile (to update).
+
+    Two listings overlap when one takes longer than the poll interval: the other may have stored this member
+    after this one read the rental's members.
+    """
+    member = ClusterMember(rental=rental, pod_id=row.id, running_since=now if row.status == "RUNNING" else None)
+    for key, value in values.items():
+        setattr(member, key, value)
+    try:
+        with transaction.atomic():  # a savepoint: the caller's transaction goes on after a duplicate
+            member.save()
+    except IntegrityError:
+        return ClusterMember.objects.get(rental=rental, pod_id=row.id)
+    return None
 
 
 def _mark_unlisted_members(

@@ -1,14 +1,10 @@
-"""The progress poller: its signed token, its back-off, and the one read a poll with a valid token costs.
+"""What a poll may read without the full check: its signed token, and the one read that token buys.
 
-The rental page polls `rental_progress` with the version it shows (`v`), its current interval (`i`) and a
-signed token (`t`). The token is issued only after the full session, user and permission check, and names
-the rental, whether the viewer may act on it, and (as a digest) the session cookie it was issued to. For
-`TOKEN_MAX_AGE_SECONDS` after that check, a poll that carries it from the same browser is answered without
-the session, user or permission lookups: `live_state` reads the rental's version and status and checks that
-the session still exists, in one indexed SQL query (or, with a shared cache, one cache round trip). Unchanged:
-the answer is only a new, slower poller. Changed: the progress section too, rendered once per version
-(`rentals.progress`). Anything else (expired or foreign token, logged-out session) takes the full, checked
-path, which issues a new token; so a revoked membership or role stops showing progress within the token's life.
+The token is issued after the full session, user and permission check. It names the rental, whether the viewer
+may act on it, and a digest of the browser's session cookie. For 5 minutes a poll that carries it from that
+browser costs one read (the rental's version and status, and that the session still exists) instead of the
+session, user and permission lookups; after that the full check applies again, so a removed member or a changed
+role stops seeing progress within 5 minutes. `rentals.progress` answers the poll.
 """
 
 from __future__ import annotations
@@ -19,7 +15,6 @@ import hmac
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from urllib.parse import parse_qsl
 
 from django.conf import settings
 from django.contrib.sessions.backends.cached_db import KEY_PREFIX as CACHED_DB_SESSION_PREFIX
@@ -28,18 +23,13 @@ from django.core import signing
 from django.core.cache import cache
 from django.db import connection, transaction
 from django.http import HttpRequest
-from django.utils.html import escape
-from django.utils.safestring import SafeString
 
 from rentals.models import Rental
-from rentals.states import FINAL_STATES, IN_FLIGHT_STATES
 
-POLL_FAST_SECONDS = 2.0
-POLL_SLOW_SECONDS = 15.0
-POLL_MAX_SECONDS = 30.0
 TOKEN_SALT = "rentals.poll"  # noqa: S105 - a namespace for signatures, not a secret
 # How long a token stands in for the full check: the most a revoked membership or role can still see.
 TOKEN_MAX_AGE_SECONDS = 300
+# A short life bounds the damage of a state read that raced a write: at worst one stale poll interval.
 POLL_STATE_CACHE_SECONDS = 10
 
 DB_SESSIONS = "django.contrib.sessions.backends.db"
@@ -58,20 +48,51 @@ class PollGrant:
 
 @dataclass(frozen=True)
 class PollState:
-    """The rental's version and status, as the not-modified shortcut needs them."""
+    """The rental's version and status: all a poll needs to know whether anything changed."""
 
     version: int
     status: str
     public_hex: str
 
 
-def _session_tag(session_key: str | None) -> str:
-    # A digest, so the token never carries the session key itself.
-    return hashlib.sha256((session_key or "").encode()).hexdigest()[:24]
+def poll_token(*, request: HttpRequest, rental_id: int, may_act: bool) -> str:
+    """Sign what this browser session may poll (call only after the full permission check)."""
+    payload = [rental_id, _session_tag(request.session.session_key), int(may_act)]
+    return signing.dumps(payload, salt=TOKEN_SALT, compress=False)
 
 
-def _state_key(rental_id: int) -> str:
-    return f"rental-poll-state:{rental_id}"
+def read_grant(request: HttpRequest, token: str) -> PollGrant | None:
+    """Return what `token` grants, or None when it is absent, forged, expired or another browser's."""
+    if not token:
+        return None
+    try:
+        rental_id, session_tag, may_act, issued_at = _verified(token, settings.SECRET_KEY)
+    except (signing.BadSignature, ValueError, TypeError):
+        return None
+    if time.time() - issued_at > TOKEN_MAX_AGE_SECONDS:
+        return None
+    cookie = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
+    if not cookie or not hmac.compare_digest(session_tag, _session_tag(cookie)):
+        return None
+    return PollGrant(rental_id=rental_id, may_act=may_act, session_key=cookie, token=token)
+
+
+def live_state(grant: PollGrant) -> PollState | None:
+    """Return the granted rental's state if the session the token was issued to still exists.
+
+    None: the rental is gone, the session ended (logout, expiry), or sessions are kept where this cannot look.
+    """
+    if settings.SESSION_ENGINE not in (DB_SESSIONS, CACHED_DB_SESSIONS):
+        return None
+    if settings.POLL_STATE_CACHE:
+        state_key, session_key = _state_key(grant.rental_id), _session_cache_key(grant.session_key)
+        found = cache.get_many([state_key, session_key] if session_key else [state_key])
+        if state_key in found and (session_key is None or session_key in found):
+            return PollState(*found[state_key])
+    state = _read_state(grant)
+    if state is not None and settings.POLL_STATE_CACHE:
+        cache.set(_state_key(grant.rental_id), state, POLL_STATE_CACHE_SECONDS)
+    return PollState(*state) if state else None
 
 
 def forget_poll_state(rental_id: int) -> None:
@@ -83,82 +104,8 @@ def forget_poll_state(rental_id: int) -> None:
         transaction.on_commit(lambda: cache.delete(_state_key(rental_id)))
 
 
-def poll_token(*, request: HttpRequest, rental_id: int, may_act: bool) -> str:
-    """Sign what this browser session may poll (issued only after the full permission check)."""
-    payload = [rental_id, _session_tag(request.session.session_key), int(may_act)]
-    return signing.dumps(payload, salt=TOKEN_SALT, compress=False)
-
-
-@dataclass(frozen=True)
-class PollQuery:
-    """What a poll asks: the version its page shows, its current interval, and its token (0, 0, "" if absent)."""
-
-    version: int
-    interval: float
-    token: str
-
-
-def read_poll_query(request: HttpRequest) -> PollQuery:
-    """Parse the poll's three parameters from the raw query string (cheaper than building `request.GET`)."""
-    try:
-        params = dict(parse_qsl(request.META.get("QUERY_STRING", ""), max_num_fields=10))
-    except ValueError:
-        params = {}
-    try:
-        version, interval = int(params.get("v", "0")), float(params.get("i", "0"))
-    except ValueError:
-        version, interval = 0, 0.0
-    # min() first: a NaN interval compares false both ways and becomes 0.
-    return PollQuery(version=version, interval=max(0.0, min(interval, POLL_MAX_SECONDS)), token=params.get("t", ""))
-
-
-@functools.lru_cache(maxsize=4096)
-def _verified(token: str, secret_key: str) -> tuple[int, str, bool, int]:
-    """Check a token's signature once per process; return (rental id, session tag, may act, issued at).
-
-    Raises BadSignature, ValueError or TypeError for a forged or malformed token (not cached). `secret_key`
-    is part of the cache key so that a changed key never accepts a token signed with the old one.
-    """
-    rental_id, session_tag, may_act = signing.loads(token, key=secret_key, salt=TOKEN_SALT)
-    issued_at = signing.b62_decode(token.rsplit(":", 2)[-2])  # the signed timestamp TimestampSigner added
-    return int(rental_id), str(session_tag), bool(may_act), issued_at
-
-
-def read_grant(request: HttpRequest, query: PollQuery) -> PollGrant | None:
-    """Return what the poll's token grants, or None when it is absent, forged, expired or another browser's."""
-    if not query.token:
-        return None
-    try:
-        rental_id, session_tag, may_act, issued_at = _verified(query.token, settings.SECRET_KEY)
-    except (signing.BadSignature, ValueError, TypeError):
-        return None
-    if time.time() - issued_at > TOKEN_MAX_AGE_SECONDS:
-        return None
-    cookie = request.COOKIES.get(settings.SESSION_COOKIE_NAME)
-    if not cookie or not hmac.compare_digest(session_tag, _session_tag(cookie)):
-        return None
-    return PollGrant(rental_id=rental_id, may_act=may_act, session_key=cookie, token=query.token)
-
-
-def _session_cache_key(session_key: str) -> str | None:
-    """The cache key `cached_db` keeps this session under, when sessions live in the shared cache."""
-    if settings.SESSION_ENGINE == CACHED_DB_SESSIONS and settings.SESSION_CACHE_ALIAS == "default":
-        return CACHED_DB_SESSION_PREFIX + session_key
-    return None
-
-
-def live_state(grant: PollGrant) -> PollState | None:
-    """Return the granted rental's version and status if the session the token was issued to still exists.
-
-    None: the rental is gone, the session ended (logout, expiry), or sessions are kept where this cannot look.
-    """
-    if settings.SESSION_ENGINE not in (DB_SESSIONS, CACHED_DB_SESSIONS):
-        return None
-    if settings.POLL_STATE_CACHE:
-        state_key, session_key = _state_key(grant.rental_id), _session_cache_key(grant.session_key)
-        found = cache.get_many([state_key, session_key] if session_key else [state_key])
-        if state_key in found and (session_key is None or session_key in found):
-            return PollState(*found[state_key])
+def _read_state(grant: PollGrant) -> tuple[int, str, str] | None:
+    # Written out: the ORM spends far longer composing this query than SQLite or PostgreSQL spend running it.
     rental_table, session_table = Rental._meta.db_table, Session._meta.db_table
     with connection.cursor() as cursor:
         cursor.execute(
@@ -167,29 +114,33 @@ def live_state(grant: PollGrant) -> PollState | None:
             [grant.rental_id, grant.session_key, datetime.now(UTC)],
         )
         row = cursor.fetchone()
-    if row is None:
-        return None
-    state = (row[0], row[1], str(row[2]).replace("-", ""))
-    if settings.POLL_STATE_CACHE:
-        # A short life bounds the damage of a read that raced a write (at worst one stale poll interval).
-        cache.set(_state_key(grant.rental_id), state, POLL_STATE_CACHE_SECONDS)
-    return PollState(*state)
+    return None if row is None else (row[0], row[1], str(row[2]).replace("-", ""))
 
 
-def next_interval(*, status: str, version: int, seen_version: int, interval: float) -> float:
-    """Poll fast while in flight, slowly otherwise, and back off by 1.5 times (up to 30 s) while unchanged."""
-    base = POLL_FAST_SECONDS if status in IN_FLIGHT_STATES else POLL_SLOW_SECONDS
-    if seen_version == version and interval:
-        return min(max(interval * 1.5, base), POLL_MAX_SECONDS)
-    return base
+@functools.lru_cache(maxsize=4096)
+def _verified(token: str, secret_key: str) -> tuple[int, str, bool, int]:
+    """Check a token's signature once per process; return (rental id, session tag, may act, issued at).
+
+    Cached because a page polls with one token for 5 minutes and each check costs an HMAC and a JSON load.
+    Raises for a forged or malformed token (not cached). `secret_key` is in the cache key, so a changed key
+    never accepts a token signed with the old one.
+    """
+    rental_id, session_tag, may_act = signing.loads(token, key=secret_key, salt=TOKEN_SALT)
+    issued_at = signing.b62_decode(token.rsplit(":", 2)[-2])  # the timestamp TimestampSigner signed
+    return int(rental_id), str(session_tag), bool(may_act), issued_at
 
 
-def poller_html(*, url: str, version: int, status: str, interval: float, token: str) -> SafeString:
-    """Return the poller element: it asks `url` again after `interval` seconds, or never once the rental is final."""
-    if status in FINAL_STATES:
-        return SafeString('<div id="poller"></div>')
-    # An f-string, not format_html: this runs on every poll; only the URL and token are text (both escaped).
-    query = f"v={int(version)}&amp;i={float(interval)}&amp;t={escape(token)}"
-    trigger = f"load delay:{float(interval)}s"
-    attributes = f'hx-get="{escape(url)}?{query}" hx-trigger="{trigger}" hx-swap="outerHTML"'
-    return SafeString(f'<div id="poller" {attributes}></div>')
+def _session_tag(session_key: str | None) -> str:
+    # A digest, so the token never carries the session key itself.
+    return hashlib.sha256((session_key or "").encode()).hexdigest()[:24]
+
+
+def _session_cache_key(session_key: str) -> str | None:
+    """The key `cached_db` keeps this session under, when sessions live in the shared cache."""
+    if settings.SESSION_ENGINE == CACHED_DB_SESSIONS and settings.SESSION_CACHE_ALIAS == "default":
+        return CACHED_DB_SESSION_PREFIX + session_key
+    return None
+
+
+def _state_key(rental_id: int) -> str:
+    return f"rental-poll-state:{rental_id}"

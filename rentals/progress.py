@@ -1,33 +1,165 @@
-"""What a rental's progress section shows, and the polled answer that carries it.
+"""A rental page's live progress: `progress_context` builds the page's section and poller, `answer_poll` answers it.
 
-The section is rendered once per (rental, version, may act) and kept in a per-process cache. Every write that
-changes what it shows bumps `Rental.version` once the rows it changes are written (in the same transaction or
-after it), and a render reads the rental row first: the HTML stored for a version is never older than that
-version, no process needs to hear of another's writes, and a new version is simply a new key. The section
-holds no session or user data, not even a CSRF field: its forms get the page's token when submitted
-(`static/js/csrf.js`; the section only ever arrives through htmx, so scripts run).
+An unchanged rental gets only a new, slower poller; a changed one also gets the section, swapped out of band.
+The section is rendered once per (rental, version, may act) and kept per process, because every write that
+changes what it shows bumps `Rental.version`. It holds no CSRF field, so every viewer of a version shares it;
+the page keeps its token outside the section (`rental_detail.html`).
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from urllib.parse import parse_qsl
 
+from django.contrib.auth.views import redirect_to_login
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
-from django.template.loader import render_to_string
+from django.template.loader import get_template, render_to_string
 
 from common.metrics import POLL_REQUESTS
 from rentals import polling
 from rentals.launch import cluster_launch
 from rentals.models import Rental
-from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES
+from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES
 from rentals.states import RentalStatus as S
 
+POLL_FAST_SECONDS = 2.0
+POLL_SLOW_SECONDS = 15.0
+POLL_MAX_SECONDS = 30.0
 FRAGMENT_CACHE = "fragments"
-NO_CSRF_FIELD = ""  # the template's forms render `{% csrf_token %}` only when there is one
+POLLER_PARTIAL = "rentals/rental_detail.html#poller"
+SECTION_PARTIAL = "rentals/rental_detail.html#progress"
+
+STEP_LABELS = ["Queued", "Sent", "Rented", "Nodes starting {running}/{nodes}", "Ready"]
+# The step each status has reached (an index into STEP_LABELS).
+STEP_REACHED: dict[str, int] = {
+    S.QUEUED: 0,
+    S.CANCELLED: 0,
+    S.SENDING: 1,
+    S.RETRYING: 1,
+    S.UNKNOWN: 1,
+    S.REFUSED: 1,
+    S.FAILED: 1,
+    S.NOT_RENTED: 1,
+    S.RENTED: 2,  # 3 once it has members
+    S.DEGRADED: 3,
+    S.READY: 4,
+    S.TERMINATING: 4,
+    S.TERMINATED: 4,
+}
+
+# The full check of a poll without a valid token: the rental as this user may see it, and whether they may act.
+Check = Callable[[], tuple[Rental, bool]]
 
 
-def progress_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
+@dataclass(frozen=True)
+class PollQuery:
+    """What a poll asks: the version its page shows, its current interval, its token (0, 0, "" if absent)."""
+
+    version: int
+    interval: float
+    token: str
+
+
+def progress_context(request: HttpRequest, rental: Rental, *, may_act: bool, poll_url: str) -> dict[str, object]:
+    """Build what the rental page's progress section and poller show, with a new poll token."""
+    token = polling.poll_token(request=request, rental_id=rental.pk, may_act=may_act)
+    interval = next_interval(status=rental.status, version=rental.version, seen_version=0, interval=0)
+    poller = _poller_context(url=poll_url, version=rental.version, status=rental.status, interval=interval, token=token)
+    return {**_section_context(rental, may_act=may_act), **poller}
+
+
+def answer_poll(request: HttpRequest, public_id: uuid.UUID, *, check: Check) -> HttpResponse:
+    """Answer the page's poll: a new poller, and the progress section when the rental changed.
+
+    A valid token stands in for the full check. Without one, a logged-out browser is sent to log in; any
+    other poll runs `check` (which raises when the user may not see the rental) and gets a new token.
+    """
+    query = _read_poll_query(request)
+    answer = _answer_granted(request, query, public_id)
+    if answer is not None:
+        return answer
+    if not request.user.is_authenticated:
+        return redirect_to_login(request.get_full_path())
+    rental, may_act = check()
+    token = polling.poll_token(request=request, rental_id=rental.pk, may_act=may_act)
+    unchanged = rental.version == query.version and query.interval
+    POLL_REQUESTS.labels(outcome="checked").inc()
+    section = None if unchanged else section_html(rental, may_act=may_act)
+    return _answer(request, query, token=token, version=rental.version, status=rental.status, section=section)
+
+
+def section_html(rental: Rental, *, may_act: bool) -> str:
+    """Return the out-of-band progress section of this version of the rental, rendering it once."""
+    cached = _cached_section(rental.public_id.hex, rental.version, may_act)
+    return cached if cached is not None else _render_section(rental, may_act=may_act)
+
+
+def next_interval(*, status: str, version: int, seen_version: int, interval: float) -> float:
+    """Poll fast while in flight, slowly otherwise, and back off by 1.5 times (up to 30 s) while unchanged."""
+    base = POLL_FAST_SECONDS if status in IN_FLIGHT_STATES else POLL_SLOW_SECONDS
+    if seen_version == version and interval:
+        return min(max(interval * 1.5, base), POLL_MAX_SECONDS)
+    return base
+
+
+def _answer_granted(request: HttpRequest, query: PollQuery, public_id: uuid.UUID) -> HttpResponse | None:
+    """Answer with the token standing in for the check, or return None when it cannot."""
+    grant = polling.read_grant(request, query.token)
+    state = polling.live_state(grant) if grant is not None else None
+    # The rental in the URL must be the one the token names.
+    if grant is None or state is None or state.public_hex != public_id.hex:
+        return None
+    if state.version == query.version and query.interval:
+        POLL_REQUESTS.labels(outcome="unchanged").inc()
+        return _answer(request, query, token=grant.token, version=state.version, status=state.status)
+    version, status = state.version, state.status
+    html = _cached_section(state.public_hex, version, grant.may_act)
+    if html is None:
+        rental = Rental.objects.filter(pk=grant.rental_id).first()
+        if rental is None:
+            return None
+        # The row may be newer than the state just read: show (and key) what was rendered.
+        version, status, html = rental.version, rental.status, _render_section(rental, may_act=grant.may_act)
+    POLL_REQUESTS.labels(outcome="changed").inc()
+    return _answer(request, query, token=grant.token, version=version, status=status, section=html)
+
+
+def _answer(
+    request: HttpRequest, query: PollQuery, *, token: str, version: int, status: str, section: str | None = None
+) -> HttpResponse:
+    """Return the next poller (fast after a change, slower while unchanged), then the section if there is one."""
+    delay = next_interval(status=status, version=version, seen_version=query.version, interval=query.interval)
+    context = _poller_context(url=request.path, version=version, status=status, interval=delay, token=token)
+    html = get_template(POLLER_PARTIAL).render(context)
+    return HttpResponse(html if section is None else html + section)
+
+
+def _poller_context(*, url: str, version: int, status: str, interval: float, token: str) -> dict[str, str]:
+    """What the poller partial needs: the URL it asks next and after how long (neither once the rental is final)."""
+    if status in FINAL_STATES:
+        return {}
+    # Two variables, not six: each one the template renders costs a few µs on every poll.
+    return {"poller_url": f"{url}?v={int(version)}&i={float(interval)}&t={token}", "poller_delay": str(float(interval))}
+
+
+def _read_poll_query(request: HttpRequest) -> PollQuery:
+    """Read the poll's three parameters from the raw query string (half the cost of building `request.GET`)."""
+    try:
+        params = dict(parse_qsl(request.META.get("QUERY_STRING", ""), max_num_fields=10))
+    except ValueError:
+        params = {}
+    try:
+        version, interval = int(params.get("v", "0")), float(params.get("i", "0"))
+    except ValueError:
+        version, interval = 0, 0.0
+    # min() first: a NaN interval compares false both ways and becomes 0.
+    return PollQuery(version=version, interval=max(0.0, min(interval, POLL_MAX_SECONDS)), token=params.get("t", ""))
+
+
+def _section_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
     """Build what the progress section shows (the same for every viewer with the same `may_act`)."""
     members = [member for member in rental.members.all() if member.gone_at is None]
     running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
@@ -46,27 +178,11 @@ def progress_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
 
 def _steps(rental: Rental, running: int, *, has_members: bool) -> list[dict[str, object]]:
     """Return the stepper: queued → sent → rented → nodes starting k/N → ready."""
-    order = [S.QUEUED, S.SENDING, S.RENTED, "starting", S.READY]
-    reached_by_status: dict[str, int] = {
-        S.QUEUED: 0,
-        S.SENDING: 1,
-        S.RETRYING: 1,
-        S.UNKNOWN: 1,
-        S.REFUSED: 1,
-        S.FAILED: 1,
-        S.NOT_RENTED: 1,
-        S.CANCELLED: 0,
-        S.RENTED: 3 if has_members else 2,
-        S.DEGRADED: 3,
-        S.READY: 4,
-        S.TERMINATING: 4,
-        S.TERMINATED: 4,
-    }
-    reached = reached_by_status.get(rental.status, 0)
-    labels = ["Queued", "Sent", "Rented", f"Nodes starting {running}/{rental.node_count}", "Ready"]
+    reached = 3 if rental.status == S.RENTED and has_members else STEP_REACHED.get(rental.status, 0)
+    labels = [label.format(running=running, nodes=rental.node_count) for label in STEP_LABELS]
     return [
         {"label": label, "done": index < reached or (index == reached == 4), "current": index == reached}
-        for index, (_key, label) in enumerate(zip(order, labels, strict=True))
+        for index, label in enumerate(labels)
     ]
 
 
@@ -81,63 +197,6 @@ def _cached_section(public_hex: str, version: int, may_act: bool) -> str | None:
 
 def _render_section(rental: Rental, *, may_act: bool) -> str:
     """Render the out-of-band progress section of this version of the rental and keep it."""
-    context = {**progress_context(rental, may_act=may_act), "oob": True, "csrf_token": NO_CSRF_FIELD}
-    html = render_to_string("rentals/rental_detail.html#progress", context)
+    html = render_to_string(SECTION_PARTIAL, {**_section_context(rental, may_act=may_act), "oob": True})
     caches[FRAGMENT_CACHE].set(_section_key(rental.public_id.hex, rental.version, may_act), html)
     return html
-
-
-def section_html(rental: Rental, *, may_act: bool) -> str:
-    """Return the out-of-band progress section of this version of the rental, rendering it once."""
-    cached = _cached_section(rental.public_id.hex, rental.version, may_act)
-    return cached if cached is not None else _render_section(rental, may_act=may_act)
-
-
-def answer_granted_poll(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse | None:
-    """Answer a poll whose token stands in for the full check, or return None to take the checked path."""
-    query = polling.read_poll_query(request)
-    grant = polling.read_grant(request, query)
-    if grant is None:
-        return None
-    state = polling.live_state(grant)
-    # The public id in the URL must be the rental the token names.
-    if state is None or state.public_hex != public_id.hex:
-        return None
-    if state.version == query.version and query.interval:
-        POLL_REQUESTS.labels(outcome="unchanged").inc()
-        return _answer(request, query, token=grant.token, version=state.version, status=state.status)
-    version, status = state.version, state.status
-    html = _cached_section(state.public_hex, version, grant.may_act)
-    if html is None:
-        rental = Rental.objects.filter(pk=grant.rental_id).first()
-        if rental is None:
-            return None
-        # The row may be newer than the state just read: show (and key) what was rendered.
-        version, status, html = rental.version, rental.status, _render_section(rental, may_act=grant.may_act)
-    POLL_REQUESTS.labels(outcome="changed").inc()
-    return _answer(request, query, token=grant.token, version=version, status=status, section=html)
-
-
-def answer_checked_poll(request: HttpRequest, rental: Rental, *, may_act: bool) -> HttpResponse:
-    """Answer a poll after the full session, user and permission check, with a new token."""
-    query = polling.read_poll_query(request)
-    token = polling.poll_token(request=request, rental_id=rental.pk, may_act=may_act)
-    unchanged = rental.version == query.version and query.interval
-    POLL_REQUESTS.labels(outcome="checked").inc()
-    return _answer(
-        request,
-        query,
-        token=token,
-        version=rental.version,
-        status=rental.status,
-        section=None if unchanged else section_html(rental, may_act=may_act),
-    )
-
-
-def _answer(
-    request: HttpRequest, query: polling.PollQuery, *, token: str, version: int, status: str, section: str | None = None
-) -> HttpResponse:
-    """The poller (fast after a change, slower while unchanged), then the section when there is one."""
-    delay = polling.next_interval(status=status, version=version, seen_version=query.version, interval=query.interval)
-    html = polling.poller_html(url=request.path, version=version, status=status, interval=delay, token=token)
-    return HttpResponse(html if section is None else html + section)

@@ -15,7 +15,7 @@ from django.db import connection
 from django.db.models import Q
 from django.utils import timezone
 
-from rentals import engine, members, reconcile, removal, services
+from rentals import capacity, engine, members, reconcile, removal, services
 from rentals.enqueue import (
     enqueue_cluster_delete,
     enqueue_pods_sync,
@@ -93,7 +93,8 @@ def rentals_sweep() -> dict[str, int]:
     due_ids = list(
         Rental.objects.filter(
             Q(status=S.RETRYING, next_attempt_at__lte=overdue)
-            | Q(status=S.QUEUED, updated_at__lte=stuck_queued)
+            # A queued rental refused a rent slot (next_attempt_at set) has no message: `capacity.dispatch` sends it.
+            | Q(status=S.QUEUED, updated_at__lte=stuck_queued, next_attempt_at__isnull=True)
             | Q(status=S.SENDING, lease_until__lt=now)
         ).values_list("pk", flat=True)[:500]
     )
@@ -110,6 +111,8 @@ def rentals_sweep() -> dict[str, int]:
     Rental.objects.filter(pk__in=resent, status=S.QUEUED, updated_at__lte=stuck_queued).update(updated_at=now)
     # Only rows still as selected: a worker may meanwhile have set a later time (e.g. from Retry-After).
     Rental.objects.filter(pk__in=resent, status=S.RETRYING, next_attempt_at__lte=overdue).update(next_attempt_at=now)
+    # Rentals refused a rent slot: the free slots go to the next fair ones (normally a finishing attempt did it).
+    dispatched = capacity.dispatch(now=now)
     credential_ids = set(
         Rental.objects.filter(status__in=members.TRACKED_STATES).values_list("credential_id", flat=True).distinct()
     )
@@ -128,7 +131,12 @@ def rentals_sweep() -> dict[str, int]:
     for rental_id in look_ids:
         enqueue_reconcile_look(rental_id)
     Rental.objects.filter(lost_look, pk__in=look_ids).update(next_reconcile_at=now)
-    return {"enqueued": len(due_ids) - settled, "settled": settled, "pollers": len(credential_ids)}
+    return {
+        "enqueued": len(due_ids) - settled,
+        "settled": settled,
+        "dispatched": len(dispatched),
+        "pollers": len(credential_ids),
+    }
 
 
 @shared_task

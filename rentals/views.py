@@ -10,7 +10,6 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -20,10 +19,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.models import SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
 from common import ratelimit
-from rentals import offers, polling, progress, selectors, services
+from rentals import offers, progress, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.forms import RentForm
+from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing, Template
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
@@ -282,33 +282,20 @@ def rental_detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Show one rental with its live progress, attempts and members."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     support_reads(user=request.user, rentals=[rental])
-    may_act = _may_act(request)
-    interval = polling.next_interval(status=rental.status, version=rental.version, seen_version=0, interval=0)
-    poller = polling.poller_html(
-        url=reverse("rentals:rental_progress", kwargs={"public_id": rental.public_id}),
-        version=rental.version,
-        status=rental.status,
-        interval=interval,
-        token=polling.poll_token(request=request, rental_id=rental.pk, may_act=may_act),
-    )
-    context = {**progress.progress_context(rental, may_act=may_act), "poller": poller}
+    poll_url = reverse("rentals:rental_progress", kwargs={"public_id": rental.public_id})
+    context = progress.progress_context(request, rental, may_act=_may_act(request), poll_url=poll_url)
     return render(request, "rentals/rental_detail.html", context)
 
 
 def rental_progress(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
-    """The polled fragment. Unchanged since the version the page shows: only a new, slower poller.
+    """Answer the rental page's poll; one without a valid token gets the full check first."""
 
-    Changed: the poller and the progress section (swapped out of band). It stops polling once final. A poll
-    with a valid token skips the session, user and permission lookups (`rentals.polling`); others are checked.
-    """
-    answer = progress.answer_granted_poll(request, public_id)
-    if answer is not None:
-        return answer
-    if not request.user.is_authenticated:
-        return redirect_to_login(request.get_full_path())
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    support_reads(user=request.user, rentals=[rental])
-    return progress.answer_checked_poll(request, rental, may_act=_may_act(request))
+    def check() -> tuple[Rental, bool]:
+        rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+        support_reads(user=request.user, rentals=[rental])
+        return rental, _may_act(request)
+
+    return progress.answer_poll(request, public_id, check=check)
 
 
 @login_required

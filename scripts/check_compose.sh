@@ -82,24 +82,31 @@ except ImportError:
 cfg = yaml.safe_load(open(sys.argv[1]))
 services = cfg["services"]
 errors = []
-expected = {"postgres", "redis", "migrate", "web", "worker", "beat", "flower", "simulator"}
+workers = {"worker-rent", "worker-tracking", "worker-housekeeping"}
+expected = {"postgres", "redis", "migrate", "web", *workers, "beat", "flower", "simulator"}
 if set(services) != expected:
     errors.append(f"services are {sorted(services)}, expected {sorted(expected)}")
 for name, svc in services.items():
     if name != "migrate" and "healthcheck" not in svc:
         errors.append(f"{name}: long-running service without a healthcheck")
-    if "container_name" in svc and name in {"worker", "web"}:
+    if "container_name" in svc and name in {*workers, "web"}:
         errors.append(f"{name}: container_name prevents scaling")
 migrate = services.get("migrate", {})
 if migrate.get("restart") not in ("no", None, False):
     errors.append("migrate: a one-shot service must not restart")
-for name in ("web", "worker", "beat"):
+for name in ("web", *sorted(workers), "beat"):
     deps = services.get(name, {}).get("depends_on", {})
     if deps.get("migrate", {}).get("condition") != "service_completed_successfully":
         errors.append(f"{name}: must wait for migrate to complete successfully")
 beat = services.get("beat", {})
 if int((beat.get("deploy") or {}).get("replicas", 1)) != 1 or int(beat.get("scale", 1)) != 1:
     errors.append("beat: must run exactly one instance")
+# One worker per queue, each on the threads pool; only the beat service runs beat.
+for name, queue in (("worker-rent", "rent"), ("worker-tracking", "tracking"), ("worker-housekeeping", "housekeeping")):
+    command = services.get(name, {}).get("command", "")
+    command = " ".join(command) if isinstance(command, list) else command
+    if f"-Q {queue}" not in command or "--pool=threads" not in command or "--beat" in command:
+        errors.append(f"{name}: must consume the {queue} queue on the threads pool, without beat")
 env = services.get("web", {}).get("environment", {})
 if env.get("DASHBOARD_ENV") != "production":
     errors.append("web: DASHBOARD_ENV must be production")

@@ -47,8 +47,8 @@ metrics_status="$(curl -s -o /dev/null -w '%{http_code}' -H "X-Forwarded-Proto: 
 [[ "$metrics_status" == 401 ]] || fail "/metrics without the token answered $metrics_status, not 401"
 [[ "$(curl -fsS "$BASE_URL/readyz")" == '{"status": "ok"}' ]] || fail "/readyz is not ok"
 
-worker="$(docker compose ps -q worker)"
-log "browser walk (the worker container $worker is crashed mid-rental)"
+worker="$(docker compose ps -q worker-rent)"
+log "browser walk (the rent worker container $worker is crashed mid-rental)"
 .venv/bin/python scripts/compose_walk.py --base-url "$BASE_URL" --simulator-url "http://127.0.0.1:$SIM_PORT" \
     --user alice --operator olga --password-env USER_PASSWORD \
     --crash-worker "sh -c 'kill -KILL \$(docker inspect --format {{.State.Pid}} $worker)'"
@@ -60,7 +60,7 @@ metrics="$(curl -fsS -H "X-Forwarded-Proto: https" -H "Authorization: Bearer $ME
 grep -q '^dashboard_rentals{state="terminated"} 2.0$' <<<"$metrics" || fail "metrics do not count 2 terminated rentals"
 
 log "checking the logs"
-docker compose logs --no-color web worker beat migrate >"$SMOKE_DIR/logs.txt"
+docker compose logs --no-color web worker-rent worker-tracking worker-housekeeping beat migrate >"$SMOKE_DIR/logs.txt"
 for secret in "$LIUM_API_KEY" "$USER_PASSWORD" "$SECRET_KEY" "$POSTGRES_PASSWORD" "$METRICS_TOKEN"; do
     ! grep -qF -- "$secret" "$SMOKE_DIR/logs.txt" || fail "a secret appears in the containers' logs"
 done
@@ -68,10 +68,13 @@ python3 - "$SMOKE_DIR/logs.txt" <<'PY' || fail "the web and worker logs are not 
 import json
 import sys
 
-seen = {"web": 0, "worker": 0}
+import re
+
+seen = {"web": 0, "worker-rent": 0}
 for line in open(sys.argv[1], encoding="utf-8"):
     service, _, body = line.partition("|")
-    service = service.strip().rsplit("_", 1)[0].rsplit("-", 1)[0]  # web_1 (v1) or liumsmoke-web-1 (v2)
+    service = re.sub(r"[-_]\d+$", "", service.strip())  # worker-rent_1 (v1) or worker-rent-1 (v2)
+    service = service.removeprefix("liumsmoke-").removeprefix("liumsmoke_")
     if service in seen and body.strip().startswith("{"):
         record = json.loads(body)
         if record.get("rental_id") and record.get("level") and record.get("logger"):

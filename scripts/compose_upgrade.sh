@@ -41,7 +41,7 @@ count_rows() {  # what must survive the upgrade
 log "starting the stack on $FROM_SHA"
 export DASHBOARD_IMAGE="$PREVIOUS_IMAGE"
 docker compose up -d
-wait_healthy 240 migrate web worker simulator  # beat's first healthcheck comes after a minute: not needed yet
+wait_healthy 240 migrate web worker-rent worker-tracking worker-housekeeping simulator  # beat's first healthcheck comes after a minute: not needed yet
 # The previous version may not have the create_* commands yet: its models' own API does the same.
 docker compose exec -e LIUM_API_KEY -e USER_PASSWORD web python manage.py shell <<'PY'
 import os
@@ -73,7 +73,7 @@ log "upgrading to this commit ($CURRENT_IMAGE)"
 DASHBOARD_IMAGE="$CURRENT_IMAGE" scripts/docker_build.sh
 export DASHBOARD_IMAGE="$CURRENT_IMAGE"
 # The app's services only: the simulator (the upstream, which an upgrade of ours never restarts) keeps its state.
-docker compose up -d postgres redis migrate web worker beat
+docker compose up -d --remove-orphans postgres redis migrate web worker-rent worker-tracking worker-housekeeping beat
 wait_healthy 240
 
 docker compose exec web python manage.py migrate --check --noinput >/dev/null \

@@ -12,6 +12,7 @@ import json
 import os
 import random
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -226,7 +227,19 @@ def peak_rss_mb(pid: int) -> float | None:
     return None
 
 
-def celery_worker_args(*, concurrency: int, beat_schedule: Path | None = None, hostname: str = "") -> list[str]:
+# Every queue the dashboard routes to (settings.CELERY_TASK_ROUTES), and `celery`, the queue of releases before
+# the split: a worker given ALL_QUEUES does every kind of work.
+ALL_QUEUES = "rent,tracking,housekeeping,celery"
+
+
+def celery_worker_args(
+    *,
+    concurrency: int,
+    beat_schedule: Path | None = None,
+    hostname: str = "",
+    queues: str = ALL_QUEUES,
+    pool: str = "threads",
+) -> list[str]:
     """Return the command line of one `celery worker` of the dashboard (with beat when given a schedule)."""
     args = [
         sys.executable,
@@ -236,6 +249,8 @@ def celery_worker_args(*, concurrency: int, beat_schedule: Path | None = None, h
         "dashboard",
         "worker",
         "--loglevel=INFO",
+        f"--queues={queues}",
+        f"--pool={pool}",
         f"--concurrency={concurrency}",
         "--without-gossip",
         "--without-mingle",
@@ -246,6 +261,25 @@ def celery_worker_args(*, concurrency: int, beat_schedule: Path | None = None, h
     if beat_schedule is not None:
         args += ["--beat", f"--schedule={beat_schedule}"]
     return args
+
+
+SHELL_DEFAULT = re.compile(r"\$\{(\w+)(?::-([^}]*))?\}")
+
+
+def procfile_workers(env: dict[str, str], procfile: Path = REPO_ROOT / "Procfile") -> dict[str, list[str]]:
+    """Return {name: command line} of every `worker*` line of the Procfile, as `make run` starts them: the
+    shell's `${NAME:-default}` read from `env`, and `celery` run by this interpreter."""
+    workers: dict[str, list[str]] = {}
+    for line in procfile.read_text().splitlines():
+        name, _, command = line.partition(":")
+        if not name.startswith("worker"):
+            continue
+        expanded = SHELL_DEFAULT.sub(lambda m: env.get(m.group(1)) or (m.group(2) or ""), command)
+        args = shlex.split(expanded)
+        if args and args[0] == "celery":
+            args = [sys.executable, "-m", "celery", *args[1:]]
+        workers[name.strip()] = args
+    return workers
 
 
 class Redis:

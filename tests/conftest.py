@@ -173,10 +173,20 @@ WORKER_ENV = {
 }
 
 
+ALL_QUEUES = "rent,tracking,housekeeping,celery"
+
+
 def start_worker(
-    *, concurrency: int = 2, beat: bool = True, extra_env: dict[str, str] | None = None, log_path: Path | None = None
+    *,
+    concurrency: int = 2,
+    beat: bool = True,
+    extra_env: dict[str, str] | None = None,
+    log_path: Path | None = None,
+    queues: str = ALL_QUEUES,
+    name: str = "",
 ) -> subprocess.Popen:
-    """Start a real `celery worker` process on this test run's database and broker."""
+    """Start a real `celery worker` process (threads pool) on this test run's database and broker; by
+    default it consumes every queue."""
     env = {**os.environ, **WORKER_ENV, "DATABASE_URL": _worker_database_url(), **(extra_env or {})}
     env["CELERY_BROKER_URL"] = settings.CELERY_BROKER_URL
     args = [
@@ -187,11 +197,15 @@ def start_worker(
         "dashboard",
         "worker",
         "--loglevel=INFO",
+        f"--queues={queues}",
+        "--pool=threads",
         f"--concurrency={concurrency}",
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",
     ]
+    if name:
+        args.append(f"--hostname={name}@%h")
     if beat:
         args += ["--beat", f"--schedule={settings.RUN_DIR / 'test-beat-schedule'}"]
     log = open(log_path, "ab") if log_path else subprocess.DEVNULL  # noqa: SIM115 - closed with the process

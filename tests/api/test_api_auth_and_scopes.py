@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import re
 import time
 from datetime import timedelta
 
@@ -14,6 +13,7 @@ from django.utils import timezone
 from api.models import ApiKey
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
+from tests.matching import must_search
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -75,7 +75,8 @@ def test_last_used_is_written_at_most_once_a_minute(alice, make_key, api) -> Non
     assert ApiKey.objects.get(pk=key.pk).last_used_at == first, "no write on every request"
     ApiKey.objects.filter(pk=key.pk).update(last_used_at=first - timedelta(minutes=2))
     client.get("/rentals")
-    assert ApiKey.objects.get(pk=key.pk).last_used_at > first - timedelta(minutes=1)
+    last_used = ApiKey.objects.get(pk=key.pk).last_used_at
+    assert last_used is not None and last_used > first - timedelta(minutes=1)
 
 
 def test_failed_attempts_are_rate_limited_per_client_ip(alice, make_key, api) -> None:
@@ -219,7 +220,7 @@ def test_a_key_is_shown_once_and_stored_hashed(alice, client_for) -> None:
     page = client.post("/profile/api-keys/", {"name": "laptop", "scopes": ["read", "rent"], "expires_in_days": "30"})
     assert page.status_code == 200
     assert page["Cache-Control"] == "no-store"
-    text = re.search(r"lcd_[0-9a-f]{8}_[A-Za-z0-9_-]+", page.content.decode()).group(0)
+    text = must_search(r"lcd_[0-9a-f]{8}_[A-Za-z0-9_-]+", page.content.decode()).group(0)
     key = ApiKey.objects.get(user=alice)
     prefix, secret = text.split("_", 2)[1:]
     assert key.prefix == prefix

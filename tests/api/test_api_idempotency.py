@@ -152,8 +152,10 @@ def test_a_request_that_lost_its_key_to_a_repeat_cannot_store_its_answer(alice) 
     from api.models import IdempotencyRecord
 
     first = idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
+    assert isinstance(first, IdempotencyRecord), "a fresh key is claimed, not replayed"
     IdempotencyRecord.objects.filter(pk=first.pk).update(locked_at=timezone.now() - timedelta(hours=1))
     repeat = idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
+    assert isinstance(repeat, IdempotencyRecord), "an unfinished key is claimed, not replayed"
     assert repeat.pk == first.pk, "the repeat took the stale key over"
     with pytest.raises(idempotency.LostIdempotencyLock):
         idempotency.idempotency_finish(record=first, status=201, body="{}")
@@ -167,10 +169,12 @@ def test_a_request_that_lost_its_key_cannot_release_the_repeats_claim(alice) -> 
     from api import idempotency
 
     first = idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
+    assert isinstance(first, IdempotencyRecord), "a fresh key is claimed, not replayed"
     stale = timezone.now() - timedelta(hours=1)
     IdempotencyRecord.objects.filter(pk=first.pk).update(locked_at=stale)
     first.locked_at = stale
     repeat = idempotency.idempotency_begin(user=alice, key="k-1", body_sha256="a" * 64)
+    assert isinstance(repeat, IdempotencyRecord), "an unfinished key is claimed, not replayed"
     assert repeat.pk == first.pk, "the repeat took the stale key over"
     idempotency.idempotency_abandon(record=first)  # the first request's transient failure
     with pytest.raises(ApiError) as third:

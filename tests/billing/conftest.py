@@ -54,7 +54,8 @@ def rent(alice: Any, clock: Clock) -> Any:
             public_keys=[SSH_KEY],
             price_per_hour=Decimal(price),
         )
-        user = customer.memberships.first().user if customer.memberships.exists() else None
+        membership = customer.memberships.first()
+        user = membership.user if membership is not None else None
         rental = rental_submit(user=user or alice, customer=customer, order=order, customer_ref=customer.customer_ref)
         for before, after in ((S.QUEUED, S.SENDING), (S.SENDING, S.RENTED), (S.RENTED, S.READY)):
             assert rental_transition(rental_id=rental.pk, from_status=before, to_status=after)

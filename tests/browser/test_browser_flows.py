@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.conftest import SSH_KEY, Simulator
+from tests.matching import must_search
 
 try:
     from playwright.sync_api import Page, expect
@@ -60,7 +61,7 @@ def test_alice_rents_watches_copies_and_terminates(
     expect(checked).to_have_count(2)
     summary = page.locator("#summary")
     expect(summary).to_contain_text("2 nodes")
-    per_hour_two = re.search(r"\$([\d.]+)/hour", summary.inner_text()).group(1)
+    per_hour_two = must_search(r"\$([\d.]+)/hour", summary.inner_text()).group(1)
 
     # Toggling a node recomputes the summary in place (htmx), without leaving the page.
     page.evaluate("window.__samePage = true")
@@ -101,8 +102,8 @@ def test_alice_rents_watches_copies_and_terminates(
     expect(copy).to_have_text("Copied")
     assert page.evaluate("navigator.clipboard.readText()") == hostfile.inner_text().strip()
 
-    # The polled section is shared by everyone polling this version, so its forms carry no CSRF field; the
-    # page's script adds its own token when one is submitted.
+    # The polled section is shared by everyone polling this version, so its forms carry no CSRF field; they
+    # submit the page's token, held outside the section by a field that names the form (its `form` attribute).
     expect(page.locator('#progress input[name="csrfmiddlewaretoken"]')).to_have_count(0)
     page.get_by_label("Remove automatically in").fill("48")
     page.get_by_role("button", name="Schedule removal").click()

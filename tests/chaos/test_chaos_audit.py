@@ -10,6 +10,7 @@ import importlib.util
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import httpx
 
@@ -26,7 +27,7 @@ RentalView = chaos.RentalView
 audit = chaos.audit
 
 
-def rental(pk: int, status: str, *, cluster_id: str = "") -> RentalView:
+def rental(pk: int, status: str, *, cluster_id: str = ""):  # a chaos.RentalView: a run-time type, so not annotated
     return RentalView(
         pk=pk, pod_name=f"chaos-{pk:04d}", idempotency_key=f"key-{pk}", status=status, cluster_id=cluster_id
     )
@@ -130,7 +131,7 @@ def test_set_faults_leaves_out_the_faults_the_simulator_does_not_know():
         return httpx.Response(200, json=spec)
 
     sim = harness.Simulator(
-        None,
+        harness.Processes(Path("unused")),  # starts nothing: only the control route is asked
         name="simulator",
         seed=1,
         fabrics=1,
@@ -158,7 +159,7 @@ class FakeRental:
         self.last_sent_at = timezone.now() - timedelta(seconds=sent_seconds_ago)
 
 
-def operator_confirming(monkeypatch, finding) -> tuple[object, list]:
+def operator_confirming(monkeypatch, finding) -> tuple[Any, list]:
     """Return an operator whose reconcile finds `finding`, and the list its confirmations land in."""
     import random
 
@@ -167,9 +168,12 @@ def operator_confirming(monkeypatch, finding) -> tuple[object, list]:
     confirmed: list = []
     monkeypatch.setattr(services, "ops_reconcile", lambda **kwargs: "said")
     monkeypatch.setattr(selectors, "latest_finding", lambda **kwargs: finding)
-    monkeypatch.setattr(
-        services, "ops_confirm_reconciliation", lambda **kwargs: confirmed.append(kwargs["cluster_id"]) or True
-    )
+
+    def confirm(**kwargs: Any) -> bool:
+        confirmed.append(kwargs["cluster_id"])
+        return True
+
+    monkeypatch.setattr(services, "ops_confirm_reconciliation", confirm)
     operator = chaos.Operator(user=None, customers=[], rng=random.Random(1), every=0, terminate_share=0)
     return operator, confirmed
 

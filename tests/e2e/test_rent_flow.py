@@ -11,6 +11,7 @@ from django.test import Client
 
 from rentals.models import Rental
 from tests.conftest import SSH_KEY, Simulator
+from tests.matching import must_search
 
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -24,9 +25,9 @@ def cheapest_pair_form(client: Client, fabric_id: str) -> dict[str, object]:
     assert len(nodes) == 2
     return {
         "fabric": fabric_id,
-        "customer": re.search(r'name="customer"[^>]*>\s*<option value="([^"]+)"', html).group(1),
-        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),
-        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),
+        "customer": must_search(r'name="customer"[^>]*>\s*<option value="([^"]+)"', html).group(1),
+        "submit_token": must_search(r'name="submit_token" value="([^"]+)"', html).group(1),
+        "template_id": must_search(r'<option value="([^"]+)" selected>', html).group(1),
         "executor_ids": nodes,
         "pod_name": "train-e2e",
         "ssh_public_keys": SSH_KEY,
@@ -41,7 +42,7 @@ def poll_until(client: Client, url: str, statuses: set[str], timeout: float = 45
     html = ""
     while time.monotonic() < deadline:
         html = client.get(url, headers={"HX-Request": "true"}).content.decode()
-        status = re.search(r'data-status="([^"]+)"', html).group(1)
+        status = must_search(r'data-status="([^"]+)"', html).group(1)
         if status in statuses:
             return html
         time.sleep(0.3)

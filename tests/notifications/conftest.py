@@ -6,6 +6,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 import pytest
 
@@ -111,7 +112,7 @@ def rent(make_rental):  # type: ignore[no-untyped-def]
     from rentals.transitions import rental_transition
 
     def go(rental, to_status: str = "rented", from_status: str | None = None) -> bool:  # type: ignore[no-untyped-def]
-        fields = {"pod_ids": ["p-1", "p-2"], "cluster_id": "c-1"} if to_status == "rented" else {}
+        fields: dict[str, Any] = {"pod_ids": ["p-1", "p-2"], "cluster_id": "c-1"} if to_status == "rented" else {}
         return rental_transition(
             rental_id=rental.pk, from_status=from_status or rental.status, to_status=to_status, **fields
         )

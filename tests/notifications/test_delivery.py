@@ -74,6 +74,7 @@ def test_a_500_is_retried_with_backoff_and_the_same_webhook_id(
     delivery.refresh_from_db()
     assert (delivery.status, delivery.last_status_code, delivery.last_response) == ("pending", 500, "boom")
     # Exponential with jitter: the first wait is between half and all of the base.
+    assert delivery.next_attempt_at is not None
     wait = (delivery.next_attempt_at - before).total_seconds()
     assert 30 - 1 <= wait <= 60 + 1
     assert no_broker[-1][0] == delivery.pk and 29 <= (no_broker[-1][1] or 0) <= 61  # a delayed message

@@ -21,7 +21,9 @@ def act(client, rental, action: str, **data: str):  # type: ignore[no-untyped-de
 
 
 def staff_actions(rental) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
-    return [(e.actor.username, e.message) for e in RentalEvent.objects.filter(rental=rental, kind="staff_action")]
+    return list(
+        RentalEvent.objects.filter(rental=rental, kind="staff_action").values_list("actor__username", "message")
+    )
 
 
 def test_an_action_without_a_reason_or_confirmation_is_refused_and_changes_nothing(

@@ -134,6 +134,7 @@ def test_the_admin_reconcile_action_stores_the_cluster_of_a_silent_rental(
     )
     html = response.content.decode()
     assert "Found the cluster" in html and "needs reconciling" in html, "the fresh one is refused, saying why"
-    silent.refresh_from_db(), fresh.refresh_from_db()
+    silent.refresh_from_db()
+    fresh.refresh_from_db()
     assert (silent.cluster_id, fresh.cluster_id) == ("cl-8", "")
     assert fake_upstream.pod_listings == 1

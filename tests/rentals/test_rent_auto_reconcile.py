@@ -98,6 +98,7 @@ def test_two_candidate_clusters_keep_it_unknown_and_say_so(
     assert rental.status == S.UNKNOWN and rental.last_reconcile_at == clock.now
     assert rental.next_reconcile_at is None, "another look cannot choose: an operator must"
     finding = rental.events.filter(kind=RentalEvent.Kind.RECONCILE).last()
+    assert finding is not None
     assert finding.data["result"] == "ambiguous" and sorted(finding.data["cluster_ids"]) == ["cl-1", "cl-2"]
     assert enqueued.of("rental_reconcile_look") == []
 
@@ -130,13 +131,15 @@ def test_looking_stops_after_a_bounded_number_of_looks_however_often_the_sweeper
     for _ in range(24 * 60):  # a day of sweeps, a minute apart; every message is delivered at once
         tasks.rentals_sweep()
         for (rental_id,), _countdown in enqueued.of("rental_reconcile_look"):
+            assert isinstance(rental_id, int)
             tasks.rental_reconcile_look(rental_id)
         enqueued.calls.clear()
         clock.advance(minutes=1)
     rental = Rental.objects.get(pk=due_unknown.pk)
     assert fake_upstream.pod_listings == 4 and rental.reconcile_looks == 4
     assert rental.status == S.UNKNOWN and rental.next_reconcile_at is None and rental.last_reconcile_at is not None
-    assert "Stopped looking" in rental.events.last().message
+    last_event = rental.events.last()
+    assert last_event is not None and "Stopped looking" in last_event.message
 
 
 def test_a_failed_pod_listing_counts_as_a_look_and_is_noted(
@@ -150,8 +153,10 @@ def test_a_failed_pod_listing_counts_as_a_look_and_is_noted(
     monkeypatch.setattr(upstream.LiumClient, "list_pods", broken)
     assert tasks.rental_reconcile_look(due_unknown.pk) == "listing_failed"
     rental = Rental.objects.get(pk=due_unknown.pk)
+    assert rental.next_reconcile_at is not None
     assert rental.status == S.UNKNOWN and rental.reconcile_looks == 1 and rental.next_reconcile_at > clock.now
-    assert "Could not list" in rental.events.filter(kind=RentalEvent.Kind.RECONCILE).last().message
+    note = rental.events.filter(kind=RentalEvent.Kind.RECONCILE).last()
+    assert note is not None and "Could not list" in note.message
 
 
 def test_the_sweeper_enqueues_an_unknown_rental_whose_look_is_overdue(

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from datetime import datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -26,7 +27,7 @@ class Broker:
     def __init__(self, enqueued: Enqueued, clock: Clock) -> None:
         self.enqueued = enqueued
         self.clock = clock
-        self.waiting: list[tuple[datetime, tuple[object, ...]]] = []
+        self.waiting: list[tuple[datetime, tuple[Any, ...]]] = []  # the task's arguments, as sent to Celery
 
     def deliver_due(self) -> int:
         for args, countdown in self.enqueued.of("rental_delete_cluster"):
@@ -34,8 +35,8 @@ class Broker:
         self.enqueued.calls.clear()
         due = [item for item in self.waiting if item[0] <= self.clock.now]
         self.waiting = [item for item in self.waiting if item[0] > self.clock.now]
-        for _, args in due:
-            tasks.rental_delete_cluster(*args)
+        for _, sent in due:
+            tasks.rental_delete_cluster(*sent)
         return len(due)
 
 
@@ -83,7 +84,7 @@ def test_the_retry_chain_ends_when_lium_removes_the_cluster(
     assert tasks.rental_delete_cluster(rental.pk) == "retry"
     [((rental_id,), countdown)] = enqueued.of("rental_delete_cluster")
     assert rental_id == rental.pk
-    assert 7.5 <= countdown <= 15
+    assert countdown is not None and 7.5 <= countdown <= 15
     assert tasks.rental_delete_cluster(rental.pk) == "not-due", "a copy delivered early sends nothing"
     clock.advance(seconds=countdown)
     assert tasks.rental_delete_cluster(rental.pk) == "gone"

@@ -44,6 +44,7 @@ def run_until_settled(rental: Rental, clock: Clock, capture, limit: int = 20) ->
     for _ in range(limit):
         if rental.status != S.RETRYING:
             return
+        assert rental.next_attempt_at is not None, "a retrying rental knows when it tries next"
         clock.now = rental.next_attempt_at
         attempt(rental, capture)
     raise AssertionError("the rental never settled")
@@ -489,7 +490,8 @@ def test_a_worker_that_dies_during_the_last_allowed_attempt_is_settled_not_resen
     rental = make_rental(
         status=S.RETRYING, attempt_count=4, first_sent_at=clock.now, possibly_sent=True, next_attempt_at=clock.now
     )
-    assert engine.rental_claim(rental_id=rental.pk).number == 5
+    claim = engine.rental_claim(rental_id=rental.pk)
+    assert claim is not None and claim.number == 5
     clock.advance(seconds=61)
     assert engine.rental_claim(rental_id=rental.pk) is None, "no sixth attempt"
     assert engine.rental_settle_expired(rental_id=rental.pk) == S.UNKNOWN

@@ -5,9 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from django.db import transaction
+from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential
-from rentals import members
+from rentals import members, upstream_parse_pods
 from rentals.models import ClusterMember, RentalEvent
 from rentals.states import RentalStatus as S
 from tests.rentals.fakes import Clock, FakeUpstream
@@ -397,3 +399,17 @@ def test_a_failed_listing_changes_nothing(rented_rental, fake_upstream, monkeypa
     assert members.credential_pods_sync(credential_id=rented_rental.credential_id, force=True) == 0
     rented_rental.refresh_from_db()
     assert rented_rental.status == S.RENTED and rented_rental.members.count() == 0
+
+
+def test_a_member_another_worker_stored_meanwhile_is_updated_not_inserted_twice(rented_rental, fake_upstream) -> None:
+    """Two listings can overlap when one takes longer than the poll interval: the second may store a member
+    after the first read the rental's members. The first then updates that row instead of failing."""
+    fake_upstream.pods = [pod(0, "PENDING"), pod(1, "PENDING")]
+    sync(rented_rental)  # the other worker's listing stored both members
+    rows = [upstream_parse_pods.pod_row(pod(0)), upstream_parse_pods.pod_row(pod(1))]
+    with transaction.atomic():
+        members._store_listed_members(rented_rental, rows, existing={}, now=timezone.now())
+    assert list(rented_rental.members.order_by("rank").values_list("pod_id", "status")) == [
+        ("p1", "RUNNING"),
+        ("p2", "RUNNING"),
+    ]

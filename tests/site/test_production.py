@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+from datetime import timedelta
 
 import pytest
 from cryptography.fernet import Fernet
@@ -95,7 +96,7 @@ def test_readyz_names_the_broker_while_redis_is_down_and_recovers(client, settin
 
 @pytest.mark.django_db
 def test_readyz_names_a_sweeper_that_stopped(client) -> None:
-    Heartbeat.objects.update_or_create(name="sweeper", defaults={"at": timezone.now() - timezone.timedelta(hours=1)})
+    Heartbeat.objects.update_or_create(name="sweeper", defaults={"at": timezone.now() - timedelta(hours=1)})
     response = client.get("/readyz")
     assert response.status_code == 503
     assert response.json()["failing"] == ["sweeper: last ran 3600 s ago"]

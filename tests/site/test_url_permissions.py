@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
@@ -29,7 +31,7 @@ MEMBER_PAGE = {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200, (SAM, "GET"): 200}
 TEAM_WRITE = {(ANON, "POST"): LOGIN, (ALICE, "POST"): 403, (BOB, "POST"): 404, (SAM, "POST"): 403}
 API_READ = {(ANON, "GET"): 401, (ALICE, "GET"): 200, (BOB, "GET"): 404, (SAM, "GET"): 200}
 
-EXPECTED: dict[str, dict[tuple[str, str], object]] = {
+EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "home": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302},
     "healthz": {(ANON, "GET"): 200},
     "readyz": {(ANON, "GET"): (200, 503)},

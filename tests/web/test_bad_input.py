@@ -42,6 +42,7 @@ def test_a_reason_with_nul_bytes_is_recorded_without_them(rental, alice, client_
     response = client_for(alice).post(f"/rentals/{rental.public_id}/{action}/", {"reason": reason})
     assert response.status_code == 302
     event = RentalEvent.objects.filter(rental=rental).order_by("-id").first()
+    assert event is not None
     assert "oops done" in event.message
     assert "\x00" not in event.message
     assert len(event.message) < 1100, "a reason is kept to a readable length"

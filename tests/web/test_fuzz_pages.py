@@ -63,7 +63,7 @@ NAMES_READ = {
 ALL_NAMES = sorted({name for names in NAMES_READ.values() for name in names})
 
 # Text a browser can send (no lone surrogates: those cannot be encoded at all).
-TEXT = st.text(alphabet=st.characters(exclude_categories=("Cs",)), max_size=40)
+TEXT = st.text(alphabet=st.characters(exclude_categories=["Cs"]), max_size=40)
 VALUE = st.one_of(
     TEXT,
     st.integers(min_value=-(10**40), max_value=10**40).map(str),

@@ -14,7 +14,8 @@ from rentals import polling
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
-from tests.web.polls import logged_in, poller_url
+from tests.matching import must_search
+from tests.web.polls import logged_in, poller_url, tags
 
 pytestmark = pytest.mark.django_db
 
@@ -62,15 +63,21 @@ def test_a_change_is_rendered_once_for_everyone_polling_it(rental, alice, carol,
     assert first.split('<section id="progress"')[1] == second.split('<section id="progress"')[1]
 
 
-def test_the_shared_section_has_no_csrf_field_and_the_page_has_the_script_that_adds_it(
-    rental, alice, client_for
-) -> None:
-    client = client_for(alice)
-    page = client.get(f"/rentals/{rental.public_id}/").content.decode()
-    assert 'name="csrf-token"' in page and "js/csrf.js" in page
+def test_the_shared_section_holds_no_csrf_field_and_its_form_takes_the_pages_token(rental, alice) -> None:
+    browser = logged_in(alice, enforce_csrf_checks=True)
+    page = browser.get(f"/rentals/{rental.public_id}/").content.decode()
     Rental.objects.filter(pk=rental.pk).update(version=rental.version + 1)
-    html = client.get(poller_url(page)).content.decode()
+    html = browser.get(poller_url(page)).content.decode()
     assert "Cancel order" in html and "csrfmiddlewaretoken" not in html, "no one's token is stored in shared HTML"
+    cancel = next(form for form in tags(html, "form") if "/cancel/" in form["action"])
+    assert browser.post(cancel["action"]).status_code == 403, "the form alone carries no token"
+    # What a browser submits with the polled form: the page's field that names it (outside the shared section).
+    owned = [field for field in tags(page, "input") if "id" in cancel and field.get("form") == cancel["id"]]
+    assert [field["name"] for field in owned] == ["csrfmiddlewaretoken"], "the page holds the form's token"
+    token = owned[0]
+    assert browser.post(cancel["action"], {token["name"]: token["value"]}).status_code == 302
+    rental.refresh_from_db()
+    assert rental.status == "cancelled"
 
 
 def test_support_gets_no_action_buttons_even_after_a_member_polled_the_same_version(rental, alice, sam) -> None:
@@ -177,7 +184,7 @@ def test_my_rentals_pages_with_older_links_without_gaps_or_repeats(alice, acme, 
         rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")
     client = client_for(alice)
     first = client.get("/rentals/").content.decode()
-    older = re.search(r'href="\?before=([^&"]+)', first).group(1)
+    older = must_search(r'href="\?before=([^&"]+)', first).group(1)
     second = client.get(f"/rentals/?before={older}").content.decode()
     names = re.findall(r">(job-\d\d)</a>", first) + re.findall(r">(job-\d\d)</a>", second)
     assert names == [f"job-{n:02d}" for n in range(29, -1, -1)], "newest first, 25 then 5, each once"

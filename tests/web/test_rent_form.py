@@ -10,6 +10,7 @@ from django.test import Client
 from accounts.admin import CustomerForm
 from rentals.models import Rental
 from tests.conftest import SSH_KEY, Simulator
+from tests.matching import must_search
 
 pytestmark = pytest.mark.django_db
 
@@ -18,9 +19,9 @@ def form_data(client: Client, fabric_id: str, **overrides: object) -> dict[str, 
     html = client.get("/rent/", {"fabric": fabric_id, "cheapest": "2"}).content.decode()
     data: dict[str, object] = {
         "fabric": fabric_id,
-        "customer": re.search(r'name="customer"[^>]*>\s*<option value="([^"]+)"', html).group(1),
-        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),
-        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),
+        "customer": must_search(r'name="customer"[^>]*>\s*<option value="([^"]+)"', html).group(1),
+        "submit_token": must_search(r'name="submit_token" value="([^"]+)"', html).group(1),
+        "template_id": must_search(r'<option value="([^"]+)" selected>', html).group(1),
         "executor_ids": re.findall(r'name="executor_ids" value="([^"]+)"[^>]*checked', html),
         "pod_name": "train-1",
         "ssh_public_keys": SSH_KEY,
@@ -157,5 +158,6 @@ def test_a_partly_rented_node_is_refused_and_never_picked_as_cheapest(offers, al
     html = post(client, fabric["fabric_id"], executor_ids=[whole, split["id"]])
     assert "partly rented; a cluster takes whole nodes only" in html
     picked = form_data(client, fabric["fabric_id"])["executor_ids"]
+    assert isinstance(picked, list)
     assert split["id"] not in picked and len(picked) == 2
     assert not Rental.objects.exists()

@@ -10,6 +10,7 @@ import pytest
 from accounts.models import Customer, Membership, UpstreamCredential
 from rentals.models import Rental
 from tests.conftest import SSH_KEY
+from tests.matching import must_search
 from tests.web import offer_fakes
 from tests.web.offer_fakes import FABRIC, node
 
@@ -48,8 +49,8 @@ def order_for(client, customer: Customer) -> dict[str, object]:  # type: ignore[
     return {
         "fabric": FABRIC,
         "customer": customer.pk,
-        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),
-        "template_id": re.search(r'name="template_id".*?<option value="([^"]+)" selected>', html, re.S).group(1),
+        "submit_token": must_search(r'name="submit_token" value="([^"]+)"', html).group(1),
+        "template_id": must_search(r'name="template_id".*?<option value="([^"]+)" selected>', html, re.S).group(1),
         "executor_ids": re.findall(r'name="executor_ids" value="([^"]+)"[^>]*checked', html),
         "pod_name": "train-1",
         "ssh_public_keys": SSH_KEY,

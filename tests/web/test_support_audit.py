@@ -14,7 +14,7 @@ pytestmark = pytest.mark.django_db
 
 def support_views(rental) -> list[str]:  # type: ignore[no-untyped-def]
     events = RentalEvent.objects.filter(rental=rental, kind=RentalEvent.Kind.SUPPORT_VIEW)
-    return [event.actor.username for event in events]
+    return list(events.values_list("actor__username", flat=True))
 
 
 def api_client(user) -> tuple[Client, dict[str, str]]:  # type: ignore[no-untyped-def]
