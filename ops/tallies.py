@@ -1,4 +1,4 @@
-"""Keep the overview's tallies (`ops.models`) in step with the rows, and read sliding windows from them.
+"""Keep the overview's tallies (`ops.models`) in step with the rows, and recount them from the rows.
 
 Writers: a rental created (`post_save`), a state change (`rental_status_changed`, sent by the one writer of
 rental state inside its transaction), a rental deleted, an attempt recorded (`post_save`). Each receiver runs in
@@ -6,10 +6,7 @@ the writer's transaction, so a rollback takes the tally change with it. Rows wri
 inserts, `QuerySet.update`) are not seen: `rebuild_tallies()` recounts everything from the rows (the migration
 and the bench's bulk insert call it).
 
-Windows: the overview counts rentals created since `now - 7 days` (and `now - 24 h`), by their state now. Whole
-hours after the window's start come from the tallies (for customers: the hours up to the next midnight, then
-whole days, so a page reads about a day of hour rows per customer, not a week); the part of an hour between the
-window's start and the next full hour is counted from the rows, over the `created_at` index.
+The windows the overview reads from them: `ops.tally_windows`.
 """
 
 # ruff: noqa: S608 - SQL names are model tables and columns, values are parameters
@@ -24,7 +21,6 @@ from django.db import connection, transaction
 from django.db.models import Count, F, Max, Q, Value
 from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
-from accounts.models import Customer
 from ops.models import AttemptTally, CustomerTally, StateTally
 from rentals.models import Rental, RentAttempt
 
@@ -72,7 +68,7 @@ def day_ceil(moment: datetime) -> datetime:
 # --- writing ----------------------------------------------------------------------------------------------
 
 
-def _db_time(moment: datetime) -> Any:
+def db_time(moment: datetime) -> Any:
     return connection.ops.adapt_datetimefield_value(moment)
 
 
@@ -94,7 +90,7 @@ def count_state_change(*, created_at: datetime, from_status: str, to_status: str
     """Move one rental created at `created_at` from one state's tally to another's."""
     if from_status == to_status:
         return  # sending -> sending (a lease taken over): nothing moves, and one upsert may not touch a row twice
-    hour = _db_time(hour_floor(created_at))
+    hour = db_time(hour_floor(created_at))
     # Sorted: every transaction takes the row locks of one hour in the same order (no deadlock between two).
     changes = sorted([(from_status, -1), (to_status, 1)])
     _add(StateTally, ("hour", "status"), [(hour, status, delta) for status, delta in changes])
@@ -103,13 +99,13 @@ def count_state_change(*, created_at: datetime, from_status: str, to_status: str
 def count_rental(*, created_at: datetime, status: str, customer_id: int, delta: int = 1) -> None:
     """Count a rental created (delta 1) or deleted (delta -1) in its state's and its customer's tallies."""
     hour = hour_floor(created_at)
-    _add(StateTally, ("hour", "status"), [(_db_time(hour), status, delta)])
+    _add(StateTally, ("hour", "status"), [(db_time(hour), status, delta)])
     _add(
         CustomerTally,
         ("span", "start", "customer_id"),
         [
-            (CustomerTally.Span.DAY, _db_time(day_floor(created_at)), customer_id, delta),
-            (CustomerTally.Span.HOUR, _db_time(hour), customer_id, delta),
+            (CustomerTally.Span.DAY, db_time(day_floor(created_at)), customer_id, delta),
+            (CustomerTally.Span.HOUR, db_time(hour), customer_id, delta),
         ],
     )
 
@@ -118,7 +114,7 @@ def count_attempt(*, credential_id: int, started_at: datetime, http_status: int 
     """Count one recorded attempt in its credential's five minutes: one more, unhealthy or not, a 429 or not, and
     the latest 2xx, confirmed and any."""
     name = connection.ops.quote_name(AttemptTally._meta.db_table)
-    when = _db_time(started_at)
+    when = db_time(started_at)
     is_2xx = http_status is not None and 200 <= http_status < 300
     confirmed = classification == RentAttempt.Classification.CONFIRMED
 
@@ -137,7 +133,7 @@ def count_attempt(*, credential_id: int, started_at: datetime, http_status: int 
         f"{later('last_2xx_at')}, {later('last_confirmed_at')}, {later('last_at')}"
     )
     params = [
-        _db_time(bucket_floor(started_at)),
+        db_time(bucket_floor(started_at)),
         credential_id,
         1 if classification in UNHEALTHY else 0,
         1 if http_status == 429 else 0,
@@ -239,13 +235,13 @@ def _attempt_buckets(m: dict[str, Any]) -> list[Any]:
         row.total += total
         row.bad += bad
         row.http_429 += n429
-        row.last_2xx_at = _latest(row.last_2xx_at, last_2xx)
-        row.last_confirmed_at = _latest(row.last_confirmed_at, last_confirmed)
-        row.last_at = _latest(row.last_at, last_any)
+        row.last_2xx_at = latest_of(row.last_2xx_at, last_2xx)
+        row.last_confirmed_at = latest_of(row.last_confirmed_at, last_confirmed)
+        row.last_at = latest_of(row.last_at, last_any)
     return list(buckets.values())
 
 
-def _latest(a: datetime | None, b: datetime | None) -> datetime | None:
+def latest_of(a: datetime | None, b: datetime | None) -> datetime | None:
     return b if a is None or (b is not None and b > a) else a
 
 
@@ -255,170 +251,3 @@ def _insert_from(model: type[Any], columns: tuple[str, ...], query: Any) -> None
     table = connection.ops.quote_name(model._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {table} ({', '.join(columns)}) {select}", params)
-
-
-# --- reading ----------------------------------------------------------------------------------------------
-
-
-def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[int, dict[str, Any]]]:
-    """Return rentals created since now - 24 h and now - 7 d: {status: {day, week}}, {customer id: {name, day, week}}.
-
-    Three queries: the state tallies, the customer tallies, and the rows of the two windows' first part-hours.
-    """
-    week_start, day_start = now - 7 * DAY, now - DAY
-    week_hours, day_hours = hour_ceil(week_start), hour_ceil(day_start)
-    by_state: dict[str, dict[str, int]] = {}
-    by_customer: dict[int, dict[str, Any]] = {}
-
-    def add(table: dict[Any, dict[str, Any]], key: Any, day: int, week: int, **extra: Any) -> None:
-        row = table.setdefault(key, {"day": 0, "week": 0, **extra})
-        row["day"] += int(day or 0)
-        row["week"] += int(week or 0)
-
-    # Written out, as the ORM's compile of these filtered aggregates cost more than running them.
-    states_sql = (
-        f"SELECT status, SUM(CASE WHEN hour >= %s THEN count ELSE 0 END), SUM(count) "
-        f"FROM {_name(StateTally)} WHERE hour >= %s GROUP BY status"
-    )
-    in_week_edge, in_day_edge = "r.created_at >= %s AND r.created_at < %s", "r.created_at >= %s AND r.created_at < %s"
-    edges_sql = (
-        f"SELECT r.status, r.customer_id, c.name, SUM(CASE WHEN {in_day_edge} THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN {in_week_edge} THEN 1 ELSE 0 END) "
-        f"FROM {_name(Rental)} r JOIN {_name(Customer)} c ON c.id = r.customer_id "
-        f"WHERE ({in_week_edge}) OR ({in_day_edge}) GROUP BY r.status, r.customer_id, c.name"
-    )
-    week_edge, day_edge = [_db_time(week_start), _db_time(week_hours)], [_db_time(day_start), _db_time(day_hours)]
-    with connection.cursor() as cursor:
-        cursor.execute(states_sql, [_db_time(day_hours), _db_time(week_hours)])
-        for status, day, week in cursor.fetchall():
-            add(by_state, status, day, week)
-        for customer_id, name, day, week in _customer_tallies(week_hours=week_hours, day_hours=day_hours):
-            add(by_customer, customer_id, day, week, name=name)
-        cursor.execute(edges_sql, [*day_edge, *week_edge, *week_edge, *day_edge])
-        for status, customer_id, name, day, week in cursor.fetchall():
-            add(by_state, status, day, week)
-            add(by_customer, customer_id, day, week, name=name)
-    return by_state, by_customer
-
-
-def _name(model: type[Any]) -> str:
-    return connection.ops.quote_name(model._meta.db_table)
-
-
-def _as_datetimes(values: list[Any]) -> list[datetime | None]:
-    """Aware datetimes from a raw aggregate: SQLite returns its stored text (UTC), PostgreSQL datetimes."""
-    return [None if value is None else value if isinstance(value, datetime) else _parse_utc(value) for value in values]
-
-
-def _parse_utc(text: str) -> datetime:
-    return datetime.fromisoformat(text).replace(tzinfo=UTC)
-
-
-def _customer_tallies(*, week_hours: datetime, day_hours: datetime) -> list[tuple[int, str, int, int]]:
-    """Return (customer id, name, rentals in the day window, in the week window) from the customer tallies.
-
-    Each window: its part-day up to the next midnight in hours, then whole days (the last one still filling).
-    Three range reads of the (span, start, customer, count) index, index-only, summed per customer before the
-    names are joined: one `OR` of the ranges read every tally row from the table, about a day of hours for every
-    customer, scattered over the heap.
-    """
-    week_days, day_days = day_ceil(week_hours), day_ceil(day_hours)
-    table = connection.ops.quote_name(CustomerTally._meta.db_table)
-    customers = connection.ops.quote_name(Customer._meta.db_table)
-    hour, day = CustomerTally.Span.HOUR.value, CustomerTally.Span.DAY.value
-    sql = (
-        f"SELECT t.customer_id, c.name, t.in_day, t.in_week FROM (SELECT customer_id, SUM(in_day) AS in_day, "
-        f"SUM(in_week) AS in_week FROM (SELECT customer_id, 0 AS in_day, count AS in_week FROM {table} "
-        f"WHERE span = %s AND start >= %s AND start < %s "
-        f"UNION ALL SELECT customer_id, count, 0 FROM {table} WHERE span = %s AND start >= %s AND start < %s "
-        f"UNION ALL SELECT customer_id, CASE WHEN start >= %s THEN count ELSE 0 END, count FROM {table} "
-        f"WHERE span = %s AND start >= %s) AS parts GROUP BY customer_id) AS t "
-        f"JOIN {customers} c ON c.id = t.customer_id"
-    )
-    params = [
-        *(hour, _db_time(week_hours), _db_time(week_days)),
-        *(hour, _db_time(day_hours), _db_time(day_days)),
-        *(_db_time(day_days), day, _db_time(week_days)),
-    ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(pk, name, int(d or 0), int(w or 0)) for pk, name, d, w in cursor.fetchall()]
-
-
-def attempt_counts(*, now: datetime) -> dict[int, dict[str, Any]]:
-    """Return per credential id what the overview's upstream table shows (two queries).
-
-    From the five-minute tallies: the latest 2xx, confirmed and any attempt of the last 7 days, the 429s of the
-    last 24 h, and the last hour's attempts, unhealthy ones and 429s. From the rows (the `started_at` index): the
-    part-buckets between now - 1 h (and now - 24 h) and the next bucket boundary, a few minutes of attempts.
-    An attempt rewritten in place (a late answer after a lease takeover, `QuerySet.update`) stays counted as it
-    was first recorded until `rebuild_tallies()`; its latest times show while it is in the part-bucket.
-    """
-    week_start, day_start, hour_start = now - 7 * DAY, now - DAY, now - HOUR
-    day_buckets, hour_buckets = bucket_ceil(day_start), bucket_ceil(hour_start)
-    result: dict[int, dict[str, Any]] = {}
-
-    def counts(credential_id: int) -> dict[str, Any]:
-        empty = {"last_2xx": None, "last_confirmed": None, "last_any": None, "day_429": 0}
-        return result.setdefault(credential_id, {**empty, "hour_total": 0, "hour_bad": 0, "hour_429": 0})
-
-    adapt = _db_time
-    tallies_sql = (
-        f"SELECT credential_id, MAX(last_2xx_at), MAX(last_confirmed_at), MAX(last_at), "
-        f"SUM(CASE WHEN start >= %s THEN http_429 ELSE 0 END), SUM(CASE WHEN start >= %s THEN total ELSE 0 END), "
-        f"SUM(CASE WHEN start >= %s THEN bad ELSE 0 END), SUM(CASE WHEN start >= %s THEN http_429 ELSE 0 END) "
-        f"FROM {_name(AttemptTally)} WHERE start >= %s GROUP BY credential_id"
-    )
-    tallies_params = [adapt(day_buckets), *[adapt(hour_buckets)] * 3, adapt(bucket_floor(week_start))]
-    # Written out, as the ORM's compile of these filtered aggregates cost more than running them.
-    unhealthy = ", ".join(["%s"] * len(UNHEALTHY))
-    in_hour_edge = "a.started_at >= %s AND a.started_at < %s"
-    edge_sql = (
-        f"SELECT r.credential_id, "
-        f"SUM(CASE WHEN {in_hour_edge} THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN {in_hour_edge} AND a.classification IN ({unhealthy}) THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN {in_hour_edge} AND a.http_status = 429 THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN a.started_at < %s AND a.http_status = 429 THEN 1 ELSE 0 END), "
-        f"MAX(CASE WHEN {in_hour_edge} AND a.http_status >= 200 AND a.http_status < 300 THEN a.started_at END), "
-        f"MAX(CASE WHEN {in_hour_edge} AND a.classification = %s THEN a.started_at END), "
-        f"MAX(CASE WHEN {in_hour_edge} THEN a.started_at END) "
-        f"FROM {_name(RentAttempt)} a JOIN {_name(Rental)} r ON r.id = a.rental_id "
-        f"WHERE ({in_hour_edge}) OR (a.started_at >= %s AND a.started_at < %s AND a.http_status = 429) "
-        f"GROUP BY r.credential_id"
-    )
-    hour_edge = [adapt(hour_start), adapt(hour_buckets)]
-    edge_params = [
-        *hour_edge,
-        *hour_edge,
-        *UNHEALTHY,
-        *hour_edge,
-        adapt(day_buckets),
-        *hour_edge,
-        *hour_edge,
-        RentAttempt.Classification.CONFIRMED,
-        *hour_edge,
-        *hour_edge,
-        adapt(day_start),
-        adapt(day_buckets),
-    ]
-    latest_keys = ("last_2xx", "last_confirmed", "last_any")
-    with connection.cursor() as cursor:
-        cursor.execute(tallies_sql, tallies_params)
-        for credential_id, *latest, day_429, hour_total, hour_bad, hour_429 in cursor.fetchall():
-            row_counts = counts(credential_id)
-            row_counts.update(day_429=day_429 or 0, hour_total=hour_total or 0, hour_bad=hour_bad or 0)
-            row_counts["hour_429"] = hour_429 or 0
-            for key, value in zip(latest_keys, _as_datetimes(latest), strict=True):
-                # The bucket the window starts in may hold older attempts only: a latest time before the start
-                # is none.
-                row_counts[key] = value if value is not None and value >= week_start else None
-        cursor.execute(edge_sql, edge_params)
-        for credential_id, hour_total, hour_bad, hour_429, edge_429, *latest in cursor.fetchall():
-            row_counts = counts(credential_id)
-            row_counts["hour_total"] += hour_total or 0
-            row_counts["hour_bad"] += hour_bad or 0
-            row_counts["hour_429"] += hour_429 or 0
-            row_counts["day_429"] += edge_429 or 0
-            for key, value in zip(latest_keys, _as_datetimes(latest), strict=True):
-                row_counts[key] = _latest(row_counts[key], value)
-    return result
