@@ -61,7 +61,7 @@ def rental_counts(*, now: datetime) -> dict[str, Any]:
 def upstream_health(*, now: datetime) -> list[dict[str, Any]]:
     """Return per credential: last 2xx and last confirmed attempt (7 d), last hour's error share, 429 counts.
 
-    Three queries whatever the number of attempts: the credentials, and `ops.tallies.attempt_counts`.
+    Two queries whatever the number of attempts: the credentials, and `ops.tally_windows.attempt_counts`.
     """
     by_credential = attempt_counts(now=now)
     result = []

@@ -37,7 +37,7 @@ from rentals.models import Rental, RentAttempt
 def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[int, dict[str, Any]]]:
     """Return rentals created since now - 24 h and now - 7 d: {status: {day, week}}, {customer id: {name, day, week}}.
 
-    Three queries: the state tallies, the customer tallies, and the rows of the two windows' first part-hours.
+    One statement of the state tallies, the customer tallies, and the rows of the two windows' first part-hours.
     """
     week_start, day_start = now - 7 * DAY, now - DAY
     week_hours, day_hours = hour_ceil(week_start), hour_ceil(day_start)
@@ -49,29 +49,19 @@ def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[in
         row["day"] += int(day or 0)
         row["week"] += int(week or 0)
 
-    # Written out, as the ORM's compile of these filtered aggregates cost more than running them.
-    states_sql = (
-        f"SELECT status, SUM(CASE WHEN hour >= %s THEN count ELSE 0 END), SUM(count) "
-        f"FROM {_name(StateTally)} WHERE hour >= %s GROUP BY status"
+    # One statement of three parts (0: states, 1: customers, 2: the part-hour rows): one round trip, not three.
+    parts = (_state_part(week_hours, day_hours), _customer_part(week_hours, day_hours), _edge_part(now))
+    sql = " UNION ALL ".join(
+        f"SELECT {index} AS part, status, customer_id, name, in_day, in_week FROM ({part_sql}) AS p{index}"
+        for index, (part_sql, _params) in enumerate(parts)
     )
-    in_week_edge, in_day_edge = "r.created_at >= %s AND r.created_at < %s", "r.created_at >= %s AND r.created_at < %s"
-    edges_sql = (
-        f"SELECT r.status, r.customer_id, c.name, SUM(CASE WHEN {in_day_edge} THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN {in_week_edge} THEN 1 ELSE 0 END) "
-        f"FROM {_name(Rental)} r JOIN {_name(Customer)} c ON c.id = r.customer_id "
-        f"WHERE ({in_week_edge}) OR ({in_day_edge}) GROUP BY r.status, r.customer_id, c.name"
-    )
-    week_edge, day_edge = [db_time(week_start), db_time(week_hours)], [db_time(day_start), db_time(day_hours)]
     with connection.cursor() as cursor:
-        cursor.execute(states_sql, [db_time(day_hours), db_time(week_hours)])
-        for status, day, week in cursor.fetchall():
-            add(by_state, status, day, week)
-        for customer_id, name, day, week in _customer_tallies(week_hours=week_hours, day_hours=day_hours):
-            add(by_customer, customer_id, day, week, name=name)
-        cursor.execute(edges_sql, [*day_edge, *week_edge, *week_edge, *day_edge])
-        for status, customer_id, name, day, week in cursor.fetchall():
-            add(by_state, status, day, week)
-            add(by_customer, customer_id, day, week, name=name)
+        cursor.execute(sql, [param for _sql, params in parts for param in params])
+        for part, status, customer_id, name, day, week in cursor.fetchall():
+            if part != 1:
+                add(by_state, status, day, week)
+            if part != 0:
+                add(by_customer, customer_id, day, week, name=name)
     return by_state, by_customer
 
 
@@ -88,8 +78,19 @@ def _parse_utc(text: str) -> datetime:
     return datetime.fromisoformat(text).replace(tzinfo=UTC)
 
 
-def _customer_tallies(*, week_hours: datetime, day_hours: datetime) -> list[tuple[int, str, int, int]]:
-    """Return (customer id, name, rentals in the day window, in the week window) from the customer tallies.
+def _state_part(week_hours: datetime, day_hours: datetime) -> tuple[str, list[Any]]:
+    """Rentals per state from the state tallies' whole hours of each window."""
+    sql = (
+        # Typed NULLs: PostgreSQL makes an untyped NULL of a derived table text, which a bigint cannot join.
+        f"SELECT status, CAST(NULL AS BIGINT) AS customer_id, CAST(NULL AS TEXT) AS name, "
+        f"SUM(CASE WHEN hour >= %s THEN count ELSE 0 END) AS in_day, "
+        f"SUM(count) AS in_week FROM {_name(StateTally)} WHERE hour >= %s GROUP BY status"
+    )
+    return sql, [db_time(day_hours), db_time(week_hours)]
+
+
+def _customer_part(week_hours: datetime, day_hours: datetime) -> tuple[str, list[Any]]:
+    """Rentals per customer from the customer tallies.
 
     Each window: its part-day up to the next midnight in hours, then whole days (the last one still filling).
     Three range reads of the (span, start, customer, count) index, index-only, summed per customer before the
@@ -97,33 +98,45 @@ def _customer_tallies(*, week_hours: datetime, day_hours: datetime) -> list[tupl
     customer, scattered over the heap.
     """
     week_days, day_days = day_ceil(week_hours), day_ceil(day_hours)
-    table = connection.ops.quote_name(CustomerTally._meta.db_table)
-    customers = connection.ops.quote_name(Customer._meta.db_table)
+    table = _name(CustomerTally)
     hour, day = CustomerTally.Span.HOUR.value, CustomerTally.Span.DAY.value
     sql = (
-        f"SELECT t.customer_id, c.name, t.in_day, t.in_week FROM (SELECT customer_id, SUM(in_day) AS in_day, "
-        f"SUM(in_week) AS in_week FROM (SELECT customer_id, 0 AS in_day, count AS in_week FROM {table} "
-        f"WHERE span = %s AND start >= %s AND start < %s "
+        f"SELECT CAST(NULL AS TEXT) AS status, t.customer_id, c.name, t.in_day, t.in_week FROM (SELECT customer_id, "
+        f"SUM(in_day) AS in_day, SUM(in_week) AS in_week FROM (SELECT customer_id, 0 AS in_day, count AS in_week "
+        f"FROM {table} WHERE span = %s AND start >= %s AND start < %s "
         f"UNION ALL SELECT customer_id, count, 0 FROM {table} WHERE span = %s AND start >= %s AND start < %s "
         f"UNION ALL SELECT customer_id, CASE WHEN start >= %s THEN count ELSE 0 END, count FROM {table} "
         f"WHERE span = %s AND start >= %s) AS parts GROUP BY customer_id) AS t "
-        f"JOIN {customers} c ON c.id = t.customer_id"
+        f"JOIN {_name(Customer)} c ON c.id = t.customer_id"
     )
     params = [
         *(hour, db_time(week_hours), db_time(week_days)),
         *(hour, db_time(day_hours), db_time(day_days)),
         *(db_time(day_days), day, db_time(week_days)),
     ]
-    with connection.cursor() as cursor:
-        cursor.execute(sql, params)
-        return [(pk, name, int(d or 0), int(w or 0)) for pk, name, d, w in cursor.fetchall()]
+    return sql, params
+
+
+def _edge_part(now: datetime) -> tuple[str, list[Any]]:
+    """Rentals per state and customer created in each window's first part-hour, from the rows."""
+    week_start, day_start = now - 7 * DAY, now - DAY
+    in_window = "r.created_at >= %s AND r.created_at < %s"
+    sql = (
+        f"SELECT r.status, r.customer_id, c.name, SUM(CASE WHEN {in_window} THEN 1 ELSE 0 END) AS in_day, "
+        f"SUM(CASE WHEN {in_window} THEN 1 ELSE 0 END) AS in_week "
+        f"FROM {_name(Rental)} r JOIN {_name(Customer)} c ON c.id = r.customer_id "
+        f"WHERE ({in_window}) OR ({in_window}) GROUP BY r.status, r.customer_id, c.name"
+    )
+    week_edge = [db_time(week_start), db_time(hour_ceil(week_start))]
+    day_edge = [db_time(day_start), db_time(hour_ceil(day_start))]
+    return sql, [*day_edge, *week_edge, *week_edge, *day_edge]
 
 
 LATEST_KEYS = ("last_2xx", "last_confirmed", "last_any")
 
 
 def attempt_counts(*, now: datetime) -> dict[int, dict[str, Any]]:
-    """Return per credential id what the overview's upstream table shows (two queries).
+    """Return per credential id what the overview's upstream table shows (one statement).
 
     From the five-minute tallies: the latest 2xx, confirmed and any attempt of the last 7 days, the 429s of the
     last 24 h, and the last hour's attempts, unhealthy ones and 429s. From the rows (the `started_at` index): the
@@ -138,31 +151,30 @@ def attempt_counts(*, now: datetime) -> dict[int, dict[str, Any]]:
         empty = {"last_2xx": None, "last_confirmed": None, "last_any": None, "day_429": 0}
         return result.setdefault(credential_id, {**empty, "hour_total": 0, "hour_bad": 0, "hour_429": 0})
 
+    # One statement of two parts (0: the tallies, 1: the part-buckets' rows), in the same columns.
+    (tallies_sql, tallies_params), (edges_sql, edges_params) = _attempt_tallies(now), _attempt_edges(now)
+    sql = f"SELECT 0 AS part, t.* FROM ({tallies_sql}) AS t UNION ALL SELECT 1, e.* FROM ({edges_sql}) AS e"
     with connection.cursor() as cursor:
-        cursor.execute(*_attempt_tallies(now))
-        for credential_id, *latest, day_429, hour_total, hour_bad, hour_429 in cursor.fetchall():
-            row_counts = counts(credential_id)
-            row_counts.update(day_429=day_429 or 0, hour_total=hour_total or 0, hour_bad=hour_bad or 0)
-            row_counts["hour_429"] = hour_429 or 0
-            for key, value in zip(LATEST_KEYS, _as_datetimes(latest), strict=True):
+        cursor.execute(sql, [*tallies_params, *edges_params])
+        rows = cursor.fetchall()
+    for part, credential_id, *latest, day_429, hour_total, hour_bad, hour_429 in rows:
+        row_counts = counts(credential_id)
+        row_counts["day_429"] += day_429 or 0
+        row_counts["hour_total"] += hour_total or 0
+        row_counts["hour_bad"] += hour_bad or 0
+        row_counts["hour_429"] += hour_429 or 0
+        for key, value in zip(LATEST_KEYS, _as_datetimes(latest), strict=True):
+            if part == 0:
                 # The bucket the window starts in may hold older attempts only: a latest time before the start
                 # is none.
-                row_counts[key] = value if value is not None and value >= week_start else None
-        cursor.execute(*_attempt_edges(now))
-        for credential_id, hour_total, hour_bad, hour_429, edge_429, *latest in cursor.fetchall():
-            row_counts = counts(credential_id)
-            row_counts["hour_total"] += hour_total or 0
-            row_counts["hour_bad"] += hour_bad or 0
-            row_counts["hour_429"] += hour_429 or 0
-            row_counts["day_429"] += edge_429 or 0
-            for key, value in zip(LATEST_KEYS, _as_datetimes(latest), strict=True):
-                row_counts[key] = latest_of(row_counts[key], value)
+                value = value if value is not None and value >= week_start else None
+            row_counts[key] = latest_of(row_counts[key], value)
     return result
 
 
 def _attempt_tallies(now: datetime) -> tuple[str, list[Any]]:
     """Per credential from the five-minute tallies: latest 2xx, confirmed, any; 429s of the day's whole
-    buckets; attempts, unhealthy ones and 429s of the hour's whole buckets."""
+    buckets; attempts, unhealthy ones and 429s of the hour's whole buckets (the columns of `_attempt_edges`)."""
     day_buckets, hour_buckets = db_time(bucket_ceil(now - DAY)), db_time(bucket_ceil(now - HOUR))
     sql = (
         f"SELECT credential_id, MAX(last_2xx_at), MAX(last_confirmed_at), MAX(last_at), "
@@ -174,20 +186,20 @@ def _attempt_tallies(now: datetime) -> tuple[str, list[Any]]:
 
 
 def _attempt_edges(now: datetime) -> tuple[str, list[Any]]:
-    """Per credential from the rows: the hour's part-bucket (attempts, unhealthy, 429s, latest of each kind) and
-    the 429s of the day's part-bucket."""
+    """Per credential from the rows: the latest of each kind in the hour's part-bucket, the 429s of the day's
+    part-bucket, and the hour's part-bucket attempts, unhealthy ones and 429s (the columns of `_attempt_tallies`)."""
     day_start, hour_start = now - DAY, now - HOUR
     unhealthy = ", ".join(["%s"] * len(UNHEALTHY))
     in_hour = "a.started_at >= %s AND a.started_at < %s"
     sql = (
         f"SELECT r.credential_id, "
-        f"SUM(CASE WHEN {in_hour} THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN {in_hour} AND a.classification IN ({unhealthy}) THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN {in_hour} AND a.http_status = 429 THEN 1 ELSE 0 END), "
-        f"SUM(CASE WHEN a.started_at < %s AND a.http_status = 429 THEN 1 ELSE 0 END), "
         f"MAX(CASE WHEN {in_hour} AND a.http_status >= 200 AND a.http_status < 300 THEN a.started_at END), "
         f"MAX(CASE WHEN {in_hour} AND a.classification = %s THEN a.started_at END), "
-        f"MAX(CASE WHEN {in_hour} THEN a.started_at END) "
+        f"MAX(CASE WHEN {in_hour} THEN a.started_at END), "
+        f"SUM(CASE WHEN a.started_at < %s AND a.http_status = 429 THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {in_hour} THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {in_hour} AND a.classification IN ({unhealthy}) THEN 1 ELSE 0 END), "
+        f"SUM(CASE WHEN {in_hour} AND a.http_status = 429 THEN 1 ELSE 0 END) "
         f"FROM {_name(RentAttempt)} a JOIN {_name(Rental)} r ON r.id = a.rental_id "
         f"WHERE ({in_hour}) OR (a.started_at >= %s AND a.started_at < %s AND a.http_status = 429) "
         f"GROUP BY r.credential_id"
@@ -195,5 +207,5 @@ def _attempt_edges(now: datetime) -> tuple[str, list[Any]]:
     hour = [db_time(hour_start), db_time(bucket_ceil(hour_start))]
     day_buckets = db_time(bucket_ceil(day_start))
     confirmed = RentAttempt.Classification.CONFIRMED
-    params = [*hour, *hour, *UNHEALTHY, *hour, day_buckets, *hour, *hour, confirmed, *hour, *hour]
+    params = [*hour, *hour, confirmed, *hour, day_buckets, *hour, *hour, *UNHEALTHY, *hour, *hour]
     return sql, [*params, db_time(day_start), day_buckets]
