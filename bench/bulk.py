@@ -1,4 +1,7 @@
-"""Bulk historical rentals for the page-cost and search phases: COPY on PostgreSQL, executemany on SQLite."""
+"""Bulk historical rentals on SQLite (rows built in Python, `executemany`), and what both databases share.
+
+PostgreSQL generates its rows in the server (`bench.generated`). Both paths make the same data; the search
+samples are read back from the rows afterwards (`search_samples`)."""
 
 # ruff: noqa: S608 - SQL names are model tables, not input
 
@@ -14,35 +17,28 @@ from bench.context import SSH_KEY
 
 
 class Bulk:
-    """Fast inserts of model rows: COPY on PostgreSQL, executemany on SQLite; values converted per column."""
+    """Fast inserts of model rows on SQLite (`executemany`), values converted per column."""
 
     def __init__(self, model: Any, connection: Any) -> None:
         from django.db import models
 
         self.model = model
         self.connection = connection
-        self.pg = connection.vendor == "postgresql"
         # Only rentals get explicit ids (their children point at them); the children's ids come from the database.
         self.fields = [f for f in model._meta.concrete_fields if not (f.primary_key and model.__name__ != "Rental")]
         self.columns = [f.column for f in self.fields]
         self.convert: list[Callable[[Any], Any]] = []
         for f in self.fields:
             if isinstance(f, models.UUIDField):
-                self.convert.append(
-                    (lambda v: None if v is None else str(v)) if self.pg else (lambda v: None if v is None else v.hex)
-                )
+                self.convert.append(lambda v: None if v is None else v.hex)
             elif isinstance(f, models.DateTimeField):
-                self.convert.append(
-                    (lambda v: None if v is None else v.isoformat())
-                    if self.pg
-                    else (lambda v: None if v is None else v.replace(tzinfo=None).isoformat(" "))
-                )
+                self.convert.append(lambda v: None if v is None else v.replace(tzinfo=None).isoformat(" "))
             elif isinstance(f, models.JSONField):
                 self.convert.append(json.dumps)
             elif isinstance(f, models.DecimalField):
                 self.convert.append(lambda v: None if v is None else str(v))
             elif isinstance(f, models.BooleanField):
-                self.convert.append(bool if self.pg else int)
+                self.convert.append(int)
             else:
                 self.convert.append(lambda v: v)
         self.rows: list[tuple] = []
@@ -59,14 +55,8 @@ class Bulk:
             return
         table = self.model._meta.db_table
         cols = ", ".join(f'"{c}"' for c in self.columns)
-        with self.connection.cursor() as cursor:
-            if self.pg:
-                with cursor.cursor.copy(f'COPY "{table}" ({cols}) FROM STDIN') as copy:
-                    for row in self.rows:
-                        copy.write_row(row)
-            else:
-                marks = ", ".join("?" for _ in self.columns)
-                self.connection.connection.executemany(f'INSERT INTO "{table}" ({cols}) VALUES ({marks})', self.rows)
+        marks = ", ".join("?" for _ in self.columns)
+        self.connection.connection.executemany(f'INSERT INTO "{table}" ({cols}) VALUES ({marks})', self.rows)
         self.rows = []
 
 
@@ -115,7 +105,17 @@ STATUSES = (
     + ["not_rented"] * 2
 )
 HOLDING = ("terminated", "ready", "degraded")
-SAMPLES_PER_CHUNK = 400
+SAMPLE_KINDS = (
+    "rental id",
+    "idempotency key",
+    "pod id",
+    "cluster id",
+    "executor id",
+    "request id",
+    "pod name",
+    "customer ref",
+)
+SAMPLES = 400  # rentals read back for the search samples, spread over the inserted ids
 
 
 def bulk_rentals(
@@ -125,10 +125,9 @@ def bulk_rentals(
     customer: Any,
     credential: Any,
     user: Any,
-    samples: dict[str, list],
     tenants: list[tuple[int, int, str]] | None = None,
 ) -> None:
-    """Insert `count` historical rentals (ids start+1..) with nodes, members and one attempt each.
+    """Insert `count` historical rentals (ids start+1..) with nodes, members and one attempt each (SQLite).
 
     Every TENANT_SHARE-th rental belongs to one of `tenants` (created by its user, tagged with its ref); the
     others to `customer` (created by `user`), tagged with one of 997 refs (so a ref is shared by ~N/1330 rentals).
@@ -143,7 +142,6 @@ def bulk_rentals(
     now = datetime.now(UTC)
     tables = [Bulk(m, connection) for m in (Rental, RentalNode, ClusterMember, RentAttempt)]
     rentals, nodes, members, attempts = tables
-    sample_every = max(1, count // SAMPLES_PER_CHUNK)
     base = rental_defaults(customer=customer, credential=credential, user=user)
     with transaction.atomic():
         for n in range(start + 1, start + count + 1):
@@ -154,12 +152,8 @@ def bulk_rentals(
             for rank, pod_id in enumerate(row["pod_ids"]):
                 members.add(member_row(row, rank, pod_id))
             attempts.add(attempt_row(row))
-            if n % sample_every == 0:
-                keep_samples(samples, row)
         for table in tables:
             table.flush()
-    if connection.vendor == "postgresql":
-        settle_postgres(connection, (Rental, RentalNode, ClusterMember, RentAttempt))
 
 
 def rental_defaults(*, customer: Any, credential: Any, user: Any) -> dict[str, Any]:
@@ -265,29 +259,33 @@ def attempt_row(rental: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def keep_samples(samples: dict[str, list], rental: dict[str, Any]) -> None:
-    """Keep `rental`'s identifiers as search samples, one list per identifier kind."""
-    samples["rental id"].append(str(rental["public_id"]))
-    samples["idempotency key"].append(str(rental["idempotency_key"]))
-    samples["request id"].append(rental["request_id"])
-    samples["executor id"].append(rental["executor_ids"][0])
-    pod_name = rental["pod_name"]
-    samples["pod name"].append(pod_name[: len(pod_name) - 5])  # a prefix: "job-<n>"
-    samples["customer ref"].append(rental["customer_ref"])
-    if rental["status"] in HOLDING:
-        samples["pod id"].append(rental["pod_ids"][0])
-        samples["cluster id"].append(rental["cluster_id"])
+def search_samples(*, first: int, last: int) -> dict[str, list[str]]:
+    """Read back the identifiers of `SAMPLES` rentals spread over ids first..last, one list per identifier kind."""
+    from rentals.models import Rental, RentAttempt
 
-
-def settle_postgres(connection: Any, models: tuple[Any, ...]) -> None:
-    """Move the rentals' id sequence past the inserted ids, and vacuum and analyze the tables."""
-    with connection.cursor() as cursor:
-        table = models[0]._meta.db_table
-        cursor.execute(
-            f"SELECT setval(pg_get_serial_sequence('\"{table}\"', 'id'), "
-            f'(SELECT COALESCE(MAX(id), 1) FROM "{table}"))'
-        )
-        # VACUUM too: autovacuum would otherwise start on the fresh rows while the searches are timed. A
-        # dashboard that grew to this size has had them vacuumed long ago.
-        for model in models:
-            cursor.execute(f'VACUUM ANALYZE "{model._meta.db_table}"')
+    step = max(1, (last - first + 1) // SAMPLES)
+    ids = list(range(first, last + 1, step))
+    samples: dict[str, list[str]] = {kind: [] for kind in SAMPLE_KINDS}
+    request_ids = dict(RentAttempt.objects.filter(rental_id__in=ids, number=1).values_list("rental_id", "request_id"))
+    rows = Rental.objects.filter(pk__in=ids).order_by("pk")
+    for pk, public_id, key, executor_ids, pod_name, ref, status, pod_ids, cluster_id in rows.values_list(
+        "pk",
+        "public_id",
+        "idempotency_key",
+        "executor_ids",
+        "pod_name",
+        "customer_ref",
+        "status",
+        "pod_ids",
+        "cluster_id",
+    ):
+        samples["rental id"].append(str(public_id))
+        samples["idempotency key"].append(str(key))
+        samples["request id"].append(request_ids[pk])
+        samples["executor id"].append(executor_ids[0])
+        samples["pod name"].append(pod_name.rsplit("-", 1)[0])  # a prefix: "job-<n>" of "job-<n>-<hex>"
+        samples["customer ref"].append(ref or "")
+        if status in HOLDING:
+            samples["pod id"].append(pod_ids[0])
+            samples["cluster id"].append(cluster_id)
+    return samples

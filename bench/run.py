@@ -68,7 +68,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--poll-clients", type=int, default=50, help="concurrent clients for the poll benchmark")
     p.add_argument("--poll-rounds", type=int, default=5, help="rounds of the poll benchmark (ratio: median of rounds)")
     p.add_argument("--page-rows", default="10000,100000", help="rental counts for the page-cost benchmark")
-    p.add_argument("--page-samples", type=int, default=15, help="requests per page and size (median taken)")
+    p.add_argument("--page-samples", type=int, default=40, help="requests per page and size (median, p95)")
     p.add_argument(
         "--search-rows",
         default="100000",

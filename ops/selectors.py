@@ -15,24 +15,17 @@ from typing import Any
 from celery import current_app
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import connection
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum, Value
-from django.db.models.expressions import RawSQL
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
 from accounts.models import UpstreamCredential
-from ops.tallies import attempt_counts, created_counts
+from ops.attention import attention_queue
+from ops.tally_windows import attempt_counts, created_counts
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentAttempt
-from rentals.selectors import members_grace
 from rentals.states import RentalStatus as S
 
-# How long a rental may sit retrying, queued, or terminating before it shows in the attention queue.
-RETRYING_ATTENTION_MINUTES = settings.OPS_RETRYING_ATTENTION_MINUTES
-QUEUED_ATTENTION_MINUTES = settings.OPS_QUEUED_ATTENTION_MINUTES
-TERMINATING_ATTENTION_MINUTES = settings.OPS_TERMINATING_ATTENTION_MINUTES
-ATTENTION_LIMIT = 50
 SWEEPER_HEARTBEAT = "sweeper"
 UPSTREAM_KEY_WINDOW = timedelta(hours=24)
 
@@ -41,7 +34,7 @@ UPSTREAM_KEY_WINDOW = timedelta(hours=24)
 
 
 def rental_counts(*, now: datetime) -> dict[str, Any]:
-    """Return rentals created in the last 24 h and 7 d, by state and by customer (from `ops.tallies`)."""
+    """Return rentals created in the last 24 h and 7 d, by state and by customer (from `ops.tally_windows`)."""
     states, customers = created_counts(now=now)
     labels = dict(S.choices)
     by_state = [
@@ -65,90 +58,10 @@ def rental_counts(*, now: datetime) -> dict[str, Any]:
     }
 
 
-@dataclass(frozen=True)
-class AttentionItem:
-    rental: Rental
-    reason: str
-    since: datetime | None
-
-
-def attention_ids(*, now: datetime) -> RawSQL:
-    """Return a subquery of the ids of the `ATTENTION_LIMIT` least recently updated rentals that need a look.
-
-    One derived table per reason, each read in `updated_at` order off the (status, updated_at) index and cut at
-    the limit, under one `UNION ALL`: an `OR` of the reasons would read every unknown and degraded rental (tens
-    of thousands at a million rentals) to sort them. The rule for `rented` rentals is
-    `rentals.selectors.rented_without_members`, written out here.
-    """
-    table = connection.ops.quote_name(Rental._meta.db_table)
-    members = connection.ops.quote_name(ClusterMember._meta.db_table)
-    cutoff = now - members_grace()
-    reasons: list[tuple[str, list[Any]]] = [
-        ("status = %s", [S.UNKNOWN]),
-        ("status = %s", [S.DEGRADED]),
-        ("status = %s AND first_sent_at < %s", [S.RETRYING, now - timedelta(minutes=RETRYING_ATTENTION_MINUTES)]),
-        ("status = %s AND lease_until < %s", [S.SENDING, now]),
-        ("status = %s AND created_at < %s", [S.QUEUED, now - timedelta(minutes=QUEUED_ATTENTION_MINUTES)]),
-        ("status = %s AND updated_at < %s", [S.TERMINATING, now - timedelta(minutes=TERMINATING_ATTENTION_MINUTES)]),
-        (
-            f"status = %s AND (rented_at < %s OR (rented_at IS NULL AND updated_at < %s)) "  # noqa: S608 - our SQL
-            f"AND NOT EXISTS (SELECT 1 FROM {members} m WHERE m.rental_id = {table}.id)",
-            [S.RENTED, cutoff, cutoff],
-        ),
-    ]
-    adapt = connection.ops.adapt_datetimefield_value
-    parts, params = [], []
-    for index, (where, values) in enumerate(reasons):
-        parts.append(
-            f"SELECT id FROM (SELECT id FROM {table} WHERE {where} "  # noqa: S608 - our columns, values are parameters
-            f"ORDER BY updated_at LIMIT {ATTENTION_LIMIT}) AS a{index}"
-        )
-        params += [adapt(v) if isinstance(v, datetime) else v for v in values]
-    return RawSQL(" UNION ALL ".join(parts), params)  # noqa: S611 - our SQL, values are parameters
-
-
-def attention_queue(*, now: datetime) -> list[AttentionItem]:
-    """Return rentals a human should look at, oldest problem first, with the reason and since when (one query)."""
-    items: list[AttentionItem] = []
-    wanted = Rental.objects.select_related("customer").filter(pk__in=attention_ids(now=now))
-    for rental in wanted.order_by("updated_at")[:ATTENTION_LIMIT]:
-        if rental.status == S.UNKNOWN:
-            item = AttentionItem(rental, "Outcome unknown: reconcile", rental.updated_at)
-        elif rental.status == S.DEGRADED:
-            item = AttentionItem(rental, "Degraded: a member failed", rental.updated_at)
-        elif rental.status == S.RETRYING:
-            item = AttentionItem(
-                rental,
-                f"Retrying for more than {RETRYING_ATTENTION_MINUTES} min ({rental.attempt_count} attempts)",
-                rental.first_sent_at,
-            )
-        elif rental.status == S.SENDING:
-            item = AttentionItem(rental, "Stuck lease: the worker's lease expired mid-attempt", rental.lease_until)
-        elif rental.status == S.RENTED:
-            minutes = int(members_grace().total_seconds() // 60)
-            item = AttentionItem(
-                rental,
-                f"Rented, but its members have not appeared within {minutes} min: reconcile",
-                rental.rented_at or rental.updated_at,
-            )
-        elif rental.status == S.QUEUED:
-            item = AttentionItem(
-                rental, f"Queued for more than {QUEUED_ATTENTION_MINUTES} min: is a worker running?", rental.created_at
-            )
-        else:
-            item = AttentionItem(
-                rental, f"Terminating for more than {TERMINATING_ATTENTION_MINUTES} min", rental.updated_at
-            )
-        if rental.error_code and rental.status in (S.UNKNOWN, S.RETRYING):
-            item = AttentionItem(rental, f"{item.reason} · {rental.error_code}", item.since)
-        items.append(item)
-    return sorted(items, key=lambda item: item.since or now)
-
-
 def upstream_health(*, now: datetime) -> list[dict[str, Any]]:
     """Return per credential: last 2xx and last confirmed attempt (7 d), last hour's error share, 429 counts.
 
-    Three queries whatever the number of attempts: the credentials, and `ops.tallies.attempt_counts`.
+    Two queries whatever the number of attempts: the credentials, and `ops.tally_windows.attempt_counts`.
     """
     by_credential = attempt_counts(now=now)
     result = []

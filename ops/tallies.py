@@ -1,4 +1,4 @@
-"""Keep the overview's tallies (`ops.models`) in step with the rows, and read sliding windows from them.
+"""Keep the overview's tallies (`ops.models`) in step with the rows, and recount them from the rows.
 
 Writers: a rental created (`post_save`), a state change (`rental_status_changed`, sent by the one writer of
 rental state inside its transaction), a rental deleted, an attempt recorded (`post_save`). Each receiver runs in
@@ -6,10 +6,7 @@ the writer's transaction, so a rollback takes the tally change with it. Rows wri
 inserts, `QuerySet.update`) are not seen: `rebuild_tallies()` recounts everything from the rows (the migration
 and the bench's bulk insert call it).
 
-Windows: the overview counts rentals created since `now - 7 days` (and `now - 24 h`), by their state now. Whole
-hours after the window's start come from the tallies (for customers: the hours up to the next midnight, then
-whole days, so a page reads about a day of hour rows per customer, not a week); the part of an hour between the
-window's start and the next full hour is counted from the rows, over the `created_at` index.
+The windows the overview reads from them: `ops.tally_windows`.
 """
 
 # ruff: noqa: S608 - SQL names are model tables and columns, values are parameters
@@ -21,14 +18,15 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.db import connection, transaction
-from django.db.models import Count, F, Max, Q, Sum, Value
-from django.db.models.functions import TruncDay, TruncHour
+from django.db.models import Count, F, Max, Q, Value
+from django.db.models.functions import TruncDay, TruncHour, TruncMinute
 
 from ops.models import AttemptTally, CustomerTally, StateTally
 from rentals.models import Rental, RentAttempt
 
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
+ATTEMPT_BUCKET_MINUTES = 5
 OK_2XX = Q(http_status__gte=200, http_status__lt=300)
 UNHEALTHY = (RentAttempt.Classification.INCONCLUSIVE, RentAttempt.Classification.NEVER_SENT)
 
@@ -42,6 +40,18 @@ def hour_ceil(moment: datetime) -> datetime:
     """Return the first UTC hour boundary at or after `moment`."""
     floor = hour_floor(moment)
     return floor if floor == moment else floor + HOUR
+
+
+def bucket_floor(moment: datetime) -> datetime:
+    """Return the start of the UTC five-minute attempt bucket `moment` falls in."""
+    moment = moment.astimezone(UTC).replace(second=0, microsecond=0)
+    return moment.replace(minute=moment.minute - moment.minute % ATTEMPT_BUCKET_MINUTES)
+
+
+def bucket_ceil(moment: datetime) -> datetime:
+    """Return the first attempt bucket boundary at or after `moment`."""
+    floor = bucket_floor(moment)
+    return floor if floor == moment else floor + timedelta(minutes=ATTEMPT_BUCKET_MINUTES)
 
 
 def day_floor(moment: datetime) -> datetime:
@@ -58,7 +68,7 @@ def day_ceil(moment: datetime) -> datetime:
 # --- writing ----------------------------------------------------------------------------------------------
 
 
-def _db_time(moment: datetime) -> Any:
+def db_time(moment: datetime) -> Any:
     return connection.ops.adapt_datetimefield_value(moment)
 
 
@@ -80,7 +90,7 @@ def count_state_change(*, created_at: datetime, from_status: str, to_status: str
     """Move one rental created at `created_at` from one state's tally to another's."""
     if from_status == to_status:
         return  # sending -> sending (a lease taken over): nothing moves, and one upsert may not touch a row twice
-    hour = _db_time(hour_floor(created_at))
+    hour = db_time(hour_floor(created_at))
     # Sorted: every transaction takes the row locks of one hour in the same order (no deadlock between two).
     changes = sorted([(from_status, -1), (to_status, 1)])
     _add(StateTally, ("hour", "status"), [(hour, status, delta) for status, delta in changes])
@@ -89,21 +99,22 @@ def count_state_change(*, created_at: datetime, from_status: str, to_status: str
 def count_rental(*, created_at: datetime, status: str, customer_id: int, delta: int = 1) -> None:
     """Count a rental created (delta 1) or deleted (delta -1) in its state's and its customer's tallies."""
     hour = hour_floor(created_at)
-    _add(StateTally, ("hour", "status"), [(_db_time(hour), status, delta)])
+    _add(StateTally, ("hour", "status"), [(db_time(hour), status, delta)])
     _add(
         CustomerTally,
         ("span", "start", "customer_id"),
         [
-            (CustomerTally.Span.DAY, _db_time(day_floor(created_at)), customer_id, delta),
-            (CustomerTally.Span.HOUR, _db_time(hour), customer_id, delta),
+            (CustomerTally.Span.DAY, db_time(day_floor(created_at)), customer_id, delta),
+            (CustomerTally.Span.HOUR, db_time(hour), customer_id, delta),
         ],
     )
 
 
 def count_attempt(*, credential_id: int, started_at: datetime, http_status: int | None, classification: str) -> None:
-    """Count one recorded attempt in its credential's hour: a 429, and the latest 2xx, confirmed and any."""
+    """Count one recorded attempt in its credential's five minutes: one more, unhealthy or not, a 429 or not, and
+    the latest 2xx, confirmed and any."""
     name = connection.ops.quote_name(AttemptTally._meta.db_table)
-    when = _db_time(started_at)
+    when = db_time(started_at)
     is_2xx = http_status is not None and 200 <= http_status < 300
     confirmed = classification == RentAttempt.Classification.CONFIRMED
 
@@ -116,14 +127,15 @@ def count_attempt(*, credential_id: int, started_at: datetime, http_status: int 
         )
 
     sql = (
-        f"INSERT INTO {name} (hour, credential_id, http_429, last_2xx_at, last_confirmed_at, last_at) "
-        f"VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (hour, credential_id) DO UPDATE SET "
-        f"http_429 = {name}.http_429 + excluded.http_429, "
+        f"INSERT INTO {name} (start, credential_id, total, bad, http_429, last_2xx_at, last_confirmed_at, last_at) "
+        f"VALUES (%s, %s, 1, %s, %s, %s, %s, %s) ON CONFLICT (start, credential_id) DO UPDATE SET "
+        f"total = {name}.total + 1, bad = {name}.bad + excluded.bad, http_429 = {name}.http_429 + excluded.http_429, "
         f"{later('last_2xx_at')}, {later('last_confirmed_at')}, {later('last_at')}"
     )
     params = [
-        _db_time(hour_floor(started_at)),
+        db_time(bucket_floor(started_at)),
         credential_id,
+        1 if classification in UNHEALTHY else 0,
         1 if http_status == 429 else 0,
         when if is_2xx else None,
         when if confirmed else None,
@@ -186,29 +198,51 @@ def rebuild_tallies(models: dict[str, Any] | None = None) -> None:
         .values_list("p", "t", "c", "n")
         for span, trunc in ((CustomerTally.Span.HOUR, TruncHour), (CustomerTally.Span.DAY, TruncDay))
     ]
-    attempts = (
+    with transaction.atomic():
+        for table in ("StateTally", "CustomerTally", "AttemptTally"):
+            if table in m:
+                m[table].objects.all().delete()
+        _insert_from(m["StateTally"], ("hour", "status", "count"), states)
+        for query in per_customer:
+            _insert_from(m["CustomerTally"], ("span", "start", "customer_id", "count"), query)
+        if "AttemptTally" in m:
+            m["AttemptTally"].objects.bulk_create(_attempt_buckets(m), batch_size=2000)
+
+
+def _attempt_buckets(m: dict[str, Any]) -> list[Any]:
+    """Return the attempt tallies counted from the rows: per minute in the database, summed into buckets here
+    (a five-minute truncation has no portable SQL; a week of minutes is ten thousand rows per credential)."""
+    per_minute = (
         m["RentAttempt"]
         .objects.order_by()
-        .values(h=TruncHour("started_at", tzinfo=UTC), c=F("rental__credential_id"))
+        .values(t=TruncMinute("started_at", tzinfo=UTC), c=F("rental__credential_id"))
         .annotate(
+            n=Count("id"),
+            bad=Count("id", filter=Q(classification__in=UNHEALTHY)),
             n429=Count("id", filter=Q(http_status=429)),
             l2xx=Max("started_at", filter=OK_2XX),
             lc=Max("started_at", filter=Q(classification=RentAttempt.Classification.CONFIRMED)),
             la=Max("started_at"),
         )
-        .values_list("h", "c", "n429", "l2xx", "lc", "la")
+        .values_list("t", "c", "n", "bad", "n429", "l2xx", "lc", "la")
     )
-    with transaction.atomic():
-        for table in ("StateTally", "CustomerTally", "AttemptTally"):
-            m[table].objects.all().delete()
-        _insert_from(m["StateTally"], ("hour", "status", "count"), states)
-        for query in per_customer:
-            _insert_from(m["CustomerTally"], ("span", "start", "customer_id", "count"), query)
-        _insert_from(
-            m["AttemptTally"],
-            ("hour", "credential_id", "http_429", "last_2xx_at", "last_confirmed_at", "last_at"),
-            attempts,
-        )
+    buckets: dict[tuple[datetime, int], Any] = {}
+    for minute, credential_id, total, bad, n429, last_2xx, last_confirmed, last_any in per_minute:
+        key = (bucket_floor(minute), credential_id)
+        row = buckets.get(key)
+        if row is None:
+            row = buckets[key] = m["AttemptTally"](start=key[0], credential_id=credential_id)
+        row.total += total
+        row.bad += bad
+        row.http_429 += n429
+        row.last_2xx_at = latest_of(row.last_2xx_at, last_2xx)
+        row.last_confirmed_at = latest_of(row.last_confirmed_at, last_confirmed)
+        row.last_at = latest_of(row.last_at, last_any)
+    return list(buckets.values())
+
+
+def latest_of(a: datetime | None, b: datetime | None) -> datetime | None:
+    return b if a is None or (b is not None and b > a) else a
 
 
 def _insert_from(model: type[Any], columns: tuple[str, ...], query: Any) -> None:
@@ -217,120 +251,3 @@ def _insert_from(model: type[Any], columns: tuple[str, ...], query: Any) -> None
     table = connection.ops.quote_name(model._meta.db_table)
     with connection.cursor() as cursor:
         cursor.execute(f"INSERT INTO {table} ({', '.join(columns)}) {select}", params)
-
-
-# --- reading ----------------------------------------------------------------------------------------------
-
-
-def created_counts(*, now: datetime) -> tuple[dict[str, dict[str, int]], dict[int, dict[str, Any]]]:
-    """Return rentals created since now - 24 h and now - 7 d: {status: {day, week}}, {customer id: {name, day, week}}.
-
-    Three queries: the state tallies, the customer tallies, and the rows of the two windows' first part-hours.
-    """
-    week_start, day_start = now - 7 * DAY, now - DAY
-    week_hours, day_hours = hour_ceil(week_start), hour_ceil(day_start)
-    week_days = day_ceil(week_hours)
-    by_state: dict[str, dict[str, int]] = {}
-    by_customer: dict[int, dict[str, Any]] = {}
-
-    def add(table: dict[Any, dict[str, Any]], key: Any, day: int, week: int, **extra: Any) -> None:
-        row = table.setdefault(key, {"day": 0, "week": 0, **extra})
-        row["day"] += day or 0
-        row["week"] += week or 0
-
-    states = (
-        StateTally.objects.filter(hour__gte=week_hours)
-        .values("status")
-        .annotate(day=Sum("count", filter=Q(hour__gte=day_hours)), week=Sum("count"))
-        .order_by()
-    )
-    for row in states:
-        add(by_state, row["status"], row["day"], row["week"])
-    # Each window: its part-day up to the next midnight in hours, then whole days (the last one still filling).
-    day_days = day_ceil(day_hours)
-    hours, days = Q(span=CustomerTally.Span.HOUR), Q(span=CustomerTally.Span.DAY)
-    week_part = hours & Q(start__gte=week_hours, start__lt=week_days)
-    day_part = hours & Q(start__gte=day_hours, start__lt=day_days)
-    customers = (
-        CustomerTally.objects.filter(week_part | day_part | (days & Q(start__gte=week_days)))
-        .values("customer_id", "customer__name")
-        .annotate(
-            day=Sum("count", filter=day_part | (days & Q(start__gte=day_days))),
-            week=Sum("count", filter=week_part | days),
-        )
-        .order_by()
-    )
-    for row in customers:
-        add(by_customer, row["customer_id"], row["day"], row["week"], name=row["customer__name"])
-    in_week_edge = Q(created_at__gte=week_start, created_at__lt=week_hours)
-    in_day_edge = Q(created_at__gte=day_start, created_at__lt=day_hours)
-    edges = (
-        Rental.objects.filter(in_week_edge | in_day_edge)
-        .values("status", "customer_id", "customer__name")
-        .annotate(day=Count("id", filter=in_day_edge), week=Count("id", filter=in_week_edge))
-        .order_by()
-    )
-    for row in edges:
-        add(by_state, row["status"], row["day"], row["week"])
-        add(by_customer, row["customer_id"], row["day"], row["week"], name=row["customer__name"])
-    return by_state, by_customer
-
-
-def attempt_counts(*, now: datetime) -> dict[int, dict[str, Any]]:
-    """Return per credential id what the overview's upstream table shows (two queries).
-
-    From the tallies: the latest 2xx, confirmed and any attempt of the last 7 days, the 429s of the last 24 h.
-    From the rows (the `started_at` index): the last hour's attempts, errors and 429s, and the 429s of the
-    part-hour between now - 24 h and the next full hour. The last hour's latest times are merged in too: an
-    attempt rewritten in place (a late answer after a lease takeover) shows while it is recent.
-    """
-    week_start, day_start, hour_start = now - 7 * DAY, now - DAY, now - HOUR
-    day_hours = hour_ceil(day_start)
-    result: dict[int, dict[str, Any]] = {}
-
-    def counts(credential_id: int) -> dict[str, Any]:
-        empty = {"last_2xx": None, "last_confirmed": None, "last_any": None, "day_429": 0}
-        return result.setdefault(credential_id, {**empty, "hour_total": 0, "hour_bad": 0, "hour_429": 0})
-
-    tallies = (
-        AttemptTally.objects.filter(hour__gte=hour_floor(week_start))
-        .values("credential_id")
-        .annotate(
-            last_2xx=Max("last_2xx_at"),
-            last_confirmed=Max("last_confirmed_at"),
-            last_any=Max("last_at"),
-            day_429=Sum("http_429", filter=Q(hour__gte=day_hours)),
-        )
-        .order_by()
-    )
-    for row in tallies:
-        row_counts = counts(row["credential_id"])
-        row_counts["day_429"] = row["day_429"] or 0
-        for key in ("last_2xx", "last_confirmed", "last_any"):
-            # The hour the window starts in may hold older attempts only: a latest time before the start is none.
-            row_counts[key] = row[key] if row[key] is not None and row[key] >= week_start else None
-    in_hour = Q(started_at__gte=hour_start)
-    in_day_edge = Q(started_at__gte=day_start, started_at__lt=day_hours, http_status=429)
-    live = (
-        RentAttempt.objects.filter(in_hour | in_day_edge)
-        .values("rental__credential_id")
-        .annotate(
-            hour_total=Count("id", filter=in_hour),
-            hour_bad=Count("id", filter=in_hour & Q(classification__in=UNHEALTHY)),
-            hour_429=Count("id", filter=in_hour & Q(http_status=429)),
-            edge_429=Count("id", filter=in_day_edge),
-            last_2xx=Max("started_at", filter=in_hour & OK_2XX),
-            last_confirmed=Max("started_at", filter=in_hour & Q(classification=RentAttempt.Classification.CONFIRMED)),
-            last_any=Max("started_at", filter=in_hour),
-        )
-        .order_by()
-    )
-    for row in live:
-        row_counts = counts(row["rental__credential_id"])
-        for key in ("hour_total", "hour_bad", "hour_429"):
-            row_counts[key] = row[key]
-        row_counts["day_429"] += row["edge_429"]
-        for key in ("last_2xx", "last_confirmed", "last_any"):
-            if row[key] is not None and (row_counts[key] is None or row[key] > row_counts[key]):
-                row_counts[key] = row[key]
-    return result

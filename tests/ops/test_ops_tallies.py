@@ -139,7 +139,9 @@ def test_the_overview_counts_from_tallies_equal_counting_the_rows(history: Clock
 def test_upstream_health_from_tallies_equals_counting_the_attempts(history: Clock) -> None:
     seen = 0
     too_many = list(RentAttempt.objects.filter(http_status=429).values_list("started_at", flat=True)[:4])
-    for now in moments() + edge_moments(too_many, timedelta(days=1)):
+    started = list(RentAttempt.objects.order_by("?").values_list("started_at", flat=True)[:4])
+    edges = edge_moments(too_many, timedelta(days=1)) + edge_moments(started, timedelta(hours=1))
+    for now in moments() + edges:
         if not RentAttempt.objects.filter(started_at__gte=now - timedelta(days=7)).exists():
             continue
         seen += 1
@@ -153,7 +155,7 @@ def test_rebuilding_the_tallies_gives_the_rows_kept_up_as_they_changed(history: 
             sorted((t.hour, t.status, t.count) for t in StateTally.objects.exclude(count=0)),
             sorted((t.span, t.start, t.customer_id, t.count) for t in CustomerTally.objects.exclude(count=0)),
             sorted(
-                (t.hour, t.credential_id, t.http_429, t.last_2xx_at, t.last_confirmed_at, t.last_at)
+                (t.start, t.credential_id, t.total, t.bad, t.http_429, t.last_2xx_at, t.last_confirmed_at, t.last_at)
                 for t in AttemptTally.objects.all()
             ),
         ]
