@@ -16,14 +16,14 @@ from tests.conftest import SSH_KEY, Simulator
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
-def wait_for(condition, what: str, timeout: float = 45.0):  # type: ignore[no-untyped-def]
+def wait_for(condition, what: str, timeout: float = 90.0):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         found = condition()
         if found:
             return found
         time.sleep(0.3)
-    raise AssertionError(f"never happened: {what}")
+    raise AssertionError(f"never happened: {what} (last: {found!r})")
 
 
 def test_alices_webhook_receives_rented_and_ready_signed_and_bobs_nothing(

@@ -148,9 +148,9 @@ def test_settings_refuse_a_rent_lease_not_longer_than_the_call_deadline(monkeypa
 
     from django.core.exceptions import ImproperlyConfigured
 
-    import dashboard.settings
+    import dashboard.settings_apps  # where the upstream and rent engine settings are read
 
-    path = dashboard.settings.__file__
+    path = dashboard.settings_apps.__file__
 
     monkeypatch.setenv("LIUM_TIMEOUT_SECONDS", "30")
     monkeypatch.setenv("RENT_LEASE_SECONDS", "36")  # 30 s + the 6 s margin: not strictly more
