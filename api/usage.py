@@ -6,7 +6,7 @@ usage page and its CSV, so the three agree to the cent. Money and hours are deci
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from django.http import HttpRequest, HttpResponse
@@ -57,6 +57,9 @@ def usage(
     now = timezone.now()
     if as_of is not None and as_of.tzinfo is None:
         raise ApiError(422, "validation_error", "as_of: give a time zone, e.g. 2030-06-01T12:00:00Z.")
+    if as_of is not None:
+        # In UTC before it reaches the database: PostgreSQL refuses offsets beyond ±15:59 that Python accepts.
+        as_of = as_of.astimezone(UTC)
     try:
         chosen = Month.parse(month) if month else Month.of(timezone.now())
     except ValueError as exc:

@@ -111,3 +111,13 @@ def test_the_usage_page_shows_the_month_to_date_against_the_budget(client_for, a
     html = client_for(alice).get("/usage/").content.decode()
     _page, total = page_lines(client_for(alice))
     assert f"${total}" in html and "of a monthly budget of <strong>$100.00" in html
+
+
+def test_an_as_of_with_an_extreme_zone_offset_is_read_in_utc_not_a_server_error(client_for, alice, usage_world) -> None:
+    """Python accepts offsets up to ±23:59, PostgreSQL only up to ±15:59 (the schemathesis run found a 500)."""
+    _key, raw = api_key_create(user=alice, name="usage", scopes=["read"])
+    response = client_for(alice).get(
+        "/api/v1/usage", {"month": "2030-06", "as_of": "2030-05-31T08:00:00-18:36"}, headers={"X-API-Key": raw}
+    )
+    assert response.status_code == 200, response.content
+    assert response.json()["as_of"].startswith("2030-06-01T02:36:00")
