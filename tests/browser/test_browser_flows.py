@@ -48,7 +48,8 @@ def submit_order(page: Page, pod_name: str) -> None:
 
 @pytest.mark.xfail(
     "postgres" in os.environ.get("DATABASE_URL", ""),
-    reason="Known defect, open: on PostgreSQL + Redis a transition made by the pod poller in a worker thread (ready, terminated) is seen late or not at all by the outbox delivery and the page (passes on SQLite)",
+    reason="Known defect, open: on PostgreSQL + Redis a transition made by the pod poller in a worker thread "
+    "(ready, terminated) is seen late or not at all by the outbox delivery and the page (passes on SQLite)",
     strict=False,
 )
 def test_alice_rents_watches_copies_and_terminates(

@@ -29,7 +29,8 @@ def wait_for(condition, what: str, timeout: float = 90.0):  # type: ignore[no-un
 
 @pytest.mark.xfail(
     "postgres" in os.environ.get("DATABASE_URL", ""),
-    reason="Known defect, open: on PostgreSQL + Redis a transition made by the pod poller in a worker thread (ready, terminated) is seen late or not at all by the outbox delivery and the page (passes on SQLite)",
+    reason="Known defect, open: on PostgreSQL + Redis a transition made by the pod poller in a worker thread "
+    "(ready, terminated) is seen late or not at all by the outbox delivery and the page (passes on SQLite)",
     strict=False,
 )
 def test_alices_webhook_receives_rented_and_ready_signed_and_bobs_nothing(
