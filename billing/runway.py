@@ -22,13 +22,12 @@ from accounts.models import UpstreamCredential
 from billing.models import BalanceReading, RunwayAlert
 from rentals import upstream
 from rentals.models import Rental
-from rentals.states import HOLDS_CLUSTER_STATES
-from rentals.states import RentalStatus as S
+from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 
 logger = logging.getLogger(__name__)
 
 # Clusters that Lium bills: held, and those being removed (billed until they are gone).
-BILLING_STATES = frozenset(HOLDS_CLUSTER_STATES | {S.TERMINATING})
+BILLING_STATES = frozenset(HOLDS_CLUSTER_STATES | {RentalStatus.TERMINATING})
 
 
 def credential_hourly_cost(*, credential: UpstreamCredential) -> Decimal:

@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from accounts.models import Customer
 from rentals.models import Rental, RentalEvent
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 
 CENT = Decimal("0.01")
 HOURS_PLACES = Decimal("0.0001")
@@ -88,7 +88,7 @@ class UsageReport:
 
 def with_terminated_at(rentals: QuerySet[Rental]) -> QuerySet[Rental]:
     """Annotate each rental with when it became `terminated` (the state change on its timeline)."""
-    ended = RentalEvent.objects.filter(rental_id=OuterRef("pk"), to_status=S.TERMINATED).order_by("at")
+    ended = RentalEvent.objects.filter(rental_id=OuterRef("pk"), to_status=RentalStatus.TERMINATED).order_by("at")
     return rentals.annotate(terminated_at=Subquery(ended.values("at")[:1]))
 
 

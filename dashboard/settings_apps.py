@@ -102,7 +102,7 @@ CELERY_TASK_ROUTES = {
     "rentals.tasks.rentals_sweep": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.rental_delete_cluster": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.rental_reconcile_look": {"queue": HOUSEKEEPING_QUEUE},
-    "rentals.tasks.rental_schedule_removal": {"queue": HOUSEKEEPING_QUEUE},
+    "rentals.tasks.rental_removal_push": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.sqlite_analyze": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.member_events_fetch": {"queue": HOUSEKEEPING_QUEUE},
     "billing.tasks.budgets_scan": {"queue": HOUSEKEEPING_QUEUE},

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 
 RENTAL_RENTED = "rental.rented"
 RENTAL_READY = "rental.ready"
@@ -32,13 +32,13 @@ EVENT_TYPES: dict[str, str] = {
 
 # The rental state a transition lands in -> the event it emits. Other states emit nothing.
 STATUS_EVENTS: dict[str, str] = {
-    S.RENTED: RENTAL_RENTED,
-    S.READY: RENTAL_READY,
-    S.DEGRADED: RENTAL_DEGRADED,
-    S.UNKNOWN: RENTAL_UNKNOWN,
-    S.REFUSED: RENTAL_REFUSED,
-    S.FAILED: RENTAL_FAILED,
-    S.TERMINATED: RENTAL_TERMINATED,
+    RentalStatus.RENTED: RENTAL_RENTED,
+    RentalStatus.READY: RENTAL_READY,
+    RentalStatus.DEGRADED: RENTAL_DEGRADED,
+    RentalStatus.UNKNOWN: RENTAL_UNKNOWN,
+    RentalStatus.REFUSED: RENTAL_REFUSED,
+    RentalStatus.FAILED: RENTAL_FAILED,
+    RentalStatus.TERMINATED: RENTAL_TERMINATED,
 }
 
 

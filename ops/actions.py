@@ -13,27 +13,26 @@ from django.contrib.auth.models import User
 
 from ops import services
 from rentals.models import Rental, RentalEvent
-from rentals.states import HOLDS_CLUSTER_STATES
-from rentals.states import RentalStatus as S
+from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 
 # What each action is called, which states it applies to, and what the confirmation asks.
 ACTIONS: dict[str, dict[str, Any]] = {
     "retry": {
         "label": "Retry now",
-        "states": (S.RETRYING, S.UNKNOWN),
+        "states": (RentalStatus.RETRYING, RentalStatus.UNKNOWN),
         "danger": False,
         "confirm": "Send the stored order again now, with the same key and bytes?",
     },
     "reconcile": {
         "label": "Reconcile",
         # A rented rental only while its members have not appeared (see `needs_attention`).
-        "states": (S.UNKNOWN, S.RENTED),
+        "states": (RentalStatus.UNKNOWN, RentalStatus.RENTED),
         "danger": False,
         "confirm": "Look in Lium's pod list for the cluster this order may have created?",
     },
     "confirm": {
         "label": "Confirm reconciliation",
-        "states": (S.UNKNOWN,),
+        "states": (RentalStatus.UNKNOWN,),
         "danger": True,
         "confirm": "Settle this rental for good as chosen?",
     },
@@ -45,7 +44,7 @@ ACTIONS: dict[str, dict[str, Any]] = {
     },
     "cancel": {
         "label": "Cancel order",
-        "states": (S.QUEUED,),
+        "states": (RentalStatus.QUEUED,),
         "danger": True,
         "confirm": "Cancel this order before it is sent?",
     },
@@ -60,7 +59,7 @@ def actions_offered(
     for name, spec in ACTIONS.items():
         if rental.status not in spec["states"]:
             continue
-        if name == "reconcile" and rental.status == S.RENTED and not attention:
+        if name == "reconcile" and rental.status == RentalStatus.RENTED and not attention:
             continue  # its members are on their way, or known
         if name == "confirm" and finding is None:
             continue  # reconcile first: the confirmation offers what it found

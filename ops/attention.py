@@ -12,7 +12,7 @@ from django.db.models.expressions import RawSQL
 
 from rentals.models import STATUS_LABELS, ClusterMember, Rental
 from rentals.selectors import members_grace
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 
 # How long a rental may sit retrying, queued, or terminating before it shows in the attention queue.
 RETRYING_ATTENTION_MINUTES = settings.OPS_RETRYING_ATTENTION_MINUTES
@@ -82,16 +82,22 @@ def attention_ids(*, now: datetime) -> RawSQL:
     members = connection.ops.quote_name(ClusterMember._meta.db_table)
     cutoff = now - members_grace()
     reasons: list[tuple[str, list[Any]]] = [
-        ("status = %s", [S.UNKNOWN]),
-        ("status = %s", [S.DEGRADED]),
-        ("status = %s AND first_sent_at < %s", [S.RETRYING, now - timedelta(minutes=RETRYING_ATTENTION_MINUTES)]),
-        ("status = %s AND lease_until < %s", [S.SENDING, now]),
-        ("status = %s AND created_at < %s", [S.QUEUED, now - timedelta(minutes=QUEUED_ATTENTION_MINUTES)]),
-        ("status = %s AND updated_at < %s", [S.TERMINATING, now - timedelta(minutes=TERMINATING_ATTENTION_MINUTES)]),
+        ("status = %s", [RentalStatus.UNKNOWN]),
+        ("status = %s", [RentalStatus.DEGRADED]),
+        (
+            "status = %s AND first_sent_at < %s",
+            [RentalStatus.RETRYING, now - timedelta(minutes=RETRYING_ATTENTION_MINUTES)],
+        ),
+        ("status = %s AND lease_until < %s", [RentalStatus.SENDING, now]),
+        ("status = %s AND created_at < %s", [RentalStatus.QUEUED, now - timedelta(minutes=QUEUED_ATTENTION_MINUTES)]),
+        (
+            "status = %s AND updated_at < %s",
+            [RentalStatus.TERMINATING, now - timedelta(minutes=TERMINATING_ATTENTION_MINUTES)],
+        ),
         (
             f"status = %s AND (rented_at < %s OR (rented_at IS NULL AND updated_at < %s)) "  # noqa: S608 - our SQL
             f"AND NOT EXISTS (SELECT 1 FROM {members} m WHERE m.rental_id = {table}.id)",
-            [S.RENTED, cutoff, cutoff],
+            [RentalStatus.RENTED, cutoff, cutoff],
         ),
     ]
     adapt = connection.ops.adapt_datetimefield_value
@@ -113,26 +119,26 @@ def attention_queue(*, now: datetime) -> list[AttentionItem]:
         values = dict(zip(ATTENTION_FIELDS, row, strict=True))
         values["customer"] = AttentionCustomer(values.pop("customer__name"))
         rental = AttentionRental(**values)
-        if rental.status == S.UNKNOWN:
+        if rental.status == RentalStatus.UNKNOWN:
             item = AttentionItem(rental, "Outcome unknown: reconcile", rental.updated_at)
-        elif rental.status == S.DEGRADED:
+        elif rental.status == RentalStatus.DEGRADED:
             item = AttentionItem(rental, "Degraded: a member failed", rental.updated_at)
-        elif rental.status == S.RETRYING:
+        elif rental.status == RentalStatus.RETRYING:
             item = AttentionItem(
                 rental,
                 f"Retrying for more than {RETRYING_ATTENTION_MINUTES} min ({rental.attempt_count} attempts)",
                 rental.first_sent_at,
             )
-        elif rental.status == S.SENDING:
+        elif rental.status == RentalStatus.SENDING:
             item = AttentionItem(rental, "Stuck lease: the worker's lease expired mid-attempt", rental.lease_until)
-        elif rental.status == S.RENTED:
+        elif rental.status == RentalStatus.RENTED:
             minutes = int(members_grace().total_seconds() // 60)
             item = AttentionItem(
                 rental,
                 f"Rented, but its members have not appeared within {minutes} min: reconcile",
                 rental.rented_at or rental.updated_at,
             )
-        elif rental.status == S.QUEUED:
+        elif rental.status == RentalStatus.QUEUED:
             item = AttentionItem(
                 rental, f"Queued for more than {QUEUED_ATTENTION_MINUTES} min: is a worker running?", rental.created_at
             )
@@ -140,7 +146,7 @@ def attention_queue(*, now: datetime) -> list[AttentionItem]:
             item = AttentionItem(
                 rental, f"Terminating for more than {TERMINATING_ATTENTION_MINUTES} min", rental.updated_at
             )
-        if rental.error_code and rental.status in (S.UNKNOWN, S.RETRYING):
+        if rental.error_code and rental.status in (RentalStatus.UNKNOWN, RentalStatus.RETRYING):
             item = AttentionItem(rental, f"{item.reason} · {rental.error_code}", item.since)
         items.append(item)
     return sorted(items, key=lambda item: item.since or now)

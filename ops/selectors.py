@@ -24,7 +24,7 @@ from ops.attention import attention_queue
 from ops.tally_windows import attempt_counts, created_counts
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentAttempt
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 
 SWEEPER_HEARTBEAT = "sweeper"
 UPSTREAM_KEY_WINDOW = timedelta(hours=24)
@@ -36,7 +36,7 @@ UPSTREAM_KEY_WINDOW = timedelta(hours=24)
 def rental_counts(*, now: datetime) -> dict[str, Any]:
     """Return rentals created in the last 24 h and 7 d, by state and by customer (from `ops.tally_windows`)."""
     states, customers = created_counts(now=now)
-    labels = dict(S.choices)
+    labels = dict(RentalStatus.choices)
     by_state = [
         {"status": status, "label": labels.get(status, status), "day": row["day"], "week": row["week"]}
         for status, row in sorted(states.items())

@@ -21,8 +21,7 @@ from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.enqueue import enqueue_rental_send
 from rentals.models import Rental
 from rentals.selectors import needs_attention
-from rentals.states import RentalStatus as S
-from rentals.states import can_transition
+from rentals.states import RentalStatus, can_transition
 from rentals.transitions import IllegalTransition, rental_touch, rental_transition
 
 # A replay of these answers can only repeat them: the upstream keeps 409 outcome-unknown forever, and a
@@ -42,7 +41,7 @@ def replay_deadline(rental: Rental) -> datetime | None:
     and not after the engine's own retry deadline (its claim refuses to send a rental past it)."""
     if rental.first_sent_at is None:
         return None
-    if rental.status == S.UNKNOWN:
+    if rental.status == RentalStatus.UNKNOWN:
         # A replay sets retry_until, so the engine accepts it up to the hard limit.
         return rental.first_sent_at + MAX_RETRY_WINDOW
     engine_deadline = retry_deadline(rental) or rental.first_sent_at + MAX_RETRY_WINDOW
@@ -52,7 +51,7 @@ def replay_deadline(rental: Rental) -> datetime | None:
 def retry_refusal(rental: Rental, now: datetime | None = None) -> str:
     """Return why `retry now` is not possible for this rental, or "" if it is."""
     now = now or timezone.now()
-    if rental.status not in (S.RETRYING, S.UNKNOWN):
+    if rental.status not in (RentalStatus.RETRYING, RentalStatus.UNKNOWN):
         return "Only a retrying or outcome-unknown rental can be retried."
     deadline = replay_deadline(rental)
     if deadline is not None and now >= deadline:
@@ -60,12 +59,12 @@ def retry_refusal(rental: Rental, now: datetime | None = None) -> str:
             f"Too late to send again: the window closed at {deadline:%Y-%m-%d %H:%M} UTC. Past the upstream's 24 h "
             "key window the same key would rent a second cluster; reconcile instead."
         )
-    if rental.status == S.UNKNOWN and not can_transition(S.UNKNOWN, S.RETRYING):
+    if rental.status == RentalStatus.UNKNOWN and not can_transition(RentalStatus.UNKNOWN, RentalStatus.RETRYING):
         return "Replaying an outcome-unknown rental is not enabled yet (unknown → retrying); reconcile instead."
-    if rental.status == S.UNKNOWN and rental.error_code in NO_REPLAY_ERRORS:
+    if rental.status == RentalStatus.UNKNOWN and rental.error_code in NO_REPLAY_ERRORS:
         return f"A replay would only repeat Lium's answer ({rental.error_code}); reconcile instead."
     # The engine's claim refuses such a re-send anyway; say so here rather than offer a button that cannot work.
-    possibly_sent = rental.possibly_sent or rental.status == S.UNKNOWN
+    possibly_sent = rental.possibly_sent or rental.status == RentalStatus.UNKNOWN
     if possibly_sent and not idempotency_promise.idempotency_promise_for_display(rental.credential):
         return f"An earlier attempt may have reached Lium, and {idempotency_promise.NO_PROMISE_MESSAGE}."
     return ""
@@ -78,9 +77,9 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
     refusal = retry_refusal(rental, now)
     if refusal:
         raise ValidationError(refusal)
-    if rental.status == S.RETRYING:
+    if rental.status == RentalStatus.RETRYING:
         with transaction.atomic():
-            moved = rental_touch(rental_id=rental.pk, in_status=S.RETRYING, next_attempt_at=now)
+            moved = rental_touch(rental_id=rental.pk, in_status=RentalStatus.RETRYING, next_attempt_at=now)
             if moved:
                 staff_action_record(
                     rental_id=rental.pk,
@@ -93,8 +92,8 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
         try:
             moved = rental_transition(
                 rental_id=rental.pk,
-                from_status=S.UNKNOWN,
-                to_status=S.RETRYING,
+                from_status=RentalStatus.UNKNOWN,
+                to_status=RentalStatus.RETRYING,
                 **staff_action_event(
                     actor=actor,
                     action="retry_now",
@@ -136,7 +135,7 @@ def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> str:
     """
     reason = _require_reason(reason)
     now = timezone.now()
-    if rental.status == S.UNKNOWN:
+    if rental.status == RentalStatus.UNKNOWN:
         try:
             finding = rental_services.rental_reconcile(rental=rental, actor=actor)
         except (upstream.UpstreamError, ValueError) as exc:
@@ -146,7 +145,7 @@ def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> str:
             ) from exc
         rental_touch(rental_id=rental.pk, last_reconcile_at=now)
         message = finding.message
-    elif rental.status == S.RENTED and needs_attention(rental, now=now):
+    elif rental.status == RentalStatus.RENTED and needs_attention(rental, now=now):
         result = reconcile.rental_look(rental=rental, actor=actor)
         message = LOOK_MESSAGES.get(result.outcome, "Nothing changed: the rental moved on meanwhile.")
     else:

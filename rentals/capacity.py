@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from rentals.enqueue import enqueue_rental_send
 from rentals.models import Heartbeat, Rental
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 
 SLOTS_ROW = "rent-slots"
 # A retrying rental's own delayed message normally claims it at `next_attempt_at`: only one still waiting
@@ -37,19 +37,19 @@ RETRY_MESSAGE_GRACE = timedelta(seconds=2)
 
 def in_flight(now: datetime) -> Q:
     """Return the rentals holding a rent slot: `sending` with a lease that has not expired."""
-    return Q(status=S.SENDING, lease_until__gte=now)
+    return Q(status=RentalStatus.SENDING, lease_until__gte=now)
 
 
 def waiting(now: datetime) -> Q:
     """Return the rentals that want a slot now: queued, or a retry that is due."""
-    return Q(status=S.QUEUED) | Q(status=S.RETRYING, next_attempt_at__lte=now)
+    return Q(status=RentalStatus.QUEUED) | Q(status=RentalStatus.RETRYING, next_attempt_at__lte=now)
 
 
 def refused_a_slot(now: datetime) -> Q:
     """Return the waiting rentals that have no message on the broker: refused a slot, so only a dispatch
     (or the sweeper) sends them."""
-    return Q(status=S.QUEUED, next_attempt_at__isnull=False) | Q(
-        status=S.RETRYING, next_attempt_at__lte=now - RETRY_MESSAGE_GRACE
+    return Q(status=RentalStatus.QUEUED, next_attempt_at__isnull=False) | Q(
+        status=RentalStatus.RETRYING, next_attempt_at__lte=now - RETRY_MESSAGE_GRACE
     )
 
 
@@ -66,8 +66,10 @@ def admit(rental: Rental, *, now: datetime) -> bool:
         settings.RENT_INFLIGHT_PER_CREDENTIAL - sum(load.values()),
     )
     admitted = free > 0 and _ahead_of(rental, load, now, limit=free) < free
-    if not admitted and rental.status == S.QUEUED:
-        Rental.objects.filter(pk=rental.pk, status=S.QUEUED, next_attempt_at__isnull=True).update(next_attempt_at=now)
+    if not admitted and rental.status == RentalStatus.QUEUED:
+        Rental.objects.filter(pk=rental.pk, status=RentalStatus.QUEUED, next_attempt_at__isnull=True).update(
+            next_attempt_at=now
+        )
     return admitted
 
 
@@ -165,7 +167,7 @@ def in_flight_by_customer(credential_id: int, now: datetime) -> Counter[int]:
 def _take_for_dispatch(rental: Rental, now: datetime) -> bool:
     """Clear the rental's waiting mark, if it is still as read; return whether this dispatcher took it."""
     taken = Rental.objects.filter(pk=rental.pk, status=rental.status, next_attempt_at=rental.next_attempt_at)
-    if rental.status == S.QUEUED:
+    if rental.status == RentalStatus.QUEUED:
         # Queued again with a fresh message: the sweeper's lost-message clock (`updated_at`) starts over.
         return taken.update(next_attempt_at=None, updated_at=now) == 1
     return taken.update(next_attempt_at=now) == 1  # still due; a later dispatch waits RETRY_MESSAGE_GRACE first

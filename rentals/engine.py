@@ -29,7 +29,7 @@ from rentals.enqueue import enqueue_pods_sync, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline, retry_window
 from rentals.outcomes import retry_delay as retry_delay  # read here by callers and tests, like the other rules
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import Classification, RentResult
 
@@ -49,9 +49,9 @@ def _claimable() -> Q:
     """Return the rentals that are due for an attempt now: queued, retry due, or an expired `sending` lease."""
     now = timezone.now()
     return (
-        Q(status=S.QUEUED)
-        | Q(status=S.RETRYING, next_attempt_at__lte=now)
-        | Q(status=S.SENDING, lease_until__lt=now, attempt_count__lt=settings.RENT_MAX_ATTEMPTS)
+        Q(status=RentalStatus.QUEUED)
+        | Q(status=RentalStatus.RETRYING, next_attempt_at__lte=now)
+        | Q(status=RentalStatus.SENDING, lease_until__lt=now, attempt_count__lt=settings.RENT_MAX_ATTEMPTS)
     ) & (
         # A late message (workers down for hours) must not re-send once the key's window is over: past
         # 24 h upstream the same key and bytes rent again. `rental_settle_expired` settles those instead.
@@ -63,7 +63,7 @@ def _claimable() -> Q:
 
 def may_have_reached_lium(rental: Rental) -> bool:
     """Return whether an earlier attempt may have reached Lium: a possibly-sent answer, or a worker that died."""
-    return rental.possibly_sent or rental.status == S.SENDING
+    return rental.possibly_sent or rental.status == RentalStatus.SENDING
 
 
 def rental_claim(*, rental_id: int) -> Claim | None:
@@ -88,7 +88,7 @@ def _claim(rental_id: int) -> Claim | str | None:
     now = timezone.now()
     token = uuid.uuid4()
     previous_status = rental.status
-    lease_expired = previous_status == S.SENDING
+    lease_expired = previous_status == RentalStatus.SENDING
     number = rental.attempt_count + 1
     claimed: dict[str, Any] = {
         "lease_token": token,
@@ -108,7 +108,7 @@ def _claim(rental_id: int) -> Claim | str | None:
         moved = rental_transition(
             rental_id=rental_id,
             from_status=previous_status,
-            to_status=S.SENDING,
+            to_status=RentalStatus.SENDING,
             expect_version=rental.version,
             message=f"Attempt {number}: sending the stored order.",
             data={"attempt": number, "lease_taken_over": lease_expired},
@@ -120,7 +120,7 @@ def _claim(rental_id: int) -> Claim | str | None:
             _record_lost_attempt(rental, now)
     for name, value in claimed.items():
         setattr(rental, name, value)
-    rental.status = S.SENDING
+    rental.status = RentalStatus.SENDING
     rental.version += 1
     rental.updated_at = now
     return Claim(rental=rental, token=token, number=number)
@@ -129,13 +129,13 @@ def _claim(rental_id: int) -> Claim | str | None:
 def _settle_unsafe_resend(rental: Rental) -> str | None:
     """Settle `unknown` a due rental that may not be sent again: its backend does not promise idempotency."""
     now = timezone.now()
-    lease_expired = rental.status == S.SENDING
+    lease_expired = rental.status == RentalStatus.SENDING
     earlier = "the worker stopped during the last attempt, which" if lease_expired else "an earlier attempt"
     with transaction.atomic():
         moved = rental_transition(
             rental_id=rental.pk,
             from_status=rental.status,
-            to_status=S.UNKNOWN,
+            to_status=RentalStatus.UNKNOWN,
             expect_version=rental.version,
             message=f"Not sent again: {earlier} may have reached Lium, and {idempotency_promise.NO_PROMISE_MESSAGE}.",
             data={"reason": "no_idempotency_promise"},
@@ -146,7 +146,7 @@ def _settle_unsafe_resend(rental: Rental) -> str | None:
         )
         if moved and lease_expired:
             _record_lost_attempt(rental, now)
-    return S.UNKNOWN if moved else None
+    return RentalStatus.UNKNOWN if moved else None
 
 
 def _record_lost_attempt(rental: Rental, now: datetime) -> None:
@@ -222,7 +222,7 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
     )
     moved = rental_transition(
         rental_id=rental.pk,
-        from_status=S.SENDING,
+        from_status=RentalStatus.SENDING,
         to_status=decided.status,
         expect_lease=claim.token,
         message=decided.message,
@@ -241,7 +241,7 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
     )
     if not moved:
         return None
-    if decided.status == S.RENTED:
+    if decided.status == RentalStatus.RENTED:
         transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
     elif decided.retry_in is not None:
         delay = decided.retry_in
@@ -293,21 +293,21 @@ def rental_settle_expired(*, rental_id: int) -> str | None:
     during its last allowed attempt (an expired `sending` lease past the window or out of attempts)."""
     now = timezone.now()
     rental = Rental.objects.filter(
-        Q(status=S.RETRYING) | Q(status=S.SENDING, lease_until__lt=now), pk=rental_id
+        Q(status=RentalStatus.RETRYING) | Q(status=RentalStatus.SENDING, lease_until__lt=now), pk=rental_id
     ).first()
     if rental is None:
         return None
     deadline = retry_deadline(rental)
     window_over = deadline is not None and now > deadline
-    if rental.status == S.SENDING:
+    if rental.status == RentalStatus.SENDING:
         if not window_over and rental.attempt_count < settings.RENT_MAX_ATTEMPTS:
             return None  # still claimable: the next claim records the lost attempt and re-sends
         why = "the retry window is over" if window_over else "no attempts left"
         with transaction.atomic():
             moved = rental_transition(
                 rental_id=rental_id,
-                from_status=S.SENDING,
-                to_status=S.UNKNOWN,
+                from_status=RentalStatus.SENDING,
+                to_status=RentalStatus.UNKNOWN,
                 expect_lease=rental.lease_token,
                 message=f"The worker stopped during the last attempt ({why}); it may have reached Lium, "
                 "so the cluster may exist.",
@@ -318,16 +318,20 @@ def rental_settle_expired(*, rental_id: int) -> str | None:
             )
             if moved:
                 _record_lost_attempt(rental, now)
-        return S.UNKNOWN if moved else None
+        return RentalStatus.UNKNOWN if moved else None
     if not window_over:
         return None
-    to_status = S.UNKNOWN if rental.possibly_sent else S.FAILED
+    to_status = RentalStatus.UNKNOWN if rental.possibly_sent else RentalStatus.FAILED
     message = (
         "The retry window closed; an attempt may have reached Lium, so the cluster may exist."
         if rental.possibly_sent
         else "Nothing was rented: the API could not be reached before the retry window closed."
     )
     moved = rental_transition(
-        rental_id=rental_id, from_status=S.RETRYING, to_status=to_status, message=message, next_attempt_at=None
+        rental_id=rental_id,
+        from_status=RentalStatus.RETRYING,
+        to_status=to_status,
+        message=message,
+        next_attempt_at=None,
     )
     return to_status if moved else None

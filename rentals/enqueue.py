@@ -15,11 +15,11 @@ logger = logging.getLogger(__name__)
 
 RENTAL_SEND = "rentals.tasks.rental_send"
 PODS_SYNC = "rentals.tasks.credential_pods_sync"
-SCHEDULE_REMOVAL = "rentals.tasks.rental_schedule_removal"
+REMOVAL_PUSH = "rentals.tasks.rental_removal_push"
 CLUSTER_DELETE = "rentals.tasks.rental_delete_cluster"
 RECONCILE_LOOK = "rentals.tasks.rental_reconcile_look"
 MEMBER_EVENTS = "rentals.tasks.member_events_fetch"
-TASK_NAMES = (RENTAL_SEND, PODS_SYNC, SCHEDULE_REMOVAL, CLUSTER_DELETE, RECONCILE_LOOK, MEMBER_EVENTS)
+TASK_NAMES = (RENTAL_SEND, PODS_SYNC, REMOVAL_PUSH, CLUSTER_DELETE, RECONCILE_LOOK, MEMBER_EVENTS)
 
 
 def _enqueue(task_name: str, *args: object, countdown: float | None = None) -> None:
@@ -37,8 +37,8 @@ def enqueue_pods_sync(credential_id: int, countdown: float | None = None) -> Non
     _enqueue(PODS_SYNC, credential_id, countdown=countdown)
 
 
-def enqueue_schedule_removal(rental_id: int) -> None:
-    _enqueue(SCHEDULE_REMOVAL, rental_id)
+def enqueue_removal_push(rental_id: int) -> None:
+    _enqueue(REMOVAL_PUSH, rental_id)
 
 
 def enqueue_cluster_delete(rental_id: int, countdown: float | None = None) -> None:

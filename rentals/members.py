@@ -31,13 +31,13 @@ from rentals.enqueue import enqueue_cluster_delete
 from rentals.member_events import member_events_request
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.removal_schedule import removal_adopt_from_members
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import PodRow
 
 logger = logging.getLogger(__name__)
 
-TRACKED_STATES = (S.RENTED, S.READY, S.DEGRADED, S.TERMINATING)
+TRACKED_STATES = (RentalStatus.RENTED, RentalStatus.READY, RentalStatus.DEGRADED, RentalStatus.TERMINATING)
 # Upstream pod statuses that mean the member will not come up by itself.
 FAILED_POD_STATUSES = frozenset(
     {
@@ -224,7 +224,7 @@ def _remove_as_scheduled(rental: Rental) -> bool:
     moved = rental_transition(
         rental_id=rental.pk,
         from_status=rental.status,
-        to_status=S.TERMINATING,
+        to_status=RentalStatus.TERMINATING,
         message=f"The scheduled removal time ({at:%Y-%m-%d %H:%M} UTC) has come: removing the cluster.",
     )
     if moved:
@@ -234,13 +234,13 @@ def _remove_as_scheduled(rental: Rental) -> bool:
 
 def _advance_state(rental: Rental, rows: list[PodRow], *, gone: list[ClusterMember], known: int) -> bool:
     """Move the rental on when its members prove it: ready, degraded, or terminated after an accepted delete."""
-    if rental.status == S.TERMINATING:
+    if rental.status == RentalStatus.TERMINATING:
         every_member_gone = known > 0 and not rows and len(gone) == known
         if every_member_gone and _delete_accepted(rental):
             return rental_transition(
                 rental_id=rental.pk,
-                from_status=S.TERMINATING,
-                to_status=S.TERMINATED,
+                from_status=RentalStatus.TERMINATING,
+                to_status=RentalStatus.TERMINATED,
                 message="Lium accepted the removal and no member is listed any more: the cluster was removed.",
             )
         return False
@@ -248,23 +248,23 @@ def _advance_state(rental: Rental, rows: list[PodRow], *, gone: list[ClusterMemb
         return _remove_as_scheduled(rental)
     failed = [row for row in rows if row.status in FAILED_POD_STATUSES]
     if failed or gone:
-        if rental.status == S.DEGRADED:
+        if rental.status == RentalStatus.DEGRADED:
             return False
         names = ", ".join(f"rank {row.cluster_node_index} {row.status}" for row in failed)
         what = names or (f"{len(gone)} no longer listed" if rows else "every member is no longer listed")
         return rental_transition(
             rental_id=rental.pk,
             from_status=rental.status,
-            to_status=S.DEGRADED,
+            to_status=RentalStatus.DEGRADED,
             message=f"A member failed ({what}). The other members keep running and billing.",
             kind=RentalEvent.Kind.MEMBER,
         )
     all_ready = len(rows) >= rental.node_count and all(row.status == "RUNNING" and row.ssh_connect_cmd for row in rows)
-    if all_ready and rental.status in (S.RENTED, S.DEGRADED):
+    if all_ready and rental.status in (RentalStatus.RENTED, RentalStatus.DEGRADED):
         return rental_transition(
             rental_id=rental.pk,
             from_status=rental.status,
-            to_status=S.READY,
+            to_status=RentalStatus.READY,
             message="Every member is running and reachable over SSH.",
         )
     return False

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from django.conf import settings
 
 from common.backoff import backoff_seconds
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from rentals.upstream import Classification, RentResult
 
 if TYPE_CHECKING:
@@ -90,7 +90,7 @@ def verdict(
     """
     if result.classification == Classification.CONFIRMED:
         return Verdict(
-            S.RENTED,
+            RentalStatus.RENTED,
             "Lium confirmed the order" + (" (a replay of the first answer)." if result.replayed else "."),
             {
                 "pod_ids": result.pod_ids,
@@ -107,7 +107,9 @@ def verdict(
         return _refused(result, sent_before=sent_before)
     if result.classification == Classification.OUTCOME_UNKNOWN:
         return Verdict(
-            S.UNKNOWN, f"The API cannot say whether the order rented: {result.message}", _error_fields(result)
+            RentalStatus.UNKNOWN,
+            f"The API cannot say whether the order rented: {result.message}",
+            _error_fields(result),
         )
     return _inconclusive(
         result, number=number, sent_before=sent_before, deadline=deadline, now=now, promised=promises_idempotency
@@ -120,12 +122,12 @@ def _refused(result: RentResult, *, sent_before: bool) -> Verdict:
     # plain 400), or from nodes that the first request itself took (409 not free).
     if result.replayed or not sent_before:
         return Verdict(
-            S.REFUSED,
+            RentalStatus.REFUSED,
             f"Lium refused the order: {result.message}",
             {"replayed": result.replayed, **_error_fields(result)},
         )
     return Verdict(
-        S.UNKNOWN,
+        RentalStatus.UNKNOWN,
         f"A repeat was refused ({result.http_status}: {result.message}) without the stored answer of the first "
         "request, so it says nothing about that one, which may have rented.",
         _error_fields(result),
@@ -148,7 +150,7 @@ def _inconclusive(
     answered_without_running = result.classification == Classification.NEVER_SENT or result.http_status == 429
     if not answered_without_running and not promised():
         return Verdict(
-            S.UNKNOWN,
+            RentalStatus.UNKNOWN,
             "The answer was lost and this Lium backend does not list rent_idempotency, so the order is never "
             "re-sent (a repeat could rent twice); the cluster may exist.",
             errors,
@@ -160,10 +162,10 @@ def _inconclusive(
         why = "no attempts left" if out_of_attempts else "the retry window is over"
         if possibly_sent_after(result, before=sent_before):
             message = f"Stopped retrying ({why}); an attempt may have reached Lium, so the cluster may exist."
-            return Verdict(S.UNKNOWN, message, errors)
-        return Verdict(S.FAILED, f"Nothing was rented: the API could not be reached ({why}).", errors)
+            return Verdict(RentalStatus.UNKNOWN, message, errors)
+        return Verdict(RentalStatus.FAILED, f"Nothing was rented: the API could not be reached ({why}).", errors)
     return Verdict(
-        S.RETRYING,
+        RentalStatus.RETRYING,
         f"{result.message or 'No clear answer.'} Retrying in {delay:.0f} s with the same key.",
         {**errors, "next_attempt_at": next_at},
         retry_in=delay,

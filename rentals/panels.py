@@ -12,7 +12,7 @@ from typing import Any
 from rentals.connect import env_ranks, interconnect_check, member_access, ssh_config
 from rentals.member_events import EVENTS_WANTED_STATUSES
 from rentals.models import ClusterMember, Rental, RentalEvent
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 
 EVENTS_SHOWN = 10  # per member: the newest, which say why
 
@@ -46,7 +46,7 @@ def member_problems(members: Sequence[ClusterMember]) -> list[dict[str, Any]]:
 
 def terminate_results(rental: Rental, members: Sequence[ClusterMember]) -> list[dict[str, Any]]:
     """Return each member's result from the newest accepted `DELETE /clusters/{id}` ([] before one)."""
-    if rental.status not in (S.TERMINATING, S.TERMINATED):
+    if rental.status not in (RentalStatus.TERMINATING, RentalStatus.TERMINATED):
         return []
     accepted = (
         RentalEvent.objects.filter(rental_id=rental.pk, kind=RentalEvent.Kind.MEMBER, data__delete_accepted=True)

@@ -23,8 +23,7 @@ from rentals import polling
 from rentals.launch import cluster_launch
 from rentals.models import Rental
 from rentals.panels import panels_context
-from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES
-from rentals.states import RentalStatus as S
+from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES, RentalStatus
 
 POLL_FAST_SECONDS = 2.0
 POLL_SLOW_SECONDS = 15.0
@@ -36,19 +35,19 @@ SECTION_PARTIAL = "rentals/rental_detail.html#progress"
 STEP_LABELS = ["Queued", "Sent", "Rented", "Nodes starting {running}/{nodes}", "Ready"]
 # The step each status has reached (an index into STEP_LABELS).
 STEP_REACHED: dict[str, int] = {
-    S.QUEUED: 0,
-    S.CANCELLED: 0,
-    S.SENDING: 1,
-    S.RETRYING: 1,
-    S.UNKNOWN: 1,
-    S.REFUSED: 1,
-    S.FAILED: 1,
-    S.NOT_RENTED: 1,
-    S.RENTED: 2,  # 3 once it has members
-    S.DEGRADED: 3,
-    S.READY: 4,
-    S.TERMINATING: 4,
-    S.TERMINATED: 4,
+    RentalStatus.QUEUED: 0,
+    RentalStatus.CANCELLED: 0,
+    RentalStatus.SENDING: 1,
+    RentalStatus.RETRYING: 1,
+    RentalStatus.UNKNOWN: 1,
+    RentalStatus.REFUSED: 1,
+    RentalStatus.FAILED: 1,
+    RentalStatus.NOT_RENTED: 1,
+    RentalStatus.RENTED: 2,  # 3 once it has members
+    RentalStatus.DEGRADED: 3,
+    RentalStatus.READY: 4,
+    RentalStatus.TERMINATING: 4,
+    RentalStatus.TERMINATED: 4,
 }
 
 # The full check of a poll without a valid token: the rental as this user may see it, and whether they may act.
@@ -181,7 +180,7 @@ def _section_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
 
 def _steps(rental: Rental, running: int, *, has_members: bool) -> list[dict[str, object]]:
     """Return the stepper: queued → sent → rented → nodes starting k/N → ready."""
-    reached = 3 if rental.status == S.RENTED and has_members else STEP_REACHED.get(rental.status, 0)
+    reached = 3 if rental.status == RentalStatus.RENTED and has_members else STEP_REACHED.get(rental.status, 0)
     labels = [label.format(running=running, nodes=rental.node_count) for label in STEP_LABELS]
     return [
         {"label": label, "done": index < reached or (index == reached == 4), "current": index == reached}

@@ -24,8 +24,7 @@ from common.backoff import backoff_seconds
 from rentals import services, upstream
 from rentals.enqueue import enqueue_pods_sync
 from rentals.models import Rental, RentalEvent
-from rentals.states import HOLDS_CLUSTER_STATES
-from rentals.states import RentalStatus as S
+from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.transitions import rental_touch, rental_transition
 
 logger = logging.getLogger(__name__)
@@ -54,7 +53,7 @@ class LookResult:
 def reconcile_look_claim(*, rental_id: int) -> bool:
     """Take the unknown rental's due look; return whether this caller got it."""
     now = timezone.now()
-    rows = Rental.objects.filter(pk=rental_id, status=S.UNKNOWN, next_reconcile_at__lte=now)
+    rows = Rental.objects.filter(pk=rental_id, status=RentalStatus.UNKNOWN, next_reconcile_at__lte=now)
     return rows.update(next_reconcile_at=now + timedelta(seconds=LOOK_HELD_SECONDS)) == 1
 
 
@@ -99,7 +98,7 @@ def rental_look(*, rental: Rental, actor: User | None) -> LookResult:
         outcome = finding.result
     fields: dict[str, Any] = {"last_reconcile_at": now}
     next_in = None
-    if automatic and rental.status == S.UNKNOWN:
+    if automatic and rental.status == RentalStatus.UNKNOWN:
         fields["reconcile_looks"] = looks
         # Another look may find a cluster that was not listed yet; it cannot choose between two.
         if outcome != "ambiguous" and looks < max_looks():
@@ -134,11 +133,11 @@ def _found(
     )
     data = {"cluster_id": cluster_id, "pod_ids": pod_ids, "executors": executors, "looks": looks}
     with transaction.atomic():
-        if rental.status == S.UNKNOWN:
+        if rental.status == RentalStatus.UNKNOWN:
             moved = rental_transition(
                 rental_id=rental.pk,
-                from_status=S.UNKNOWN,
-                to_status=S.RENTED,
+                from_status=RentalStatus.UNKNOWN,
+                to_status=RentalStatus.RENTED,
                 actor=actor,
                 message=message,
                 data=data,

@@ -18,7 +18,7 @@ from django.utils import timezone
 from common.backoff import backoff_seconds
 from rentals import upstream
 from rentals.models import Rental, RentalEvent
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from rentals.transitions import rental_transition
 
 # After Lium accepted the removal, the pod poller sees the members go; DELETE again (it is idempotent) only
@@ -41,7 +41,9 @@ def cluster_delete_claim(*, rental_id: int) -> bool:
     # Held for as long as the call may take; a worker that dies leaves it due again after that.
     held_until = now + timedelta(seconds=settings.RENT_LEASE_SECONDS)
     due = Q(next_delete_at__isnull=True) | Q(next_delete_at__lte=now)
-    return Rental.objects.filter(due, pk=rental_id, status=S.TERMINATING).update(next_delete_at=held_until) == 1
+    return (
+        Rental.objects.filter(due, pk=rental_id, status=RentalStatus.TERMINATING).update(next_delete_at=held_until) == 1
+    )
 
 
 @dataclass(frozen=True)
@@ -59,12 +61,12 @@ def cluster_delete_attempt(*, rental_id: int) -> DeleteOutcome:
     now = timezone.now()
     if outcome == "retry":
         delay = delete_backoff(attempts=attempts + 1)
-        Rental.objects.filter(pk=rental_id, status=S.TERMINATING).update(
+        Rental.objects.filter(pk=rental_id, status=RentalStatus.TERMINATING).update(
             next_delete_at=now + timedelta(seconds=delay), delete_attempts=F("delete_attempts") + 1
         )
         return DeleteOutcome(outcome, retry_in=delay)
     if outcome == "started":
-        Rental.objects.filter(pk=rental_id, status=S.TERMINATING).update(
+        Rental.objects.filter(pk=rental_id, status=RentalStatus.TERMINATING).update(
             next_delete_at=now + timedelta(seconds=RECHECK_AFTER_STARTED_SECONDS),
             delete_attempts=F("delete_attempts") + 1,
         )
@@ -74,7 +76,7 @@ def cluster_delete_attempt(*, rental_id: int) -> DeleteOutcome:
 def due_for_delete(*, now_overdue: timedelta, unscheduled_after: timedelta) -> Q:
     """Return the terminating rentals whose DELETE is overdue (its message was lost) or was never scheduled."""
     now = timezone.now()
-    return Q(status=S.TERMINATING) & (
+    return Q(status=RentalStatus.TERMINATING) & (
         Q(next_delete_at__lte=now - now_overdue)
         | Q(next_delete_at__isnull=True, updated_at__lte=now - unscheduled_after)
     )
@@ -85,7 +87,7 @@ def rental_delete_cluster(*, rental_id: int) -> str:
 
     Return "not-terminating", "gone", "refused", "retry" (call again later) or "started".
     """
-    rental = Rental.objects.select_related("credential").filter(pk=rental_id, status=S.TERMINATING).first()
+    rental = Rental.objects.select_related("credential").filter(pk=rental_id, status=RentalStatus.TERMINATING).first()
     if rental is None:
         return "not-terminating"
     if not rental.cluster_id:
@@ -97,8 +99,8 @@ def rental_delete_cluster(*, rental_id: int) -> str:
     except upstream.NotFound:
         rental_transition(
             rental_id=rental.pk,
-            from_status=S.TERMINATING,
-            to_status=S.TERMINATED,
+            from_status=RentalStatus.TERMINATING,
+            to_status=RentalStatus.TERMINATED,
             message="Lium has no pod with this cluster id: the cluster is gone.",
         )
         return "gone"
@@ -135,10 +137,10 @@ def _record_delete_event(rental: Rental, message: str, data: dict[str, Any] | No
 
 def _back_from_refused_delete(rental: Rental, refusal: upstream.UpstreamRejected) -> None:
     """Move a rental whose DELETE Lium refused back to what its members show; nothing was removed."""
-    back_to = S.READY if rental.members.exclude(status="RUNNING").count() == 0 else S.DEGRADED
+    back_to = RentalStatus.READY if rental.members.exclude(status="RUNNING").count() == 0 else RentalStatus.DEGRADED
     rental_transition(
         rental_id=rental.pk,
-        from_status=S.TERMINATING,
+        from_status=RentalStatus.TERMINATING,
         to_status=back_to,
         message=f"Lium refused to remove the cluster: {refusal.message}. Nothing was removed.",
         error_code=refusal.code,

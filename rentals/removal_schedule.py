@@ -21,7 +21,7 @@ from django.utils import timezone
 from accounts.roles import is_operator
 from rentals import upstream
 from rentals.audit import change_event
-from rentals.enqueue import enqueue_schedule_removal
+from rentals.enqueue import enqueue_removal_push
 from rentals.models import Rental, RentalEvent
 from rentals.removal_policy import MAX_HOURS, removal_policy_for
 from rentals.states import HOLDS_CLUSTER_STATES
@@ -93,7 +93,7 @@ def rental_schedule_removal(
                 },
             ),
         )
-        transaction.on_commit(lambda: enqueue_schedule_removal(rental.pk))
+        transaction.on_commit(lambda: enqueue_removal_push(rental.pk))
     rental.removal_scheduled_at = when
     return when
 
@@ -124,7 +124,7 @@ def rental_cancel_removal(*, rental: Rental, actor: User | None) -> bool:
                 data={"action": "cancel_removal", "removal_scheduled_at": None, "previous": before.isoformat()},
             ),
         )
-        transaction.on_commit(lambda: enqueue_schedule_removal(rental.pk))
+        transaction.on_commit(lambda: enqueue_removal_push(rental.pk))
     rental.removal_scheduled_at = None
     return True
 

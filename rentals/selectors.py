@@ -17,8 +17,7 @@ from django.http import Http404
 from accounts.models import Customer, UpstreamCredential
 from accounts.roles import is_operator, is_staff_reader
 from rentals.models import ClusterMember, Rental
-from rentals.states import FINAL_STATES
-from rentals.states import RentalStatus as S
+from rentals.states import FINAL_STATES, RentalStatus
 
 
 def customer_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Customer]:
@@ -96,16 +95,16 @@ def rented_without_members(*, now: datetime) -> Q:
     cutoff = now - members_grace()
     has_members = Exists(ClusterMember.objects.filter(rental_id=OuterRef("pk")))
     rented_long_ago = Q(rented_at__lt=cutoff) | Q(rented_at__isnull=True, updated_at__lt=cutoff)
-    return Q(status=S.RENTED) & rented_long_ago & ~Q(has_members)
+    return Q(status=RentalStatus.RENTED) & rented_long_ago & ~Q(has_members)
 
 
 def needs_attention(rental: Rental, *, now: datetime) -> str:
     """Return why a human should look at this rental, or "" (at most one query)."""
-    if rental.status == S.UNKNOWN:
+    if rental.status == RentalStatus.UNKNOWN:
         return "Outcome unknown: the order may have rented a cluster. Reconcile, or confirm what Lium says."
-    if rental.status == S.DEGRADED:
+    if rental.status == RentalStatus.DEGRADED:
         return "Degraded: a member failed."
-    if rental.status != S.RENTED:
+    if rental.status != RentalStatus.RENTED:
         return ""
     if not Rental.objects.filter(rented_without_members(now=now), pk=rental.pk).exists():
         return ""

@@ -29,8 +29,7 @@ from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.ordering import RentOrder, build_request_body, validate_order
 from rentals.selectors import customer_hourly_spend
 from rentals.signals import order_checking
-from rentals.states import HOLDS_CLUSTER_STATES
-from rentals.states import RentalStatus as S
+from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.transitions import rental_transition
 
 logger = logging.getLogger(__name__)
@@ -126,7 +125,7 @@ def _rental_create(
         rental=rental,
         kind=RentalEvent.Kind.CREATED,
         actor=rental.created_by,
-        to_status=S.QUEUED,
+        to_status=RentalStatus.QUEUED,
         message=f"Order saved: {len(order.executor_ids)} nodes on {order.fabric_id}.",
         data={"idempotency_key": str(rental.idempotency_key), "body_sha256": rental.body_sha256},
     )
@@ -151,8 +150,8 @@ def rental_cancel(*, rental: Rental, actor: User | None, reason: str = "") -> bo
     """Cancel a rental that has not been sent yet; return whether it was cancelled."""
     return rental_transition(
         rental_id=rental.pk,
-        from_status=S.QUEUED,
-        to_status=S.CANCELLED,
+        from_status=RentalStatus.QUEUED,
+        to_status=RentalStatus.CANCELLED,
         **change_event(
             actor=actor, action="cancel", reason=reason, message=f"Cancelled before it was sent. {reason}".strip()
         ),
@@ -169,7 +168,7 @@ def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") ->
     moved = rental_transition(
         rental_id=rental.pk,
         from_status=rental.status,
-        to_status=S.TERMINATING,
+        to_status=RentalStatus.TERMINATING,
         **change_event(
             actor=actor, action="terminate", reason=reason, message=f"Terminate requested. {reason}".strip()
         ),
@@ -254,8 +253,8 @@ def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: st
     if cluster_id:
         moved = rental_transition(
             rental_id=rental.pk,
-            from_status=S.UNKNOWN,
-            to_status=S.RENTED,
+            from_status=RentalStatus.UNKNOWN,
+            to_status=RentalStatus.RENTED,
             # The outcome is known now; the old error stays on the timeline, not on the rental.
             error_code="",
             error_message="",
@@ -273,7 +272,7 @@ def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: st
         return moved
     return rental_transition(
         rental_id=rental.pk,
-        from_status=S.UNKNOWN,
-        to_status=S.NOT_RENTED,
+        from_status=RentalStatus.UNKNOWN,
+        to_status=RentalStatus.NOT_RENTED,
         **staff_action_event(actor=actor, action="confirm", reason=reason, message=f"Confirmed not rented. {reason}"),
     )

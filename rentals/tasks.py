@@ -23,7 +23,7 @@ from rentals.enqueue import (
     enqueue_rental_send,
 )
 from rentals.models import Heartbeat, Rental
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
 
 logger = logging.getLogger(__name__)
@@ -47,7 +47,9 @@ def credential_pods_sync(credential_id: int) -> int:
     polled = members.credential_pods_sync(credential_id=credential_id)
     if (
         polled is not None
-        and Rental.objects.filter(credential_id=credential_id, status__in=(S.RENTED, S.TERMINATING)).exists()
+        and Rental.objects.filter(
+            credential_id=credential_id, status__in=(RentalStatus.RENTED, RentalStatus.TERMINATING)
+        ).exists()
     ):
         enqueue_pods_sync(credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
     return polled or 0
@@ -76,7 +78,7 @@ def rental_reconcile_look(rental_id: int) -> str:
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(UpstreamError,), retry_backoff=5, max_retries=8)
-def rental_schedule_removal(rental_id: int) -> int:
+def rental_removal_push(rental_id: int) -> int:
     """Push the removal time to every member; retried on upstream errors (the call is idempotent)."""
     return removal_schedule.rental_push_removal_schedule(rental_id=rental_id)
 
@@ -98,10 +100,10 @@ def rentals_sweep() -> dict[str, int]:
     overdue = now - overdue_by
     due_ids = list(
         Rental.objects.filter(
-            Q(status=S.RETRYING, next_attempt_at__lte=overdue)
+            Q(status=RentalStatus.RETRYING, next_attempt_at__lte=overdue)
             # A queued rental refused a rent slot (next_attempt_at set) has no message: `capacity.dispatch` sends it.
-            | Q(status=S.QUEUED, updated_at__lte=stuck_queued, next_attempt_at__isnull=True)
-            | Q(status=S.SENDING, lease_until__lt=now)
+            | Q(status=RentalStatus.QUEUED, updated_at__lte=stuck_queued, next_attempt_at__isnull=True)
+            | Q(status=RentalStatus.SENDING, lease_until__lt=now)
         ).values_list("pk", flat=True)[:500]
     )
     settled = 0
@@ -114,9 +116,13 @@ def rentals_sweep() -> dict[str, int]:
         resent.append(rental_id)
     # Mark what was just re-sent, so the next sweeps wait a full interval before sending a copy again
     # (otherwise a slow queue fills with copies faster than it drains).
-    Rental.objects.filter(pk__in=resent, status=S.QUEUED, updated_at__lte=stuck_queued).update(updated_at=now)
+    Rental.objects.filter(pk__in=resent, status=RentalStatus.QUEUED, updated_at__lte=stuck_queued).update(
+        updated_at=now
+    )
     # Only rows still as selected: a worker may meanwhile have set a later time (e.g. from Retry-After).
-    Rental.objects.filter(pk__in=resent, status=S.RETRYING, next_attempt_at__lte=overdue).update(next_attempt_at=now)
+    Rental.objects.filter(pk__in=resent, status=RentalStatus.RETRYING, next_attempt_at__lte=overdue).update(
+        next_attempt_at=now
+    )
     # Rentals refused a rent slot: the free slots go to the next fair ones (normally a finishing attempt did it).
     dispatched = capacity.dispatch(now=now)
     credential_ids = set(
@@ -132,7 +138,7 @@ def rentals_sweep() -> dict[str, int]:
         enqueue_cluster_delete(rental_id)
     Rental.objects.filter(lost_delete, pk__in=delete_ids).update(next_delete_at=now)
     # The same for an unknown rental's automatic look.
-    lost_look = Q(status=S.UNKNOWN, next_reconcile_at__lte=overdue)
+    lost_look = Q(status=RentalStatus.UNKNOWN, next_reconcile_at__lte=overdue)
     look_ids = list(Rental.objects.filter(lost_look).values_list("pk", flat=True)[:100])
     for rental_id in look_ids:
         enqueue_reconcile_look(rental_id)

@@ -21,8 +21,7 @@ from rentals.enqueue import enqueue_reconcile_look
 from rentals.models import Rental, RentalEvent
 from rentals.polling import forget_poll_state
 from rentals.signals import rental_status_changed
-from rentals.states import RentalStatus as S
-from rentals.states import can_transition
+from rentals.states import RentalStatus, can_transition
 
 
 class IllegalTransition(Exception):
@@ -46,7 +45,7 @@ def rental_transition(
     if not can_transition(from_status, to_status):
         raise IllegalTransition(f"A rental cannot go from {from_status} to {to_status}.")
     now = timezone.now()
-    first_look_in = _first_look_in() if to_status == S.UNKNOWN else None
+    first_look_in = _first_look_in() if to_status == RentalStatus.UNKNOWN else None
     fields = {**_entering(from_status, to_status, now, first_look_in), **fields}
     rows = Rental.objects.filter(pk=rental_id, status=from_status)
     if expect_lease is not None:
@@ -85,13 +84,13 @@ def _first_look_in() -> float:
 def _entering(from_status: str, to_status: str, now: datetime, first_look_in: float | None) -> dict[str, Any]:
     """Return the bookkeeping a state starts with (a caller's own values win)."""
     fields: dict[str, Any] = {}
-    if from_status == S.UNKNOWN:
+    if from_status == RentalStatus.UNKNOWN:
         fields["next_reconcile_at"] = None  # settled or replayed: no more automatic looks
-    if to_status == S.UNKNOWN and first_look_in is not None:
+    if to_status == RentalStatus.UNKNOWN and first_look_in is not None:
         fields.update(next_reconcile_at=now + timedelta(seconds=first_look_in), reconcile_looks=0)
-    if to_status == S.RENTED:
+    if to_status == RentalStatus.RENTED:
         fields["rented_at"] = now  # its members are expected within RENT_MEMBERS_GRACE_SECONDS
-    if to_status == S.TERMINATING:
+    if to_status == RentalStatus.TERMINATING:
         # A new removal starts its own DELETE retry chain, not held back by an earlier one's backoff.
         fields.update(next_delete_at=None, delete_attempts=0)
     return fields

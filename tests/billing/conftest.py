@@ -16,7 +16,7 @@ from django.utils import timezone
 from accounts.models import Customer
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from rentals.transitions import rental_transition
 from tests.conftest import SSH_KEY
 from tests.notifications.conftest import Receiver, receiver  # noqa: F401 (a fixture)
@@ -57,7 +57,11 @@ def rent(alice: Any, clock: Clock) -> Any:
         membership = customer.memberships.first()
         user = membership.user if membership is not None else None
         rental = rental_submit(user=user or alice, customer=customer, order=order, customer_ref=customer.customer_ref)
-        for before, after in ((S.QUEUED, S.SENDING), (S.SENDING, S.RENTED), (S.RENTED, S.READY)):
+        for before, after in (
+            (RentalStatus.QUEUED, RentalStatus.SENDING),
+            (RentalStatus.SENDING, RentalStatus.RENTED),
+            (RentalStatus.RENTED, RentalStatus.READY),
+        ):
             assert rental_transition(rental_id=rental.pk, from_status=before, to_status=after)
         Rental.objects.filter(pk=rental.pk).update(cluster_id=f"cl-{rental.pk}")
         rental.refresh_from_db()
@@ -69,8 +73,10 @@ def rent(alice: Any, clock: Clock) -> Any:
 def terminate(rental: Rental) -> None:
     """End a rental now: terminating, then terminated (as the pod listing would settle it)."""
     rental.refresh_from_db()
-    assert rental_transition(rental_id=rental.pk, from_status=rental.status, to_status=S.TERMINATING)
-    assert rental_transition(rental_id=rental.pk, from_status=S.TERMINATING, to_status=S.TERMINATED)
+    assert rental_transition(rental_id=rental.pk, from_status=rental.status, to_status=RentalStatus.TERMINATING)
+    assert rental_transition(
+        rental_id=rental.pk, from_status=RentalStatus.TERMINATING, to_status=RentalStatus.TERMINATED
+    )
 
 
 __all__ = ["Receiver", "terminate"]

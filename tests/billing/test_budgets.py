@@ -16,7 +16,7 @@ from notifications.services import endpoint_create
 from ops.selectors import audit_events
 from rentals.models import Rental, RentalEvent
 from rentals.services import RentOrder, rental_submit
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.billing.conftest import terminate
 from tests.conftest import SSH_KEY
 
@@ -141,7 +141,7 @@ def test_enforcement_is_off_by_default_clusters_run_on_past_the_budget(acme, ren
     clock.advance(days=3)
     budgets_scan()
     rental.refresh_from_db()
-    assert rental.status == S.READY
+    assert rental.status == RentalStatus.READY
 
 
 def test_enforcement_warns_then_waits_for_the_grace_then_terminates(acme, rent, clock, hook) -> None:
@@ -162,12 +162,12 @@ def test_enforcement_warns_then_waits_for_the_grace_then_terminates(acme, rent, 
     clock.advance(hours=5, minutes=59)
     budgets_scan()
     rental.refresh_from_db()
-    assert rental.status == S.READY  # still in the grace period
+    assert rental.status == RentalStatus.READY  # still in the grace period
 
     clock.advance(minutes=2)
     budgets_scan()
     rental.refresh_from_db()
-    assert rental.status == S.TERMINATING
+    assert rental.status == RentalStatus.TERMINATING
     messages = [e.message for e in RentalEvent.objects.filter(rental=rental).order_by("at", "id")]
     assert any("grace period over" in m for m in messages)
     assert any(m.startswith("Terminate requested. Budget enforcement") for m in messages)
@@ -184,7 +184,7 @@ def test_enforcement_stands_down_when_the_budget_is_raised_in_the_grace(acme, re
     clock.advance(hours=2)
     budgets_scan()
     rental.refresh_from_db()
-    assert rental.status == S.READY
+    assert rental.status == RentalStatus.READY
 
 
 def test_enforcement_switched_on_after_100_percent_warns_first(acme, rent, clock, hook) -> None:
@@ -199,10 +199,10 @@ def test_enforcement_switched_on_after_100_percent_warns_first(acme, rent, clock
     clock.advance(hours=1)
     budgets_scan()
     rental.refresh_from_db()
-    assert rental.status == S.READY
+    assert rental.status == RentalStatus.READY
     clock.advance(hours=1, seconds=1)
     budgets_scan()
     rental.refresh_from_db()
-    assert rental.status == S.TERMINATING
+    assert rental.status == RentalStatus.TERMINATING
     assert BudgetAlert.objects.get(threshold_pct=100).terminated_at == clock.now
     assert timedelta(0) < clock.now - BudgetAlert.objects.get(threshold_pct=100).at

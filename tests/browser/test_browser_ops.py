@@ -28,7 +28,7 @@ from rentals import engine
 from rentals.members import credential_pods_sync
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.services import RentOrder, rental_submit
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
@@ -68,7 +68,7 @@ def order(simulator: Simulator, in_process: None, acme, alice) -> Callable[..., 
 
 def attempt_again(rental: Rental) -> Rental:
     """Make a retrying rental due now and attempt it once more."""
-    Rental.objects.filter(pk=rental.pk, status=S.RETRYING).update(next_attempt_at=timezone.now())
+    Rental.objects.filter(pk=rental.pk, status=RentalStatus.RETRYING).update(next_attempt_at=timezone.now())
     engine.rental_attempt(rental_id=rental.pk)
     rental.refresh_from_db()
     return rental
@@ -84,7 +84,7 @@ def test_support_finds_a_rental_by_each_kind_of_identifier(
     simulator: Simulator, order, sam, log_in, page: Page, shot: Shot
 ) -> None:
     rental = order("bert-search-run")
-    assert rental.status == S.RENTED, rental.error_message
+    assert rental.status == RentalStatus.RENTED, rental.error_message
     assert credential_pods_sync(credential_id=rental.credential_id, force=True)
     member = ClusterMember.objects.filter(rental=rental).order_by("rank").first()
     assert member is not None and member.pod_id and member.overlay_ip and member.executor_id
@@ -141,9 +141,9 @@ def test_the_timeline_lists_both_attempts_and_marks_the_replayed_one(
 ) -> None:
     simulator.faults([{"fault": "drop_after_commit", "next": 1}])
     rental = order("replay-timeline")
-    assert rental.status == S.RETRYING
+    assert rental.status == RentalStatus.RETRYING
     rental = attempt_again(rental)
-    assert rental.status == S.RENTED
+    assert rental.status == RentalStatus.RENTED
     assert len(simulator.ledger()) == 1
 
     ops_log_in(page, log_in, "sam")
@@ -166,7 +166,7 @@ def test_an_operator_reconciles_an_unknown_rental_and_confirms_it_rented(
     simulator.faults([{"fault": "outcome_unknown", "next": 1, "commit": True}])
     rental = order("reconcile-me")
     rental = attempt_again(rental)
-    assert rental.status == S.UNKNOWN
+    assert rental.status == RentalStatus.UNKNOWN
     assert len(simulator.ledger()) == 1
 
     page.on("dialog", lambda dialog: dialog.accept())  # the inline forms ask "are you sure?" (hx-confirm)
@@ -199,14 +199,14 @@ def test_an_operator_reconciles_an_unknown_rental_and_confirms_it_rented(
     expect(page.get_by_test_id("timeline")).to_contain_text("found in Lium's pod list")
     shot(page, "settled")
     rental.refresh_from_db()
-    assert rental.status == S.RENTED and rental.cluster_id == cluster_id
+    assert rental.status == RentalStatus.RENTED and rental.cluster_id == cluster_id
 
 
 def test_support_is_refused_on_every_action(
     simulator: Simulator, order, sam, log_in, page: Page, shot: Shot, browser_problems
 ) -> None:
     rental = order("support-cannot-touch")
-    assert rental.status == S.RENTED
+    assert rental.status == RentalStatus.RENTED
     timeline_url = f"/ops/rentals/{rental.public_id}/"
     # Chromium logs each 403 navigation as a console error; accept exactly those, on the action URLs.
     browser_problems.allow(rf"status of 403 \(Forbidden\).*'url': '[^']*{timeline_url}({'|'.join(ACTIONS)})/'")
@@ -227,4 +227,4 @@ def test_support_is_refused_on_every_action(
         expect(page.get_by_role("alert")).to_contain_text("Support can look but not change rentals")
     shot(page, "refused")
     rental.refresh_from_db()
-    assert rental.status == S.RENTED
+    assert rental.status == RentalStatus.RENTED

@@ -12,10 +12,10 @@ import pytest
 from celery import current_app
 from django.conf import settings
 
-from rentals.enqueue import CLUSTER_DELETE, PODS_SYNC, RECONCILE_LOOK, RENTAL_SEND, SCHEDULE_REMOVAL
+from rentals.enqueue import CLUSTER_DELETE, PODS_SYNC, RECONCILE_LOOK, REMOVAL_PUSH, RENTAL_SEND
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY, Simulator, _purge_broker, start_worker, stop_process
 
 
@@ -24,7 +24,7 @@ def test_each_task_is_routed_to_its_queue_by_name() -> None:
     queue_of = {name: router.route({}, name)["queue"].name for name in settings.CELERY_TASK_ROUTES}
     assert queue_of[RENTAL_SEND] == "rent"
     assert queue_of[PODS_SYNC] == "tracking"
-    for name in (CLUSTER_DELETE, RECONCILE_LOOK, SCHEDULE_REMOVAL, "rentals.tasks.rentals_sweep"):
+    for name in (CLUSTER_DELETE, RECONCILE_LOOK, REMOVAL_PUSH, "rentals.tasks.rentals_sweep"):
         assert queue_of[name] == "housekeeping"
     assert queue_of["notifications.tasks.delivery_send"] == "housekeeping"
     assert router.route({}, "some.unrouted.task")["queue"].name == "housekeeping"
@@ -78,7 +78,7 @@ def test_a_flood_of_rent_calls_does_not_delay_pod_tracking(
     simulator.http.post("/_sim/config", json={"start_seconds": 5}).raise_for_status()
     fabric, nodes = pairs[0]
     tracked = rent(alice, acme, "tracked", fabric, nodes)
-    assert wait_for(tracked, {S.RENTED, S.READY}, timeout=30) == S.RENTED
+    assert wait_for(tracked, {RentalStatus.RENTED, RentalStatus.READY}, timeout=30) == RentalStatus.RENTED
 
     # Every rent call now takes 4 s, and 2 threads send them: the rent queue holds a minute of work.
     simulator.faults([{"fault": "latency", "ms": 4000}])
@@ -86,9 +86,9 @@ def test_a_flood_of_rent_calls_does_not_delay_pod_tracking(
     rented_at = time.monotonic()
 
     # Its members start 5 s after the rent; the tracking worker polls every 1.5 s (tests' worker settings).
-    assert wait_for(tracked, {S.READY}, timeout=20) == S.READY
+    assert wait_for(tracked, {RentalStatus.READY}, timeout=20) == RentalStatus.READY
     ready_after = time.monotonic() - rented_at
-    still_waiting = Rental.objects.filter(pk__in=flood, status__in=(S.QUEUED, S.SENDING)).count()
+    still_waiting = Rental.objects.filter(pk__in=flood, status__in=(RentalStatus.QUEUED, RentalStatus.SENDING)).count()
     assert still_waiting >= 15, "the flood was over before the test could show anything"
     assert ready_after < 12
     simulator.faults([])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rentals.models import RentalEvent
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.conftest import _user
 
 pytestmark = pytest.mark.django_db
@@ -13,7 +13,7 @@ pytestmark = pytest.mark.django_db
 
 def test_a_superuser_cancels_a_queued_rental_from_the_admin(make_rental, client_for) -> None:
     admin_user = _user("root", superuser=True)
-    queued, ready = make_rental(status=S.QUEUED), make_rental(status=S.READY, cluster_id="cl-1")
+    queued, ready = make_rental(status=RentalStatus.QUEUED), make_rental(status=RentalStatus.READY, cluster_id="cl-1")
     response = client_for(admin_user).post(
         "/admin/rentals/rental/",
         {"action": "cancel_rentals", "_selected_action": [queued.pk, ready.pk]},
@@ -21,7 +21,7 @@ def test_a_superuser_cancels_a_queued_rental_from_the_admin(make_rental, client_
     )
     assert "Cancelled 1 of 2 rentals" in response.content.decode()
     queued.refresh_from_db(), ready.refresh_from_db()
-    assert (queued.status, ready.status) == (S.CANCELLED, S.READY)
+    assert (queued.status, ready.status) == (RentalStatus.CANCELLED, RentalStatus.READY)
     assert RentalEvent.objects.filter(rental=queued, kind="staff_action", actor=admin_user).exists()
 
 
@@ -44,7 +44,7 @@ def test_an_admin_action_and_an_ops_action_leave_the_same_timeline_and_audit_ent
     make_rental, olga, client_for
 ) -> None:
     admin_user = _user("root", superuser=True)
-    by_admin, by_ops = make_rental(status=S.QUEUED), make_rental(status=S.QUEUED)
+    by_admin, by_ops = make_rental(status=RentalStatus.QUEUED), make_rental(status=RentalStatus.QUEUED)
     client_for(admin_user).post(
         "/admin/rentals/rental/", {"action": "cancel_rentals", "_selected_action": [by_admin.pk]}
     )
@@ -53,7 +53,9 @@ def test_an_admin_action_and_an_ops_action_leave_the_same_timeline_and_audit_ent
     entries = {}
     for rental, actor in ((by_admin, admin_user), (by_ops, olga)):
         [entry] = RentalEvent.objects.filter(rental=rental, kind="staff_action")
-        assert entry.actor == actor and entry.to_status == S.CANCELLED, "the state change is the staff action"
+        assert entry.actor == actor and entry.to_status == RentalStatus.CANCELLED, (
+            "the state change is the staff action"
+        )
         entries[rental.pk] = entry
     admin_entry, ops_entry = entries[by_admin.pk], entries[by_ops.pk]
     assert admin_entry.data == {"action": "cancel", "reason": "Via the Django admin."}
@@ -63,22 +65,22 @@ def test_an_admin_action_and_an_ops_action_leave_the_same_timeline_and_audit_ent
 
 
 def test_an_operator_cancelling_their_own_rental_leaves_one_entry(make_rental, olga, client_for) -> None:
-    rental = make_rental(status=S.QUEUED, created_by=olga)
+    rental = make_rental(status=RentalStatus.QUEUED, created_by=olga)
     client_for(olga).post(f"/ops/rentals/{rental.public_id}/cancel/", {"confirm": "on", "reason": "my mistake"})
     [entry] = RentalEvent.objects.filter(rental=rental).exclude(kind="created")
-    assert (entry.kind, entry.to_status, entry.data["reason"]) == ("staff_action", S.CANCELLED, "my mistake")
+    assert (entry.kind, entry.to_status, entry.data["reason"]) == ("staff_action", RentalStatus.CANCELLED, "my mistake")
 
 
 def test_a_change_on_the_customer_pages_is_a_staff_action_when_an_operator_makes_it(
     make_rental, alice, carol, olga, client_for
 ) -> None:
     for user, kind in ((alice, "state"), (carol, "state"), (olga, "staff_action")):
-        rental = make_rental(status=S.QUEUED)
+        rental = make_rental(status=RentalStatus.QUEUED)
         client_for(user).post(f"/rentals/{rental.public_id}/cancel/", {"reason": "not needed"})
-        event = rental.events.get(to_status=S.CANCELLED)
+        event = rental.events.get(to_status=RentalStatus.CANCELLED)
         assert (event.kind, event.actor) == (kind, user)
 
-    ready = make_rental(status=S.READY, cluster_id="cl-1", pod_ids=["p-1", "p-2"])
+    ready = make_rental(status=RentalStatus.READY, cluster_id="cl-1", pod_ids=["p-1", "p-2"])
     client_for(olga).post(f"/rentals/{ready.public_id}/schedule-removal/", {"hours": "2"})
     event = ready.events.get(kind="staff_action")
     assert event.actor == olga and event.data["action"] == "schedule_removal" and event.data["removal_scheduled_at"]

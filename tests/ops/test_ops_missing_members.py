@@ -13,7 +13,7 @@ from django.utils import timezone
 from rentals import upstream
 from rentals.models import ClusterMember, Rental
 from rentals.selectors import needs_attention
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.rentals.fakes import FakeUpstream
 
 pytestmark = pytest.mark.django_db
@@ -35,7 +35,9 @@ def fake_upstream(monkeypatch: pytest.MonkeyPatch) -> FakeUpstream:
 def silent(make_rental, settings):  # type: ignore[no-untyped-def]
     """A rental Lium confirmed 11 minutes ago without pod ids or cluster id; no member ever appeared."""
     settings.RENT_MEMBERS_GRACE_SECONDS = 600
-    return make_rental(status=S.RENTED, rented_at=timezone.now() - timedelta(minutes=11), pod_ids=[], cluster_id="")
+    return make_rental(
+        status=RentalStatus.RENTED, rented_at=timezone.now() - timedelta(minutes=11), pod_ids=[], cluster_id=""
+    )
 
 
 def act(client, rental, action: str, **data: str):  # type: ignore[no-untyped-def]
@@ -43,8 +45,10 @@ def act(client, rental, action: str, **data: str):  # type: ignore[no-untyped-de
 
 
 def test_a_rented_rental_without_members_past_the_grace_needs_attention(silent: Rental, make_rental) -> None:
-    fresh = make_rental(status=S.RENTED, rented_at=timezone.now() - timedelta(minutes=2))
-    with_members = make_rental(status=S.RENTED, rented_at=timezone.now() - timedelta(hours=1), cluster_id="cl-3")
+    fresh = make_rental(status=RentalStatus.RENTED, rented_at=timezone.now() - timedelta(minutes=2))
+    with_members = make_rental(
+        status=RentalStatus.RENTED, rented_at=timezone.now() - timedelta(hours=1), cluster_id="cl-3"
+    )
     ClusterMember.objects.create(rental=with_members, pod_id="p-1", status="PENDING")
     now = timezone.now()
     assert "members have not appeared" in needs_attention(silent, now=now)
@@ -52,7 +56,7 @@ def test_a_rented_rental_without_members_past_the_grace_needs_attention(silent: 
 
 
 def test_the_overview_lists_it_with_the_reason(silent: Rental, make_rental, sam, client_for) -> None:
-    make_rental(status=S.RENTED, rented_at=timezone.now() - timedelta(minutes=2))
+    make_rental(status=RentalStatus.RENTED, rented_at=timezone.now() - timedelta(minutes=2))
     html = client_for(sam).get("/ops/").content.decode()
     assert silent.pod_name in html and "members have not appeared" in html
     assert 'data-testid="attention-count">1<' in html
@@ -62,7 +66,7 @@ def test_its_page_says_why_and_offers_reconcile(silent: Rental, make_rental, olg
     client = client_for(olga)
     page = client.get(f"/ops/rentals/{silent.public_id}/").content.decode()
     assert "members have not appeared" in page and f"/ops/rentals/{silent.public_id}/reconcile/" in page
-    fresh = make_rental(status=S.RENTED, rented_at=timezone.now() - timedelta(minutes=2))
+    fresh = make_rental(status=RentalStatus.RENTED, rented_at=timezone.now() - timedelta(minutes=2))
     assert "/reconcile/" not in client.get(f"/ops/rentals/{fresh.public_id}/").content.decode()
 
 
@@ -70,7 +74,7 @@ def test_terminate_before_the_cluster_is_known_says_to_reconcile(silent: Rental,
     html = act(client_for(olga), silent, "terminate", reason="customer wants it gone").content.decode()
     assert "Reconcile" in html and "wait until its members appear" not in html
     silent.refresh_from_db()
-    assert silent.status == S.RENTED
+    assert silent.status == RentalStatus.RENTED
 
 
 def test_reconcile_stores_the_cluster_found_and_terminate_then_works(
@@ -91,7 +95,7 @@ def test_reconcile_stores_the_cluster_found_and_terminate_then_works(
         response = act(client, silent, "reconcile", reason="members never showed")
     assert response.status_code == 302
     silent.refresh_from_db()
-    assert silent.status == S.RENTED and silent.cluster_id == "cl-7"
+    assert silent.status == RentalStatus.RENTED and silent.cluster_id == "cl-7"
     assert sorted(silent.pod_ids) == sorted(f"pod-{e}" for e in silent.executor_ids)
     assert silent.last_reconcile_at is not None
     assert ("rentals.tasks.credential_pods_sync", (silent.credential_id,)) in enqueued
@@ -101,12 +105,12 @@ def test_reconcile_stores_the_cluster_found_and_terminate_then_works(
     with django_capture_on_commit_callbacks(execute=True):
         assert act(client, silent, "terminate", reason="customer wants it gone").status_code == 302
     silent.refresh_from_db()
-    assert silent.status == S.TERMINATING
+    assert silent.status == RentalStatus.TERMINATING
 
 
 def test_the_timeline_shows_when_an_unknown_rental_was_last_looked_for(make_rental, sam, client_for) -> None:
     looked = timezone.now().replace(microsecond=0) - timedelta(minutes=3)
-    rental = make_rental(status=S.UNKNOWN, last_reconcile_at=looked, reconcile_looks=2)
+    rental = make_rental(status=RentalStatus.UNKNOWN, last_reconcile_at=looked, reconcile_looks=2)
     html = client_for(sam).get(f"/ops/rentals/{rental.public_id}/").content.decode()
     assert 'data-testid="last-look"' in html and looked.strftime("%Y-%m-%d %H:%M:%S") in html
 
@@ -126,7 +130,7 @@ def test_the_admin_reconcile_action_stores_the_cluster_of_a_silent_rental(
         }
         for executor in silent.executor_ids
     ]
-    fresh = make_rental(status=S.RENTED, rented_at=timezone.now())
+    fresh = make_rental(status=RentalStatus.RENTED, rented_at=timezone.now())
     response = client_for(_user("root", superuser=True)).post(
         "/admin/rentals/rental/",
         {"action": "reconcile_rentals", "_selected_action": [silent.pk, fresh.pk]},

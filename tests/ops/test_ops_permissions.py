@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rentals.models import RentalEvent
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -46,7 +46,7 @@ def test_anonymous_visitors_are_sent_to_log_in(make_rental, client) -> None:
 
 
 def test_support_reads_every_page_without_action_buttons(make_rental, sam, client_for) -> None:
-    rental = make_rental(status=S.QUEUED)
+    rental = make_rental(status=RentalStatus.QUEUED)
     client = client_for(sam)
     for url in read_urls(rental):
         assert client.get(url).status_code == 200, url
@@ -56,11 +56,11 @@ def test_support_reads_every_page_without_action_buttons(make_rental, sam, clien
 
 def test_support_writes_are_refused_with_403_and_change_nothing(make_rental, sam, client_for) -> None:
     rentals = {
-        "retry": make_rental(status=S.RETRYING),
-        "reconcile": make_rental(status=S.UNKNOWN),
-        "confirm": make_rental(status=S.UNKNOWN),
-        "terminate": make_rental(status=S.READY, cluster_id="cl-1"),
-        "cancel": make_rental(status=S.QUEUED),
+        "retry": make_rental(status=RentalStatus.RETRYING),
+        "reconcile": make_rental(status=RentalStatus.UNKNOWN),
+        "confirm": make_rental(status=RentalStatus.UNKNOWN),
+        "terminate": make_rental(status=RentalStatus.READY, cluster_id="cl-1"),
+        "cancel": make_rental(status=RentalStatus.QUEUED),
     }
     client = client_for(sam)
     for action, rental in rentals.items():
@@ -68,12 +68,18 @@ def test_support_writes_are_refused_with_403_and_change_nothing(make_rental, sam
         assert client.get(url).status_code == 403, url
         assert client.post(url, {"reason": "because", "confirm": "on", "outcome": "not_rented"}).status_code == 403
         rental.refresh_from_db()
-    assert [r.status for r in rentals.values()] == [S.RETRYING, S.UNKNOWN, S.UNKNOWN, S.READY, S.QUEUED]
+    assert [r.status for r in rentals.values()] == [
+        RentalStatus.RETRYING,
+        RentalStatus.UNKNOWN,
+        RentalStatus.UNKNOWN,
+        RentalStatus.READY,
+        RentalStatus.QUEUED,
+    ]
     assert not RentalEvent.objects.filter(kind=RentalEvent.Kind.STAFF_ACTION).exists()
 
 
 def test_operators_see_action_buttons_and_the_rent_on_behalf_link(make_rental, olga, client_for) -> None:
-    rental = make_rental(status=S.QUEUED)
+    rental = make_rental(status=RentalStatus.QUEUED)
     client = client_for(olga)
     page = client.get(f"/ops/rentals/{rental.public_id}/").content.decode()
     assert f"/ops/rentals/{rental.public_id}/cancel/" in page

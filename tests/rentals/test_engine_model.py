@@ -71,8 +71,7 @@ from ops import services as ops
 from rentals import engine, members, tasks, upstream
 from rentals.engine import Claim
 from rentals.models import Rental, RentalEvent
-from rentals.states import RentalStatus as S
-from rentals.states import can_transition
+from rentals.states import RentalStatus, can_transition
 from rentals.upstream import RentResult
 from tests.rentals.engine_model_world import (
     DELETE_KINDS,
@@ -96,7 +95,7 @@ TASKS: dict[str, Callable[..., object]] = {
     "rental_delete_cluster": tasks.rental_delete_cluster,
     "rental_reconcile_look": tasks.rental_reconcile_look,
     "credential_pods_sync": tasks.credential_pods_sync,
-    "rental_schedule_removal": tasks.rental_schedule_removal,
+    "rental_removal_push": tasks.rental_removal_push,
     "member_events_fetch": tasks.member_events_fetch,
 }
 
@@ -110,8 +109,8 @@ rent_answers = st.builds(
 # Lium removes the cluster as often as it fails to: a history should get to `terminated` now and then.
 delete_answers = st.sampled_from([DELETE_TRUTHFUL] * (len(DELETE_KINDS) - 1) + DELETE_KINDS)
 listings = st.sampled_from(LISTING_KINDS)
-SENDABLE = (S.QUEUED, S.RETRYING, S.SENDING)
-HELD = (S.RENTED, S.READY, S.DEGRADED)
+SENDABLE = (RentalStatus.QUEUED, RentalStatus.RETRYING, RentalStatus.SENDING)
+HELD = (RentalStatus.RENTED, RentalStatus.READY, RentalStatus.DEGRADED)
 
 
 def some_rental_is(*states: str) -> Any:
@@ -265,11 +264,11 @@ class EngineModel(RuleBasedStateMachine):
         with commits():
             tasks.rental_send(rental.pk)
 
-    @some_rental_is(S.TERMINATING)
+    @some_rental_is(RentalStatus.TERMINATING)
     @rule(data=st.data(), delete=delete_answers)
     def duplicate_delete_message_runs(self, data: st.DataObject, delete: str) -> None:
         """A copy of `rental_delete_cluster` (a redelivery, a sweeper's copy) runs now, due or not."""
-        rental = self.pick(data, S.TERMINATING)
+        rental = self.pick(data, RentalStatus.TERMINATING)
         self.answering(delete=delete)
         with commits():
             tasks.rental_delete_cluster(rental.pk)
@@ -318,7 +317,7 @@ class EngineModel(RuleBasedStateMachine):
     def broker_loses_every_message(self) -> None:
         self.broker.lose_everything()
 
-    @some_rental_is(*HELD, S.TERMINATING)
+    @some_rental_is(*HELD, RentalStatus.TERMINATING)
     @rule(listing=listings)
     def pods_are_listed(self, listing: str) -> None:
         self.answering(listing=listing)
@@ -327,10 +326,10 @@ class EngineModel(RuleBasedStateMachine):
 
     # The operator -----------------------------------------------------------------------------------------
 
-    @some_rental_is(S.RETRYING, S.UNKNOWN)
+    @some_rental_is(RentalStatus.RETRYING, RentalStatus.UNKNOWN)
     @rule(data=st.data())
     def operator_retries_now(self, data: st.DataObject) -> None:
-        rental = self.pick(data, S.RETRYING, S.UNKNOWN)
+        rental = self.pick(data, RentalStatus.RETRYING, RentalStatus.UNKNOWN)
         waiting = [message.number for message in self.broker.of("rental_send", rental.pk) if message.delayed]
         try:
             with commits():
@@ -340,10 +339,10 @@ class EngineModel(RuleBasedStateMachine):
         self.left_by_retry_now.update(waiting)
         self.lium.send_at_once.add(self.keys[rental.pk])
 
-    @some_rental_is(S.UNKNOWN, S.RENTED)
+    @some_rental_is(RentalStatus.UNKNOWN, RentalStatus.RENTED)
     @rule(data=st.data(), listing=listings)
     def operator_reconciles(self, data: st.DataObject, listing: str) -> None:
-        rental = self.pick(data, S.UNKNOWN, S.RENTED)
+        rental = self.pick(data, RentalStatus.UNKNOWN, RentalStatus.RENTED)
         self.answering(listing=listing)
         try:
             with commits():
@@ -351,11 +350,11 @@ class EngineModel(RuleBasedStateMachine):
         except ValidationError:
             pass  # e.g. a rented rental whose members are not overdue yet, or a listing that could not be read
 
-    @some_rental_is(S.UNKNOWN)
+    @some_rental_is(RentalStatus.UNKNOWN)
     @rule(data=st.data())
     def operator_confirms_what_lium_holds(self, data: st.DataObject) -> None:
         """The operator asked Lium: confirm the key's cluster if one exists, else that nothing was rented."""
-        rental = self.pick(data, S.UNKNOWN)
+        rental = self.pick(data, RentalStatus.UNKNOWN)
         created = self.lium.keys[self.keys[rental.pk]].clusters
         with commits():
             ops.ops_confirm_reconciliation(
@@ -374,10 +373,10 @@ class EngineModel(RuleBasedStateMachine):
         if started:
             self.lium.send_at_once.add(rental.cluster_id)  # a new removal DELETEs at once
 
-    @some_rental_is(S.QUEUED)
+    @some_rental_is(RentalStatus.QUEUED)
     @rule(data=st.data())
     def operator_cancels(self, data: st.DataObject) -> None:
-        rental = self.pick(data, S.QUEUED)
+        rental = self.pick(data, RentalStatus.QUEUED)
         with commits():
             ops.ops_cancel(rental=rental, actor=self.harness.operator, reason="model")
 
@@ -405,16 +404,26 @@ class EngineModel(RuleBasedStateMachine):
             ledger = self.lium.keys[self.keys[rental.pk]]
             created = ledger.clusters
             where = f"rental {rental.pk} is {rental.status}"
-            if rental.status in (S.RENTED, S.READY, S.DEGRADED, S.TERMINATING):
+            if rental.status in (
+                RentalStatus.RENTED,
+                RentalStatus.READY,
+                RentalStatus.DEGRADED,
+                RentalStatus.TERMINATING,
+            ):
                 assert created, f"{where} but no cluster exists for its key"
                 known_pods = {pod for cid in created for pod in self.lium.clusters[cid].pod_ids}
                 assert not rental.cluster_id or rental.cluster_id in created, f"{where} as {rental.cluster_id}"
                 assert set(rental.pod_ids) <= known_pods, f"{where} with pods {rental.pod_ids}"
-            if rental.status in (S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED):
+            if rental.status in (
+                RentalStatus.REFUSED,
+                RentalStatus.FAILED,
+                RentalStatus.NOT_RENTED,
+                RentalStatus.CANCELLED,
+            ):
                 assert not created, f"{where} but its key rented {created}"
-            if rental.status == S.CANCELLED:
+            if rental.status == RentalStatus.CANCELLED:
                 assert ledger.rent_requests == 0, f"{where} after {ledger.rent_requests} rent request(s)"
-            if rental.status == S.TERMINATED:
+            if rental.status == RentalStatus.TERMINATED:
                 assert rental.cluster_id in self.lium.delete_proven, (
                     f"{where}: no DELETE of {rental.cluster_id} proved it"
                 )
@@ -424,7 +433,7 @@ class EngineModel(RuleBasedStateMachine):
         assert not self.lium.too_soon, f"sends ahead of the schedule (two chains?): {self.lium.too_soon}"
         now = timezone.now()
         for rental in self.rows():
-            if rental.status == S.RETRYING:
+            if rental.status == RentalStatus.RETRYING:
                 turn = rental.next_attempt_at
                 live = [
                     m
@@ -432,7 +441,7 @@ class EngineModel(RuleBasedStateMachine):
                     if now < m.due and (turn is None or turn <= m.due) and m.number not in self.left_by_retry_now
                 ]
                 assert len(live) <= 1, f"rental {rental.pk}: {len(live)} live rent chains (turn {turn}): {live}"
-            if rental.status == S.TERMINATING:
+            if rental.status == RentalStatus.TERMINATING:
                 turn = rental.next_delete_at
                 live = [
                     m
@@ -458,7 +467,7 @@ class EngineModel(RuleBasedStateMachine):
             )
             self.timeline_state[event["rental_id"]] = after
         for rental in self.rows():
-            assert rental.status in S.values, f"unknown status {rental.status!r}"
+            assert rental.status in RentalStatus.values, f"unknown status {rental.status!r}"
             assert rental.status == self.timeline_state.get(rental.pk), (
                 f"rental {rental.pk} is {rental.status} but its timeline ends in {self.timeline_state.get(rental.pk)}"
             )
@@ -520,14 +529,14 @@ def test_the_engine_keeps_its_promises_whatever_lium_answers(model_world: Harnes
 def test_an_operator_reconcile_during_an_unreadable_listing_is_answered_not_a_server_error(
     make_rental, fake_upstream: FakeUpstream, olga, client_for
 ) -> None:
-    rental = make_rental(status=S.UNKNOWN, possibly_sent=True, attempt_count=1)
+    rental = make_rental(status=RentalStatus.UNKNOWN, possibly_sent=True, attempt_count=1)
     fake_upstream.pods = {"detail": "pods are being migrated"}  # type: ignore[assignment]  # not a list
     response = client_for(olga).post(
         f"/ops/rentals/{rental.public_id}/reconcile/", {"confirm": "on", "reason": "the customer asks"}
     )
     assert response.status_code in (200, 302)
     rental.refresh_from_db()
-    assert rental.status == S.UNKNOWN
+    assert rental.status == RentalStatus.UNKNOWN
 
 
 @pytest.mark.xfail(
@@ -545,11 +554,13 @@ def test_an_operator_retry_now_on_a_retrying_rental_leaves_one_live_retry_chain(
         error(503, "unavailable", "Service unavailable"),
     ]
     with django_capture_on_commit_callbacks(execute=True):
-        assert tasks.rental_send(rental.pk) == S.RETRYING  # its follow-up is due in 900 s
+        assert tasks.rental_send(rental.pk) == RentalStatus.RETRYING  # its follow-up is due in 900 s
     with django_capture_on_commit_callbacks(execute=True):
         ops.ops_retry_now(rental=Rental.objects.get(pk=rental.pk), actor=olga, reason="the customer is waiting")
     with django_capture_on_commit_callbacks(execute=True):
-        assert tasks.rental_send(rental.pk) == S.RETRYING  # the operator's send; its follow-up is due in 2-4 s
+        assert (
+            tasks.rental_send(rental.pk) == RentalStatus.RETRYING
+        )  # the operator's send; its follow-up is due in 2-4 s
     rental.refresh_from_db()
 
     follow_ups = [clock.now + timedelta(seconds=countdown) for _, countdown in enqueued.of("rental_send") if countdown]

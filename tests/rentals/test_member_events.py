@@ -8,7 +8,7 @@ import pytest
 from rentals import member_events, members, upstream
 from rentals.enqueue import MEMBER_EVENTS
 from rentals.models import ClusterMember
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.rentals.fakes import Enqueued, FakeUpstream
 
 pytestmark = pytest.mark.django_db
@@ -50,7 +50,7 @@ def pod(rank: int, status: str) -> dict:
 def test_a_member_that_fails_gets_one_events_fetch(
     make_rental, fake_upstream: FakeUpstream, enqueued: Enqueued, django_capture_on_commit_callbacks
 ) -> None:
-    rental = make_rental(status=S.RENTED, cluster_id="cl-1", pod_ids=["p1", "p2"])
+    rental = make_rental(status=RentalStatus.RENTED, cluster_id="cl-1", pod_ids=["p1", "p2"])
     fake_upstream.pods = [pod(0, "RUNNING"), pod(1, "CREATION_FAILED")]
     with django_capture_on_commit_callbacks(execute=True):
         members.credential_pods_sync(credential_id=rental.credential_id, force=True)
@@ -58,13 +58,13 @@ def test_a_member_that_fails_gets_one_events_fetch(
     failed = ClusterMember.objects.get(rental=rental, pod_id="p2")
     assert [args for args, _ in enqueued.of(MEMBER_EVENTS)] == [(failed.pk,)]
     rental.refresh_from_db()
-    assert rental.status == S.DEGRADED
+    assert rental.status == RentalStatus.DEGRADED
 
 
 def test_the_fetch_stores_the_events_and_the_page_shows_them(
     make_rental, fake_upstream: FakeUpstream, alice, client
 ) -> None:
-    rental = make_rental(status=S.DEGRADED, cluster_id="cl-1", pod_ids=["p1", "p2"])
+    rental = make_rental(status=RentalStatus.DEGRADED, cluster_id="cl-1", pod_ids=["p1", "p2"])
     member = ClusterMember.objects.create(rental=rental, pod_id="p2", rank=1, status="CREATION_FAILED")
     version = rental.version
     fake_upstream.script = [httpx.Response(200, json=EVENTS)]

@@ -10,9 +10,9 @@ import pytest
 from django.core.exceptions import ValidationError
 
 from rentals import members, removal_policy, removal_schedule
-from rentals.enqueue import SCHEDULE_REMOVAL
+from rentals.enqueue import REMOVAL_PUSH
 from rentals.models import ClusterMember, CustomerRemovalPolicy, Rental
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream
 
 pytestmark = pytest.mark.django_db
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def ready(make_rental):  # type: ignore[no-untyped-def]
-    rental = make_rental(status=S.READY, cluster_id="cl-1", pod_ids=["p1", "p2"])
+    rental = make_rental(status=RentalStatus.READY, cluster_id="cl-1", pod_ids=["p1", "p2"])
     for rank in (0, 1):
         ClusterMember.objects.create(rental=rental, pod_id=f"p{rank + 1}", rank=rank, status="RUNNING")
     return rental
@@ -35,7 +35,7 @@ def test_scheduling_sets_the_time_records_it_and_enqueues_the_push(
     assert ready.removal_scheduled_at == at == clock() + timedelta(hours=3)
     event = ready.events.get(data__action="schedule_removal")
     assert (event.kind, event.actor) == ("state", alice) and "UTC" in event.message
-    assert len(enqueued.of(SCHEDULE_REMOVAL)) == 1
+    assert len(enqueued.of(REMOVAL_PUSH)) == 1
 
 
 def test_moving_the_time_says_what_it_was(ready, alice, clock: Clock) -> None:
@@ -86,7 +86,7 @@ def test_cancel_clears_the_time_and_is_on_the_timeline(
     ready.refresh_from_db()
     assert ready.removal_scheduled_at is None
     assert ready.events.filter(data__action="cancel_removal").count() == 1
-    assert len(enqueued.of(SCHEDULE_REMOVAL)) == 2
+    assert len(enqueued.of(REMOVAL_PUSH)) == 2
 
 
 def test_an_operator_change_is_a_staff_action(ready, olga) -> None:
@@ -166,7 +166,7 @@ def test_a_member_may_not_go_past_the_maximum_or_cancel_but_an_operator_may(read
 def test_the_members_removal_time_is_taken_once_and_not_after_a_cancel(
     make_rental, alice, fake_upstream: FakeUpstream, enqueued: Enqueued
 ) -> None:
-    rental = make_rental(status=S.RENTED, cluster_id="cl-1", pod_ids=["p1", "p2"])
+    rental = make_rental(status=RentalStatus.RENTED, cluster_id="cl-1", pod_ids=["p1", "p2"])
     at = "2030-01-01T10:00:00Z"
     fake_upstream.pods = [
         {"id": f"p{rank + 1}", "status": "RUNNING", "cluster_id": "cl-1", "cluster_node_index": rank,
@@ -195,12 +195,12 @@ def test_when_the_removal_time_comes_the_rental_is_removed_not_left_degraded(
     ]
     members.credential_pods_sync(credential_id=ready.credential_id, force=True)
     ready.refresh_from_db()
-    assert ready.status == S.READY
+    assert ready.status == RentalStatus.READY
     clock.advance(minutes=6)
     fake_upstream.pods = [{**pod, "status": "DELETING"} for pod in fake_upstream.pods]
     with django_capture_on_commit_callbacks(execute=True):
         members.credential_pods_sync(credential_id=ready.credential_id, force=True)
     ready.refresh_from_db()
-    assert ready.status == S.TERMINATING
-    assert "scheduled removal" in ready.events.get(to_status=S.TERMINATING).message
+    assert ready.status == RentalStatus.TERMINATING
+    assert "scheduled removal" in ready.events.get(to_status=RentalStatus.TERMINATING).message
     assert [args for args, _ in enqueued.of(CLUSTER_DELETE)] == [(ready.pk,)]

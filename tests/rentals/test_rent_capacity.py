@@ -11,7 +11,7 @@ from accounts.models import UpstreamCredential
 from rentals import capacity, engine, tasks
 from rentals.enqueue import RENTAL_SEND
 from rentals.models import Rental
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.conftest import SIM_KEY
 from tests.rentals.fakes import Enqueued, FakeUpstream, rented
 
@@ -30,14 +30,14 @@ def nodes(name: str) -> list[str]:
 def in_flight(rental: Rental) -> Rental:
     """Put the rental in `sending` under a lease that is still valid (a call under way elsewhere)."""
     Rental.objects.filter(pk=rental.pk).update(
-        status=S.SENDING, lease_until=timezone.now() + timedelta(seconds=60), attempt_count=1
+        status=RentalStatus.SENDING, lease_until=timezone.now() + timedelta(seconds=60), attempt_count=1
     )
     rental.refresh_from_db()
     return rental
 
 
 def finish(rental: Rental) -> None:
-    Rental.objects.filter(pk=rental.pk).update(status=S.RENTED, lease_until=None, lease_token=None)
+    Rental.objects.filter(pk=rental.pk).update(status=RentalStatus.RENTED, lease_until=None, lease_token=None)
 
 
 def sent(enqueued: Enqueued) -> list[int]:
@@ -54,7 +54,7 @@ def test_a_claim_past_the_credential_cap_leaves_the_rental_queued_and_marked_wai
     assert engine.rental_claim(rental_id=third.pk) is None
 
     third.refresh_from_db()
-    assert third.status == S.QUEUED and third.attempt_count == 0
+    assert third.status == RentalStatus.QUEUED and third.attempt_count == 0
     assert third.next_attempt_at is not None  # waiting for a slot: only a dispatch sends it now
     assert fake_upstream.rent_requests == []
 
@@ -74,7 +74,7 @@ def test_when_a_slot_frees_the_dispatcher_sends_the_waiting_rental_and_only_once
     assert capacity.dispatch() == []  # taken: a second dispatcher does not send it again
     assert sent(enqueued) == [third.pk]
     claim = engine.rental_claim(rental_id=third.pk)
-    assert claim is not None and claim.rental.status == S.SENDING
+    assert claim is not None and claim.rental.status == RentalStatus.SENDING
 
 
 def test_the_freed_slot_goes_to_the_customer_with_fewest_calls_in_flight_not_the_oldest_rental(
@@ -148,10 +148,12 @@ def test_a_finished_attempt_dispatches_the_next_waiting_rental(
     claim = engine.rental_claim(rental_id=first.pk)
     assert claim is not None
     assert engine.rental_claim(rental_id=third.pk) is None  # both slots taken
-    Rental.objects.filter(pk=first.pk).update(status=S.QUEUED, lease_token=None, lease_until=None, attempt_count=0)
+    Rental.objects.filter(pk=first.pk).update(
+        status=RentalStatus.QUEUED, lease_token=None, lease_until=None, attempt_count=0
+    )
     enqueued.calls.clear()
 
-    assert engine.rental_attempt(rental_id=first.pk) == S.RENTED
+    assert engine.rental_attempt(rental_id=first.pk) == RentalStatus.RENTED
 
     assert sent(enqueued) == [third.pk]
 

@@ -21,7 +21,7 @@ from rentals import engine, upstream
 from rentals.enqueue import RENTAL_SEND
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY
 from tests.rentals.fakes import rented
 
@@ -100,7 +100,9 @@ def wait_until_settled(rental_ids: list[int], timeout: float) -> int:
     """Wait until none of the rentals is queued or sending; return how many are still not."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        open_ = Rental.objects.filter(pk__in=rental_ids, status__in=(S.QUEUED, S.SENDING, S.RETRYING)).count()
+        open_ = Rental.objects.filter(
+            pk__in=rental_ids, status__in=(RentalStatus.QUEUED, RentalStatus.SENDING, RentalStatus.RETRYING)
+        ).count()
         if open_ == 0:
             return 0
         time.sleep(0.05)
@@ -121,7 +123,7 @@ def test_a_burst_of_concurrent_claims_and_records_on_sqlite_never_meets_a_locked
     assert wait_until_settled(ids, timeout=90) == 0
     print(f"120 rentals settled in {time.monotonic() - started:.2f} s; peak {fake.peak} calls at once")
     assert broker.errors == []
-    assert Rental.objects.filter(pk__in=ids, status=S.RENTED).count() == 120
+    assert Rental.objects.filter(pk__in=ids, status=RentalStatus.RENTED).count() == 120
     assert len(fake.arrived) == 120
     assert fake.peak > 20  # the calls really overlapped: the threads claimed and recorded at the same time
     assert not [r for r in caplog.records if "locked" in r.getMessage()]
@@ -151,4 +153,4 @@ def test_a_burst_of_one_customer_holds_another_customers_rental_back_by_at_most_
     # The first slot that frees is Globex's: at most one call's latency, plus a claim and a dispatch. In the
     # order of arrival it would have waited for the 96 Acme rentals before it: 24 rounds of 0.4 s.
     assert waited <= latency + 0.3, f"Globex's rental waited {waited:.2f} s behind Acme's burst"
-    assert Rental.objects.filter(pk__in=[*burst, single.pk], status=S.RENTED).count() == 101
+    assert Rental.objects.filter(pk__in=[*burst, single.pk], status=RentalStatus.RENTED).count() == 101

@@ -15,7 +15,7 @@ import pytest
 
 from rentals import removal, tasks
 from rentals.models import Rental, RentalEvent
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream, error
 
 pytestmark = pytest.mark.django_db
@@ -51,7 +51,7 @@ def test_sweeps_during_a_delete_outage_keep_one_retry_chain_per_rental(
     settings.CLUSTER_DELETE_BACKOFF_BASE_SECONDS = 15
     settings.CLUSTER_DELETE_BACKOFF_CAP_SECONDS = 120
     fake_upstream.script = [error(503, "unavailable", "Service unavailable") for _ in range(500)]
-    rental = make_rental(status=S.TERMINATING, cluster_id="cl-1")
+    rental = make_rental(status=RentalStatus.TERMINATING, cluster_id="cl-1")
     enqueued.calls.clear()
     broker = Broker(enqueued, clock)
     tasks.enqueue_cluster_delete(rental.pk)  # what the terminate enqueues
@@ -71,14 +71,14 @@ def test_sweeps_during_a_delete_outage_keep_one_retry_chain_per_rental(
     assert failures == calls, "one timeline event per failed DELETE, none per sweep"
     assert len(broker.waiting) <= 1, "at most one retry message is on its way"
     rental.refresh_from_db()
-    assert rental.status == S.TERMINATING and rental.delete_attempts == calls
+    assert rental.status == RentalStatus.TERMINATING and rental.delete_attempts == calls
 
 
 def test_the_retry_chain_ends_when_lium_removes_the_cluster(
     make_rental, fake_upstream: FakeUpstream, enqueued: Enqueued, clock: Clock, settings
 ) -> None:
     settings.CLUSTER_DELETE_BACKOFF_BASE_SECONDS = 15
-    rental = make_rental(status=S.TERMINATING, cluster_id="cl-1")
+    rental = make_rental(status=RentalStatus.TERMINATING, cluster_id="cl-1")
     enqueued.calls.clear()
     fake_upstream.script = [error(503, "unavailable"), error(404, "not_found", "No pods in cluster")]
     assert tasks.rental_delete_cluster(rental.pk) == "retry"
@@ -89,11 +89,11 @@ def test_the_retry_chain_ends_when_lium_removes_the_cluster(
     clock.advance(seconds=countdown)
     assert tasks.rental_delete_cluster(rental.pk) == "gone"
     rental.refresh_from_db()
-    assert rental.status == S.TERMINATED and len(deletes(fake_upstream)) == 2
+    assert rental.status == RentalStatus.TERMINATED and len(deletes(fake_upstream)) == 2
 
 
 def test_two_workers_with_the_same_due_delete_send_one(make_rental, fake_upstream: FakeUpstream) -> None:
-    rental = make_rental(status=S.TERMINATING, cluster_id="cl-1")
+    rental = make_rental(status=RentalStatus.TERMINATING, cluster_id="cl-1")
     assert removal.cluster_delete_claim(rental_id=rental.pk)
     assert not removal.cluster_delete_claim(rental_id=rental.pk)
 
@@ -104,7 +104,7 @@ def test_a_new_terminate_after_a_refusal_is_not_held_back_by_the_old_backoff(
     from rentals.services import rental_terminate
 
     rental = make_rental(
-        status=S.READY, cluster_id="cl-1", next_delete_at=clock.now + timedelta(minutes=5), delete_attempts=4
+        status=RentalStatus.READY, cluster_id="cl-1", next_delete_at=clock.now + timedelta(minutes=5), delete_attempts=4
     )
     assert rental_terminate(rental=rental, actor=olga, reason="again")
     rental = Rental.objects.get(pk=rental.pk)

@@ -12,7 +12,7 @@ from common import backoff
 from rentals import engine, tasks
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.services import rental_cancel
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from rentals.upstream import Classification as C
 from rentals.upstream import RentResult
 from tests.rentals.fakes import REPLAYED, Clock, Enqueued, FakeUpstream, error, rented
@@ -42,7 +42,7 @@ def run_until_settled(rental: Rental, clock: Clock, capture, limit: int = 20) ->
     """Attempt, and while the rental is retrying move the clock to its next attempt and go again."""
     attempt(rental, capture)
     for _ in range(limit):
-        if rental.status != S.RETRYING:
+        if rental.status != RentalStatus.RETRYING:
             return
         assert rental.next_attempt_at is not None, "a retrying rental knows when it tries next"
         clock.now = rental.next_attempt_at
@@ -58,7 +58,7 @@ def test_claiming_a_queued_rental_takes_it_into_sending_under_a_lease(make_renta
     claim = engine.rental_claim(rental_id=rental.pk)
     assert claim is not None and claim.number == 1
     rental.refresh_from_db()
-    assert rental.status == S.SENDING and rental.attempt_count == 1
+    assert rental.status == RentalStatus.SENDING and rental.attempt_count == 1
     assert rental.lease_token == claim.token and rental.lease_until == clock.now + timedelta(seconds=60)
     assert rental.first_sent_at == clock.now == rental.last_sent_at
     assert engine.rental_claim(rental_id=rental.pk) is None, "a second worker finds it held"
@@ -66,7 +66,7 @@ def test_claiming_a_queued_rental_takes_it_into_sending_under_a_lease(make_renta
 
 def test_a_retrying_rental_is_not_claimed_before_it_is_due(make_rental, clock: Clock, fake_upstream) -> None:
     rental = make_rental(
-        status=S.RETRYING,
+        status=RentalStatus.RETRYING,
         attempt_count=1,
         first_sent_at=clock.now,
         next_attempt_at=clock.now + timedelta(seconds=30),
@@ -83,7 +83,7 @@ def test_a_cancelled_rental_is_never_sent(make_rental, alice, fake_upstream) -> 
     assert rental_cancel(rental=rental, actor=alice)
     assert engine.rental_attempt(rental_id=rental.pk) is None
     rental.refresh_from_db()
-    assert rental.status == S.CANCELLED and fake_upstream.requests == []
+    assert rental.status == RentalStatus.CANCELLED and fake_upstream.requests == []
 
 
 # --- one attempt, each classification --------------------------------------------------------------------------
@@ -94,9 +94,9 @@ def test_a_confirmed_attempt_rents_and_starts_pod_tracking(
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [rented(pod_ids=["p1", "p2"], cluster_id="cl-7")]
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.RENTED
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.RENTED
 
-    assert rental.status == S.RENTED and rental.pod_ids == ["p1", "p2"] and rental.cluster_id == "cl-7"
+    assert rental.status == RentalStatus.RENTED and rental.pod_ids == ["p1", "p2"] and rental.cluster_id == "cl-7"
     assert rental.replayed is False and rental.possibly_sent is True and rental.lease_token is None
     assert attempts_of(rental) == [(1, C.CONFIRMED)]
     assert RentAttempt.objects.get(rental=rental).request_id == "req-ok"
@@ -112,10 +112,10 @@ def test_a_replayed_confirmation_is_recorded_as_a_replay(
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [rented(headers=REPLAYED)]
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.RENTED
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.RENTED
     assert rental.replayed is True
     assert RentAttempt.objects.get(rental=rental).replayed is True
-    assert "replay" in rental.events.filter(to_status=S.RENTED).get().message
+    assert "replay" in rental.events.filter(to_status=RentalStatus.RENTED).get().message
 
 
 @pytest.mark.parametrize(
@@ -132,8 +132,8 @@ def test_a_definite_refusal_is_final_and_shows_the_upstream_reason(
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [response]
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.REFUSED
-    assert rental.status == S.REFUSED and rental.error_message == "Executor busy"
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.REFUSED
+    assert rental.status == RentalStatus.REFUSED and rental.error_message == "Executor busy"
     assert attempts_of(rental) == [(1, C.REFUSED)]
     assert enqueued.of("rental_send") == [], "a refusal is not retried"
 
@@ -159,8 +159,8 @@ def test_an_inconclusive_attempt_is_retried_later_with_the_same_key(
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [step]
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.RETRYING
-    assert rental.status == S.RETRYING and rental.lease_token is None
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.RETRYING
+    assert rental.status == RentalStatus.RETRYING and rental.lease_token is None
     # A 429 is the server declining to run the request, so only the others may have rented.
     assert rental.possibly_sent is (getattr(step, "status_code", None) != 429)
     assert rental.next_attempt_at == clock.now + timedelta(seconds=2)
@@ -173,7 +173,7 @@ def test_a_never_sent_attempt_is_retried_without_marking_the_order_possibly_sent
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [httpx.ConnectError("connection refused")]
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.RETRYING
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.RETRYING
     assert rental.possibly_sent is False
     assert attempts_of(rental) == [(1, C.NEVER_SENT)]
 
@@ -183,7 +183,7 @@ def test_409_outcome_unknown_stops_at_unknown_without_retrying(
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [error(409, "idempotency_outcome_unknown", "Outcome unknown")]
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.UNKNOWN
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.UNKNOWN
     assert rental.error_code == "idempotency_outcome_unknown"
     assert attempts_of(rental) == [(1, C.OUTCOME_UNKNOWN)]
     assert enqueued.of("rental_send") == []
@@ -196,7 +196,7 @@ def test_422_key_reused_stops_at_unknown_and_is_logged_as_a_defect(
     rental = make_rental()
     fake_upstream.script = [error(422, "idempotency_key_reused", "Different body", request_id="req-422")]
     with caplog.at_level(logging.ERROR, logger="rentals.engine"):
-        assert attempt(rental, django_capture_on_commit_callbacks) == S.UNKNOWN
+        assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.UNKNOWN
     defect = rental.events.get(kind=RentalEvent.Kind.DEFECT)
     assert defect.data == {"request_id": "req-422"}
     assert any("Defect" in r.getMessage() and str(rental.idempotency_key) in r.getMessage() for r in caplog.records)
@@ -211,7 +211,7 @@ def test_a_secret_that_cannot_be_decrypted_counts_as_never_sent(
         raise ValueError("The secret cannot be decrypted with the current keys.")
 
     monkeypatch.setattr(engine.upstream, "client_for", broken)
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.RETRYING
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.RETRYING
     assert rental.possibly_sent is False and attempts_of(rental) == [(1, C.NEVER_SENT)]
 
 
@@ -226,7 +226,7 @@ def test_a_fresh_401_402_403_after_a_possibly_sent_attempt_is_unknown_not_refuse
     fake_upstream.script = [httpx.ReadTimeout("lost"), error(status, "", "Key revoked")]
     run_until_settled(rental, clock, django_capture_on_commit_callbacks)
     # The check ran before the key was looked up: the first attempt may still have rented.
-    assert rental.status == S.UNKNOWN
+    assert rental.status == RentalStatus.UNKNOWN
     assert attempts_of(rental) == [(1, C.INCONCLUSIVE), (2, C.REFUSED)]
 
 
@@ -236,7 +236,7 @@ def test_a_replayed_403_after_a_possibly_sent_attempt_proves_nothing_was_rented(
     rental = make_rental()
     fake_upstream.script = [httpx.ReadTimeout("lost"), error(403, "insufficient_balance", headers=REPLAYED)]
     run_until_settled(rental, clock, django_capture_on_commit_callbacks)
-    assert rental.status == S.REFUSED and rental.replayed is True
+    assert rental.status == RentalStatus.REFUSED and rental.replayed is True
 
 
 def test_a_fresh_403_when_nothing_was_possibly_sent_is_a_refusal(
@@ -245,7 +245,7 @@ def test_a_fresh_403_when_nothing_was_possibly_sent_is_a_refusal(
     rental = make_rental()
     fake_upstream.script = [httpx.ConnectError("refused"), error(403, "insufficient_balance")]
     run_until_settled(rental, clock, django_capture_on_commit_callbacks)
-    assert rental.status == S.REFUSED
+    assert rental.status == RentalStatus.REFUSED
 
 
 @pytest.mark.parametrize("refusal", [error(400, "bad_request"), error(409, "executor_not_available")])
@@ -257,7 +257,7 @@ def test_a_fresh_refusal_after_a_possibly_sent_attempt_proves_nothing(
     rental = make_rental()
     fake_upstream.script = [error(502, "bad_gateway"), refusal]
     run_until_settled(rental, clock, django_capture_on_commit_callbacks)
-    assert rental.status == S.UNKNOWN
+    assert rental.status == RentalStatus.UNKNOWN
 
 
 # --- retries ---------------------------------------------------------------------------------------------------
@@ -276,7 +276,7 @@ def test_every_retry_sends_the_same_key_and_byte_identical_body_until_confirmed(
     ]
     run_until_settled(rental, clock, django_capture_on_commit_callbacks)
 
-    assert rental.status == S.RENTED and rental.replayed is True and rental.attempt_count == 5
+    assert rental.status == RentalStatus.RENTED and rental.replayed is True and rental.attempt_count == 5
     sent = fake_upstream.rent_requests
     assert len(sent) == 5
     assert {r.content for r in sent} == {bytes(rental.request_body)}
@@ -313,9 +313,9 @@ def test_attempts_are_bounded_and_end_unknown_when_any_may_have_been_sent(
     rental = make_rental()
     fake_upstream.script = [httpx.ConnectError("refused")] * 4 + [error(503)]
     run_until_settled(rental, clock, django_capture_on_commit_callbacks)
-    assert rental.status == S.UNKNOWN and rental.possibly_sent is True
+    assert rental.status == RentalStatus.UNKNOWN and rental.possibly_sent is True
     assert len(fake_upstream.rent_requests) == 5 == rental.attempt_count
-    assert "no attempts left" in rental.events.filter(to_status=S.UNKNOWN).get().message
+    assert "no attempts left" in rental.events.filter(to_status=RentalStatus.UNKNOWN).get().message
 
 
 def test_attempts_are_bounded_and_end_failed_when_none_was_ever_sent(
@@ -324,7 +324,7 @@ def test_attempts_are_bounded_and_end_failed_when_none_was_ever_sent(
     rental = make_rental()
     fake_upstream.script = [httpx.ConnectError("refused"), httpx.ConnectTimeout("timeout")] * 3
     run_until_settled(rental, clock, django_capture_on_commit_callbacks)
-    assert rental.status == S.FAILED and rental.possibly_sent is False
+    assert rental.status == RentalStatus.FAILED and rental.possibly_sent is False
     assert len(fake_upstream.rent_requests) == 5
     assert attempts_of(rental) == [(n, C.NEVER_SENT) for n in range(1, 6)]
     assert len(enqueued.of("rental_send")) == 4
@@ -336,7 +336,7 @@ def test_a_possibly_sent_attempt_early_on_still_makes_the_end_unknown(
     rental = make_rental()
     fake_upstream.script = [httpx.ReadTimeout("lost")] + [httpx.ConnectError("refused")] * 4
     run_until_settled(rental, clock, django_capture_on_commit_callbacks)
-    assert rental.status == S.UNKNOWN
+    assert rental.status == RentalStatus.UNKNOWN
 
 
 # --- the retry window --------------------------------------------------------------------------------------------
@@ -349,10 +349,10 @@ def test_retrying_stops_within_the_window_when_the_next_attempt_would_fall_outsi
     first = clock.now
     fake_upstream.script = [httpx.ConnectError("refused"), httpx.ConnectError("refused")]
     attempt(rental, django_capture_on_commit_callbacks)
-    assert rental.status == S.RETRYING
+    assert rental.status == RentalStatus.RETRYING
     clock.now = first + timedelta(hours=2) - timedelta(milliseconds=500)  # the window is 2 h here
     attempt(rental, django_capture_on_commit_callbacks)
-    assert rental.status == S.FAILED and "retry window is over" in rental.events.last().message
+    assert rental.status == RentalStatus.FAILED and "retry window is over" in rental.events.last().message
     assert len(enqueued.of("rental_send")) == 1
 
 
@@ -361,7 +361,7 @@ def test_a_retry_after_beyond_the_window_ends_the_retries_now(
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [error(503, headers={"Retry-After": str(3 * 3600)})]
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.UNKNOWN
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.UNKNOWN
 
 
 def test_the_23_hour_cut_off_with_a_moved_clock(
@@ -373,13 +373,13 @@ def test_the_23_hour_cut_off_with_a_moved_clock(
     first = clock.now
     fake_upstream.script = [error(503), error(503)]
     attempt(rental, django_capture_on_commit_callbacks)
-    assert rental.status == S.RETRYING and rental.first_sent_at == first
+    assert rental.status == RentalStatus.RETRYING and rental.first_sent_at == first
 
     # Nearly 23 h later (the workers were down) the retry is still allowed, with the same key and bytes...
     clock.now = first + timedelta(hours=22, minutes=59, seconds=59)
     attempt(rental, django_capture_on_commit_callbacks)
     # ...but the next one would fall past 23 h, so the engine stops and a human decides.
-    assert rental.status == S.UNKNOWN and rental.next_attempt_at is None
+    assert rental.status == RentalStatus.UNKNOWN and rental.next_attempt_at is None
     assert len(fake_upstream.rent_requests) == 2
     assert {r.headers["Idempotency-Key"] for r in fake_upstream.rent_requests} == {str(rental.idempotency_key)}
 
@@ -396,7 +396,7 @@ def test_a_retry_delivered_after_the_23_hour_cut_off_is_not_sent_and_settles(
     engine_settings.RENT_RETRY_WINDOW = timedelta(hours=23)
     first = clock.now
     rental = make_rental(
-        status=S.RETRYING,
+        status=RentalStatus.RETRYING,
         attempt_count=1,
         first_sent_at=first,
         last_sent_at=first,
@@ -405,7 +405,7 @@ def test_a_retry_delivered_after_the_23_hour_cut_off_is_not_sent_and_settles(
     )
     # The broker held the message for a day: past 24 h the same key would rent a second cluster.
     clock.now = first + timedelta(hours=23, seconds=1)
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.UNKNOWN
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.UNKNOWN
     assert fake_upstream.rent_requests == []
     assert rental.attempt_count == 1
 
@@ -413,7 +413,7 @@ def test_a_retry_delivered_after_the_23_hour_cut_off_is_not_sent_and_settles(
 def test_settle_expired_fails_a_never_sent_rental_whose_window_closed(make_rental, clock: Clock) -> None:
     first = clock.now
     rental = make_rental(
-        status=S.RETRYING,
+        status=RentalStatus.RETRYING,
         attempt_count=1,
         first_sent_at=first,
         next_attempt_at=first + timedelta(minutes=1),
@@ -421,9 +421,9 @@ def test_settle_expired_fails_a_never_sent_rental_whose_window_closed(make_renta
     )
     assert engine.rental_settle_expired(rental_id=rental.pk) is None, "the window is still open"
     clock.now = first + timedelta(hours=2, seconds=1)
-    assert engine.rental_settle_expired(rental_id=rental.pk) == S.FAILED
+    assert engine.rental_settle_expired(rental_id=rental.pk) == RentalStatus.FAILED
     rental.refresh_from_db()
-    assert rental.status == S.FAILED and rental.next_attempt_at is None
+    assert rental.status == RentalStatus.FAILED and rental.next_attempt_at is None
 
 
 # --- leases, stale and dead workers ------------------------------------------------------------------------------
@@ -441,7 +441,7 @@ def test_claiming_an_expired_sending_lease_records_the_lost_attempt_and_marks_po
     claim = engine.rental_claim(rental_id=rental.pk)
     assert claim is not None and claim.number == 2 and claim.token != dead.token
     rental.refresh_from_db()
-    assert rental.status == S.SENDING and rental.possibly_sent is True and rental.attempt_count == 2
+    assert rental.status == RentalStatus.SENDING and rental.possibly_sent is True and rental.attempt_count == 2
     lost = RentAttempt.objects.get(rental=rental, number=1)
     assert lost.classification == C.INCONCLUSIVE and "stopped" in lost.message
     assert lost.duration_ms == 61_000
@@ -463,7 +463,7 @@ def test_a_stale_worker_whose_lease_was_taken_over_cannot_settle(
         outcome = engine.rental_record_attempt(claim=stale, result=confirmed, started_at=clock.now, duration_ms=5)
     assert outcome is None
     rental.refresh_from_db()
-    assert rental.status == S.SENDING and rental.lease_token == current.token and rental.pod_ids == []
+    assert rental.status == RentalStatus.SENDING and rental.lease_token == current.token and rental.pod_ids == []
     assert rental.version == version + 1, "the attempts the page shows changed: open pages must fetch them"
     first = RentAttempt.objects.get(rental=rental, number=1)
     assert (first.classification, first.request_id) == (C.CONFIRMED, "req-stale")
@@ -478,25 +478,29 @@ def test_a_stale_worker_whose_lease_was_taken_over_cannot_settle(
                 started_at=clock.now,
                 duration_ms=5,
             )
-            == S.RENTED
+            == RentalStatus.RENTED
         )
     rental.refresh_from_db()
-    assert rental.status == S.RENTED and rental.replayed is True
+    assert rental.status == RentalStatus.RENTED and rental.replayed is True
 
 
 def test_a_worker_that_dies_during_the_last_allowed_attempt_is_settled_not_resent(
     make_rental, engine_settings, clock: Clock, fake_upstream
 ) -> None:
     rental = make_rental(
-        status=S.RETRYING, attempt_count=4, first_sent_at=clock.now, possibly_sent=True, next_attempt_at=clock.now
+        status=RentalStatus.RETRYING,
+        attempt_count=4,
+        first_sent_at=clock.now,
+        possibly_sent=True,
+        next_attempt_at=clock.now,
     )
     claim = engine.rental_claim(rental_id=rental.pk)
     assert claim is not None and claim.number == 5
     clock.advance(seconds=61)
     assert engine.rental_claim(rental_id=rental.pk) is None, "no sixth attempt"
-    assert engine.rental_settle_expired(rental_id=rental.pk) == S.UNKNOWN
+    assert engine.rental_settle_expired(rental_id=rental.pk) == RentalStatus.UNKNOWN
     rental.refresh_from_db()
-    assert rental.status == S.UNKNOWN and rental.lease_token is None
+    assert rental.status == RentalStatus.UNKNOWN and rental.lease_token is None
     assert attempts_of(rental) == [(5, C.INCONCLUSIVE)]
     assert fake_upstream.requests == []
 
@@ -507,7 +511,7 @@ def test_an_expired_lease_inside_the_window_is_left_for_a_new_claim(make_rental,
     clock.advance(seconds=61)
     assert engine.rental_settle_expired(rental_id=rental.pk) is None
     rental.refresh_from_db()
-    assert rental.status == S.SENDING
+    assert rental.status == RentalStatus.SENDING
 
 
 def test_a_duplicate_delivery_after_the_rental_settled_sends_nothing(
@@ -515,6 +519,6 @@ def test_a_duplicate_delivery_after_the_rental_settled_sends_nothing(
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [rented()]
-    assert attempt(rental, django_capture_on_commit_callbacks) == S.RENTED
+    assert attempt(rental, django_capture_on_commit_callbacks) == RentalStatus.RENTED
     assert attempt(rental, django_capture_on_commit_callbacks) is None
     assert len(fake_upstream.rent_requests) == 1 and rental.attempt_count == 1

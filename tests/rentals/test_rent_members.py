@@ -11,7 +11,7 @@ from django.utils import timezone
 from accounts.models import Customer, UpstreamCredential
 from rentals import members, upstream_parse_pods
 from rentals.models import ClusterMember, RentalEvent
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.rentals.fakes import Clock, FakeUpstream
 
 pytestmark = pytest.mark.django_db
@@ -36,7 +36,7 @@ def pod(
 
 @pytest.fixture
 def rented_rental(make_rental):  # type: ignore[no-untyped-def]
-    return make_rental(status=S.RENTED, cluster_id="cl-1", pod_ids=["p1", "p2"], possibly_sent=True)
+    return make_rental(status=RentalStatus.RENTED, cluster_id="cl-1", pod_ids=["p1", "p2"], possibly_sent=True)
 
 
 def sync(rental) -> int | None:  # type: ignore[no-untyped-def]
@@ -48,7 +48,7 @@ def sync(rental) -> int | None:  # type: ignore[no-untyped-def]
 def test_a_rented_cluster_is_ready_when_every_member_runs_with_ssh(rented_rental, fake_upstream: FakeUpstream) -> None:
     fake_upstream.pods = [pod(0), pod(1)]
     assert sync(rented_rental) == 1
-    assert rented_rental.status == S.READY
+    assert rented_rental.status == RentalStatus.READY
     rows = list(ClusterMember.objects.filter(rental=rented_rental).values_list("rank", "overlay_ip", "status"))
     assert rows == [(0, "10.0.0.1", "RUNNING"), (1, "10.0.0.2", "RUNNING")]
     assert all(m.running_since is not None and m.ssh_command for m in rented_rental.members.all())
@@ -62,15 +62,15 @@ def test_a_rented_cluster_is_ready_when_every_member_runs_with_ssh(rented_rental
 def test_a_rented_cluster_stays_rented_until_every_member_is_up(rented_rental, fake_upstream, rows) -> None:
     fake_upstream.pods = rows
     sync(rented_rental)
-    assert rented_rental.status == S.RENTED
+    assert rented_rental.status == RentalStatus.RENTED
     assert rented_rental.members.count() == len(rows)
 
 
 def test_a_member_whose_creation_failed_degrades_the_cluster(rented_rental, fake_upstream) -> None:
     fake_upstream.pods = [pod(0), pod(1, "CREATION_FAILED")]
     sync(rented_rental)
-    assert rented_rental.status == S.DEGRADED
-    event = rented_rental.events.get(to_status=S.DEGRADED)
+    assert rented_rental.status == RentalStatus.DEGRADED
+    event = rented_rental.events.get(to_status=RentalStatus.DEGRADED)
     assert event.kind == RentalEvent.Kind.MEMBER and "rank 1 CREATION_FAILED" in event.message
 
 
@@ -79,7 +79,7 @@ def test_a_degraded_cluster_is_ready_again_when_the_member_recovers(rented_renta
     sync(rented_rental)
     fake_upstream.pods = [pod(0), pod(1)]
     sync(rented_rental)
-    assert rented_rental.status == S.READY
+    assert rented_rental.status == RentalStatus.READY
 
 
 def test_a_ready_cluster_that_loses_a_member_in_two_listings_is_degraded(rented_rental, fake_upstream, clock) -> None:
@@ -87,10 +87,10 @@ def test_a_ready_cluster_that_loses_a_member_in_two_listings_is_degraded(rented_
     sync(rented_rental)
     fake_upstream.pods = [pod(0)]
     sync(rented_rental)
-    assert rented_rental.status == S.READY, "one listing without the member proves nothing"
+    assert rented_rental.status == RentalStatus.READY, "one listing without the member proves nothing"
     clock.advance(seconds=3)
     sync(rented_rental)
-    assert rented_rental.status == S.DEGRADED
+    assert rented_rental.status == RentalStatus.DEGRADED
     gone = rented_rental.members.get(pod_id="p2")
     assert gone.gone_at is not None and gone.status == "GONE"
 
@@ -106,7 +106,7 @@ def test_a_member_missed_once_and_listed_again_is_not_gone(rented_rental, fake_u
     clock.advance(seconds=3)
     fake_upstream.pods = [pod(0)]
     sync(rented_rental)
-    assert rented_rental.status == S.READY, "the absences were not consecutive"
+    assert rented_rental.status == RentalStatus.READY, "the absences were not consecutive"
     assert rented_rental.members.get(pod_id="p2").status == "RUNNING"
 
 
@@ -119,7 +119,7 @@ def test_two_listings_without_the_member_closer_than_the_interval_prove_nothing(
     sync(rented_rental)
     clock.advance(seconds=1)
     sync(rented_rental)
-    assert rented_rental.status == S.READY
+    assert rented_rental.status == RentalStatus.READY
 
 
 def test_an_empty_listing_is_not_proof_that_a_ready_cluster_is_lost(rented_rental, fake_upstream, clock) -> None:
@@ -127,11 +127,11 @@ def test_an_empty_listing_is_not_proof_that_a_ready_cluster_is_lost(rented_renta
     sync(rented_rental)
     fake_upstream.pods = []
     sync(rented_rental)
-    assert rented_rental.status == S.READY
+    assert rented_rental.status == RentalStatus.READY
     clock.advance(seconds=3)
     sync(rented_rental)
-    assert rented_rental.status == S.DEGRADED
-    assert "every member is no longer listed" in rented_rental.events.get(to_status=S.DEGRADED).message
+    assert rented_rental.status == RentalStatus.DEGRADED
+    assert "every member is no longer listed" in rented_rental.events.get(to_status=RentalStatus.DEGRADED).message
 
 
 @pytest.mark.parametrize(
@@ -158,14 +158,14 @@ def test_an_unreadable_listing_concludes_nothing(rented_rental, fake_upstream, m
         assert members.credential_pods_sync(credential_id=rented_rental.credential_id, force=True) == 0
         clock.advance(seconds=5)
     rented_rental.refresh_from_db()
-    assert rented_rental.status == S.READY
+    assert rented_rental.status == RentalStatus.READY
     assert all(m.gone_at is None and m.status == "RUNNING" for m in rented_rental.members.all())
 
 
 def test_rows_of_other_clusters_are_ignored(rented_rental, fake_upstream) -> None:
     fake_upstream.pods = [pod(0), pod(1), pod(0, "CREATION_FAILED", cluster_id="cl-other", pod_id="x1")]
     sync(rented_rental)
-    assert rented_rental.status == S.READY
+    assert rented_rental.status == RentalStatus.READY
     assert set(rented_rental.members.values_list("pod_id", flat=True)) == {"p1", "p2"}
 
 
@@ -192,7 +192,7 @@ def test_an_ssh_line_not_of_the_documented_form_is_not_stored(rented_rental, fak
     sync(rented_rental)
     member = rented_rental.members.get(pod_id="p2")
     assert member.ssh_command == "" and member.status == "RUNNING"
-    assert rented_rental.status == S.RENTED, "a member without a usable SSH line is not ready"
+    assert rented_rental.status == RentalStatus.RENTED, "a member without a usable SSH line is not ready"
 
 
 @pytest.mark.parametrize("command", ["ssh root@198.51.100.7 -p 22001", "ssh ubuntu@node-1.example.com", "ssh a@h -p 1"])
@@ -244,10 +244,10 @@ def test_over_long_or_malformed_row_fields_are_dropped_to_fit_their_columns(rent
 
 
 def test_members_are_found_by_pod_id_when_the_cluster_id_is_not_known(make_rental, fake_upstream) -> None:
-    rental = make_rental(status=S.RENTED, cluster_id="", pod_ids=["p1", "p2"])
+    rental = make_rental(status=RentalStatus.RENTED, cluster_id="", pod_ids=["p1", "p2"])
     fake_upstream.pods = [pod(0, cluster_id="cl-late"), pod(1, cluster_id="cl-late"), pod(5, pod_id="other")]
     sync(rental)
-    assert rental.status == S.READY and rental.cluster_id == "cl-late"
+    assert rental.status == RentalStatus.READY and rental.cluster_id == "cl-late"
     assert set(rental.members.values_list("pod_id", flat=True)) == {"p1", "p2"}
 
 
@@ -256,7 +256,7 @@ def terminate(rental, fake_upstream) -> None:  # type: ignore[no-untyped-def]
     from rentals.removal import rental_delete_cluster
     from tests.rentals.fakes import answer
 
-    rental.__class__.objects.filter(pk=rental.pk).update(status=S.TERMINATING)
+    rental.__class__.objects.filter(pk=rental.pk).update(status=RentalStatus.TERMINATING)
     fake_upstream.script = [
         answer(
             200,
@@ -280,14 +280,14 @@ def test_a_terminating_cluster_is_terminated_once_its_pods_are_gone_in_two_listi
 
     fake_upstream.pods = [pod(0, "DELETING"), pod(1, "DELETING")]
     sync(rented_rental)
-    assert rented_rental.status == S.TERMINATING, "still being removed"
+    assert rented_rental.status == RentalStatus.TERMINATING, "still being removed"
 
     fake_upstream.pods = []
     sync(rented_rental)
-    assert rented_rental.status == S.TERMINATING, "one empty listing proves nothing"
+    assert rented_rental.status == RentalStatus.TERMINATING, "one empty listing proves nothing"
     clock.advance(seconds=3)
     sync(rented_rental)
-    assert rented_rental.status == S.TERMINATED
+    assert rented_rental.status == RentalStatus.TERMINATED
     assert all(m.gone_at is not None for m in rented_rental.members.all())
 
 
@@ -296,12 +296,12 @@ def test_an_empty_listing_never_terminates_a_cluster_whose_delete_was_not_accept
 ) -> None:
     fake_upstream.pods = [pod(0), pod(1)]
     sync(rented_rental)
-    rented_rental.__class__.objects.filter(pk=rented_rental.pk).update(status=S.TERMINATING)
+    rented_rental.__class__.objects.filter(pk=rented_rental.pk).update(status=RentalStatus.TERMINATING)
     fake_upstream.pods = []
     for _ in range(3):
         sync(rented_rental)
         clock.advance(seconds=5)
-    assert rented_rental.status == S.TERMINATING
+    assert rented_rental.status == RentalStatus.TERMINATING
 
 
 def test_a_terminating_cluster_without_known_members_waits_for_the_delete_to_say_so(
@@ -310,16 +310,16 @@ def test_a_terminating_cluster_without_known_members_waits_for_the_delete_to_say
     from rentals.removal import rental_delete_cluster
     from tests.rentals.fakes import error
 
-    rental = make_rental(status=S.TERMINATING, cluster_id="cl-1")
+    rental = make_rental(status=RentalStatus.TERMINATING, cluster_id="cl-1")
     fake_upstream.pods = []
     for _ in range(3):
         sync(rental)
         clock.advance(seconds=5)
-    assert rental.status == S.TERMINATING
+    assert rental.status == RentalStatus.TERMINATING
     fake_upstream.script = [error(404, "cluster_not_found", "Cluster cl-1 not found")]
     assert rental_delete_cluster(rental_id=rental.pk) == "gone"
     rental.refresh_from_db()
-    assert rental.status == S.TERMINATED
+    assert rental.status == RentalStatus.TERMINATED
 
 
 # --- one listing per interval per credential ----------------------------------------------------------------
@@ -344,8 +344,8 @@ def test_the_poller_lists_pods_at_most_once_per_interval_per_credential(
 
 
 def test_one_listing_serves_every_rental_of_the_credential(make_rental, fake_upstream, clock: Clock) -> None:
-    first = make_rental(pod_name="a", status=S.RENTED, cluster_id="cl-1")
-    second = make_rental(pod_name="b", executors=["exec-c", "exec-d"], status=S.RENTED, cluster_id="cl-2")
+    first = make_rental(pod_name="a", status=RentalStatus.RENTED, cluster_id="cl-1")
+    second = make_rental(pod_name="b", executors=["exec-c", "exec-d"], status=RentalStatus.RENTED, cluster_id="cl-2")
     fake_upstream.pods = [
         pod(0),
         pod(1),
@@ -356,11 +356,11 @@ def test_one_listing_serves_every_rental_of_the_credential(make_rental, fake_ups
     assert fake_upstream.pod_listings == 1
     first.refresh_from_db()
     second.refresh_from_db()
-    assert (first.status, second.status) == (S.READY, S.READY)
+    assert (first.status, second.status) == (RentalStatus.READY, RentalStatus.READY)
 
 
 def test_each_credential_has_its_own_interval(make_rental, alice, fake_upstream, clock: Clock) -> None:
-    first = make_rental(status=S.RENTED, cluster_id="cl-1")
+    first = make_rental(status=RentalStatus.RENTED, cluster_id="cl-1")
     other = UpstreamCredential(name="second", base_url="http://lium.invalid/api")
     other.set_secret("other-key")
     other.save()
@@ -374,7 +374,7 @@ def test_each_credential_has_its_own_interval(make_rental, alice, fake_upstream,
         order=RentOrder(fabric_id="fab-1", executor_ids=["exec-x", "exec-y"], pod_name="other", public_keys=[SSH_KEY]),
         customer_ref=None,
     )
-    second.__class__.objects.filter(pk=second.pk).update(status=S.RENTED, cluster_id="cl-9")
+    second.__class__.objects.filter(pk=second.pk).update(status=RentalStatus.RENTED, cluster_id="cl-9")
 
     assert members.credential_pods_sync(credential_id=first.credential_id) is not None
     assert members.credential_pods_sync(credential_id=other.pk) is not None
@@ -384,7 +384,7 @@ def test_each_credential_has_its_own_interval(make_rental, alice, fake_upstream,
 
 
 def test_no_listing_when_the_credential_has_nothing_to_track(make_rental, fake_upstream) -> None:
-    rental = make_rental(status=S.REFUSED)
+    rental = make_rental(status=RentalStatus.REFUSED)
     assert members.credential_pods_sync(credential_id=rental.credential_id) is None
     assert fake_upstream.pod_listings == 0
 
@@ -398,7 +398,7 @@ def test_a_failed_listing_changes_nothing(rented_rental, fake_upstream, monkeypa
     monkeypatch.setattr(fake_upstream, "handle", down)
     assert members.credential_pods_sync(credential_id=rented_rental.credential_id, force=True) == 0
     rented_rental.refresh_from_db()
-    assert rented_rental.status == S.RENTED and rented_rental.members.count() == 0
+    assert rented_rental.status == RentalStatus.RENTED and rented_rental.members.count() == 0
 
 
 def test_a_member_another_worker_stored_meanwhile_is_updated_not_inserted_twice(rented_rental, fake_upstream) -> None:

@@ -11,7 +11,7 @@ from django.core.exceptions import ValidationError
 from rentals import tasks
 from rentals.models import Heartbeat, RentalEvent, RentAttempt
 from rentals.services import rental_confirm_reconciliation, rental_reconcile
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream
 
 pytestmark = pytest.mark.django_db
@@ -29,7 +29,7 @@ def member(cluster_id: str, executor: str, *, name: str = "train-1") -> dict[str
 
 @pytest.fixture
 def unknown_rental(make_rental):  # type: ignore[no-untyped-def]
-    return make_rental(status=S.UNKNOWN, possibly_sent=True, attempt_count=3)
+    return make_rental(status=RentalStatus.UNKNOWN, possibly_sent=True, attempt_count=3)
 
 
 # --- reconcile -------------------------------------------------------------------------------------------------
@@ -48,7 +48,7 @@ def test_reconcile_finds_the_one_cluster_that_matches_the_order(unknown_rental, 
     event = unknown_rental.events.get(kind=RentalEvent.Kind.RECONCILE)
     assert event.data["result"] == "match" and event.data["cluster_ids"] == ["cl-1"]
     unknown_rental.refresh_from_db()
-    assert unknown_rental.status == S.UNKNOWN, "finding a match does not settle it: staff confirm"
+    assert unknown_rental.status == RentalStatus.UNKNOWN, "finding a match does not settle it: staff confirm"
 
 
 @pytest.mark.parametrize(
@@ -108,7 +108,7 @@ def test_confirming_a_reconciliation_requires_a_reason(unknown_rental, olga, rea
     with pytest.raises(ValidationError):
         rental_confirm_reconciliation(rental=unknown_rental, actor=olga, cluster_id="cl-1", reason=reason)
     unknown_rental.refresh_from_db()
-    assert unknown_rental.status == S.UNKNOWN
+    assert unknown_rental.status == RentalStatus.UNKNOWN
 
 
 def test_confirming_rented_records_the_cluster_and_starts_tracking(
@@ -119,8 +119,8 @@ def test_confirming_rented_records_the_cluster_and_starts_tracking(
             rental=unknown_rental, actor=olga, cluster_id="cl-1", reason="Found in /pods, ticket 42"
         )
     unknown_rental.refresh_from_db()
-    assert unknown_rental.status == S.RENTED and unknown_rental.cluster_id == "cl-1"
-    event = unknown_rental.events.get(to_status=S.RENTED)
+    assert unknown_rental.status == RentalStatus.RENTED and unknown_rental.cluster_id == "cl-1"
+    event = unknown_rental.events.get(to_status=RentalStatus.RENTED)
     assert event.kind == RentalEvent.Kind.STAFF_ACTION and event.actor == olga and "ticket 42" in event.message
     assert enqueued.of("credential_pods_sync") == [((unknown_rental.credential_id,), None)]
 
@@ -130,14 +130,14 @@ def test_confirming_not_rented_is_final(unknown_rental, olga) -> None:
         rental=unknown_rental, actor=olga, cluster_id=None, reason="No cluster in /pods after 24 h"
     )
     unknown_rental.refresh_from_db()
-    assert unknown_rental.status == S.NOT_RENTED and unknown_rental.is_final
+    assert unknown_rental.status == RentalStatus.NOT_RENTED and unknown_rental.is_final
 
 
 def test_confirming_a_rental_that_is_not_unknown_changes_nothing(make_rental, olga) -> None:
-    rental = make_rental(status=S.RETRYING)
+    rental = make_rental(status=RentalStatus.RETRYING)
     assert not rental_confirm_reconciliation(rental=rental, actor=olga, cluster_id="cl-1", reason="guess")
     rental.refresh_from_db()
-    assert rental.status == S.RETRYING
+    assert rental.status == RentalStatus.RETRYING
 
 
 # --- the sweeper -----------------------------------------------------------------------------------------------
@@ -149,21 +149,21 @@ def test_the_sweeper_re_enqueues_what_is_due_or_stuck_and_leaves_the_rest(
     now = clock.now
     due_retry = make_rental(
         pod_name="due",
-        status=S.RETRYING,
+        status=RentalStatus.RETRYING,
         first_sent_at=now - timedelta(minutes=5),
         next_attempt_at=now - timedelta(seconds=30),  # its own delayed message is long overdue: lost
         attempt_count=1,
     )
     just_due_retry = make_rental(
         pod_name="just-due",
-        status=S.RETRYING,
+        status=RentalStatus.RETRYING,
         first_sent_at=now - timedelta(minutes=5),
         next_attempt_at=now - timedelta(seconds=1),  # its delayed message is on its way
         attempt_count=1,
     )
     later_retry = make_rental(
         pod_name="later",
-        status=S.RETRYING,
+        status=RentalStatus.RETRYING,
         first_sent_at=now,
         next_attempt_at=now + timedelta(minutes=1),
         attempt_count=1,
@@ -173,10 +173,18 @@ def test_the_sweeper_re_enqueues_what_is_due_or_stuck_and_leaves_the_rest(
     clock.now = now
     fresh_queued = make_rental(pod_name="fresh")
     expired_lease = make_rental(
-        pod_name="expired", status=S.SENDING, attempt_count=1, first_sent_at=now, lease_until=now - timedelta(seconds=1)
+        pod_name="expired",
+        status=RentalStatus.SENDING,
+        attempt_count=1,
+        first_sent_at=now,
+        lease_until=now - timedelta(seconds=1),
     )
     live_lease = make_rental(
-        pod_name="live", status=S.SENDING, attempt_count=1, first_sent_at=now, lease_until=now + timedelta(seconds=30)
+        pod_name="live",
+        status=RentalStatus.SENDING,
+        attempt_count=1,
+        first_sent_at=now,
+        lease_until=now + timedelta(seconds=30),
     )
     enqueued.calls.clear()
 
@@ -194,13 +202,13 @@ def test_the_sweeper_re_enqueues_what_is_due_or_stuck_and_leaves_the_rest(
     assert again == {expired_lease.pk}, "what was just re-sent waits a full interval before another copy"
 
 
-@pytest.mark.parametrize(("possibly_sent", "settled_as"), [(True, S.UNKNOWN), (False, S.FAILED)])
+@pytest.mark.parametrize(("possibly_sent", "settled_as"), [(True, RentalStatus.UNKNOWN), (False, RentalStatus.FAILED)])
 def test_the_sweeper_settles_a_retrying_rental_whose_window_closed(
     make_rental, enqueued: Enqueued, clock: Clock, possibly_sent: bool, settled_as: str
 ) -> None:
     started = clock.now - timedelta(hours=2, seconds=1)  # the window is 2 h here
     rental = make_rental(
-        status=S.RETRYING,
+        status=RentalStatus.RETRYING,
         attempt_count=2,
         first_sent_at=started,
         next_attempt_at=started + timedelta(minutes=30),
@@ -218,7 +226,7 @@ def test_the_sweeper_settles_a_dead_workers_rental_past_the_window_instead_of_re
 ) -> None:
     started = clock.now - timedelta(hours=3)
     rental = make_rental(
-        status=S.SENDING,
+        status=RentalStatus.SENDING,
         attempt_count=2,
         first_sent_at=started,
         last_sent_at=started,
@@ -228,7 +236,7 @@ def test_the_sweeper_settles_a_dead_workers_rental_past_the_window_instead_of_re
     enqueued.calls.clear()
     assert tasks.rentals_sweep()["settled"] == 1
     rental.refresh_from_db()
-    assert rental.status == S.UNKNOWN
+    assert rental.status == RentalStatus.UNKNOWN
     assert list(RentAttempt.objects.filter(rental=rental).values_list("number", "classification")) == [
         (2, "inconclusive")
     ]
@@ -236,9 +244,9 @@ def test_the_sweeper_settles_a_dead_workers_rental_past_the_window_instead_of_re
 
 
 def test_the_sweeper_starts_one_pod_poller_per_tracked_credential(make_rental, enqueued: Enqueued) -> None:
-    first = make_rental(pod_name="a", status=S.RENTED, cluster_id="cl-1")
-    make_rental(pod_name="b", executors=["exec-c", "exec-d"], status=S.READY, cluster_id="cl-2")
-    make_rental(pod_name="c", executors=["exec-e", "exec-f"], status=S.REFUSED)
+    first = make_rental(pod_name="a", status=RentalStatus.RENTED, cluster_id="cl-1")
+    make_rental(pod_name="b", executors=["exec-c", "exec-d"], status=RentalStatus.READY, cluster_id="cl-2")
+    make_rental(pod_name="c", executors=["exec-e", "exec-f"], status=RentalStatus.REFUSED)
     enqueued.calls.clear()
     tasks.rentals_sweep()
     assert enqueued.of("credential_pods_sync") == [((first.credential_id,), None)]
@@ -248,9 +256,9 @@ def test_the_sweeper_retries_the_delete_of_a_rental_stuck_terminating(
     make_rental, enqueued: Enqueued, clock: Clock
 ) -> None:
     clock.now -= timedelta(minutes=2)
-    stuck = make_rental(pod_name="old", status=S.TERMINATING, cluster_id="cl-1")
+    stuck = make_rental(pod_name="old", status=RentalStatus.TERMINATING, cluster_id="cl-1")
     clock.advance(minutes=2)
-    make_rental(pod_name="new", executors=["exec-c", "exec-d"], status=S.TERMINATING, cluster_id="cl-2")
+    make_rental(pod_name="new", executors=["exec-c", "exec-d"], status=RentalStatus.TERMINATING, cluster_id="cl-2")
     enqueued.calls.clear()
     tasks.rentals_sweep()
     assert enqueued.of("rental_delete_cluster") == [((stuck.pk,), None)]

@@ -13,8 +13,7 @@ from django.core.exceptions import ValidationError
 from ops import services as ops_services
 from rentals import engine, tasks
 from rentals.models import Rental, RentalEvent, RentAttempt
-from rentals.states import RentalStatus as S
-from rentals.states import can_transition
+from rentals.states import RentalStatus, can_transition
 from rentals.transitions import rental_transition
 from rentals.upstream import Classification as C
 from tests.rentals.fakes import Clock, FakeUpstream, rented
@@ -40,12 +39,12 @@ def test_an_operator_replay_of_an_unknown_rental_is_refused_without_the_promise(
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [httpx.ReadTimeout("read timed out"), rented()]
-    assert send(rental, django_capture_on_commit_callbacks) == S.UNKNOWN
+    assert send(rental, django_capture_on_commit_callbacks) == RentalStatus.UNKNOWN
 
     with pytest.raises(ValidationError, match="does not promise idempotency"):
         ops_services.ops_retry_now(rental=rental, actor=olga, reason="customer is waiting")
     rental.refresh_from_db()
-    assert rental.status == S.UNKNOWN
+    assert rental.status == RentalStatus.UNKNOWN
     assert len(fake_upstream.rent_requests) == 1, "the same key was not sent a second time"
 
 
@@ -54,15 +53,18 @@ def test_a_replay_that_reaches_a_worker_anyway_is_not_sent_without_the_promise(
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [httpx.ReadTimeout("read timed out"), rented()]
-    assert send(rental, django_capture_on_commit_callbacks) == S.UNKNOWN
+    assert send(rental, django_capture_on_commit_callbacks) == RentalStatus.UNKNOWN
     # Any path that makes it due again (an older page, the admin, a script) still meets the claim's guard.
     rental_transition(
-        rental_id=rental.pk, from_status=S.UNKNOWN, to_status=S.RETRYING, next_attempt_at=rental.updated_at
+        rental_id=rental.pk,
+        from_status=RentalStatus.UNKNOWN,
+        to_status=RentalStatus.RETRYING,
+        next_attempt_at=rental.updated_at,
     )
-    assert send(rental, django_capture_on_commit_callbacks) == S.UNKNOWN
+    assert send(rental, django_capture_on_commit_callbacks) == RentalStatus.UNKNOWN
     assert len(fake_upstream.rent_requests) == 1
-    assert rental.status == S.UNKNOWN and rental.attempt_count == 1
-    assert "does not promise idempotency" in rental.events.filter(to_status=S.UNKNOWN).last().message
+    assert rental.status == RentalStatus.UNKNOWN and rental.attempt_count == 1
+    assert "does not promise idempotency" in rental.events.filter(to_status=RentalStatus.UNKNOWN).last().message
 
 
 def test_a_lease_takeover_does_not_resend_without_the_promise(
@@ -72,35 +74,43 @@ def test_a_lease_takeover_does_not_resend_without_the_promise(
     assert engine.rental_claim(rental_id=rental.pk) is not None  # this worker dies mid-call
     clock.advance(seconds=61)
 
-    assert send(rental, django_capture_on_commit_callbacks) == S.UNKNOWN
+    assert send(rental, django_capture_on_commit_callbacks) == RentalStatus.UNKNOWN
     assert fake_upstream.rent_requests == []
-    assert rental.status == S.UNKNOWN and rental.possibly_sent and rental.lease_token is None
+    assert rental.status == RentalStatus.UNKNOWN and rental.possibly_sent and rental.lease_token is None
     lost = RentAttempt.objects.get(rental=rental)
     assert (lost.number, lost.classification) == (1, C.INCONCLUSIVE)
-    event = rental.events.filter(to_status=S.UNKNOWN).get()
-    assert event.from_status == S.SENDING and "does not promise idempotency" in event.message
+    event = rental.events.filter(to_status=RentalStatus.UNKNOWN).get()
+    assert event.from_status == RentalStatus.SENDING and "does not promise idempotency" in event.message
 
 
 def test_a_retry_of_a_possibly_sent_order_is_not_sent_once_the_promise_is_gone(
     make_rental, fake_upstream: FakeUpstream, clock: Clock, no_promise
 ) -> None:
     rental = make_rental(
-        status=S.RETRYING, attempt_count=1, first_sent_at=clock.now, next_attempt_at=clock.now, possibly_sent=True
+        status=RentalStatus.RETRYING,
+        attempt_count=1,
+        first_sent_at=clock.now,
+        next_attempt_at=clock.now,
+        possibly_sent=True,
     )
     assert engine.rental_claim(rental_id=rental.pk) is None
     assert engine.rental_attempt(rental_id=rental.pk) is None, "already settled by the claim"
     rental.refresh_from_db()
-    assert rental.status == S.UNKNOWN and fake_upstream.rent_requests == []
+    assert rental.status == RentalStatus.UNKNOWN and fake_upstream.rent_requests == []
 
 
 def test_a_retry_of_an_order_that_never_reached_lium_is_sent_without_the_promise(
     make_rental, fake_upstream: FakeUpstream, clock: Clock, no_promise, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental(
-        status=S.RETRYING, attempt_count=1, first_sent_at=clock.now, next_attempt_at=clock.now, possibly_sent=False
+        status=RentalStatus.RETRYING,
+        attempt_count=1,
+        first_sent_at=clock.now,
+        next_attempt_at=clock.now,
+        possibly_sent=False,
     )
     fake_upstream.script = [rented()]
-    assert send(rental, django_capture_on_commit_callbacks) == S.RENTED
+    assert send(rental, django_capture_on_commit_callbacks) == RentalStatus.RENTED
     assert len(fake_upstream.rent_requests) == 1
 
 
@@ -110,8 +120,10 @@ def test_a_lease_takeover_with_the_promise_is_a_listed_sending_to_sending_transi
     clock.advance(seconds=61)
     claim = engine.rental_claim(rental_id=rental.pk)
     assert dead is not None and claim is not None and claim.number == 2
-    assert can_transition(S.SENDING, S.SENDING), "the takeover is a listed transition"
-    takeover = RentalEvent.objects.filter(rental=rental, from_status=S.SENDING, to_status=S.SENDING).get()
+    assert can_transition(RentalStatus.SENDING, RentalStatus.SENDING), "the takeover is a listed transition"
+    takeover = RentalEvent.objects.filter(
+        rental=rental, from_status=RentalStatus.SENDING, to_status=RentalStatus.SENDING
+    ).get()
     assert "Attempt 2" in takeover.message
     assert Rental.objects.get(pk=rental.pk).version == claim.rental.version
 
@@ -122,5 +134,5 @@ def test_the_attempt_returns_unknown_when_its_claim_settles_a_takeover(
     rental = make_rental()
     engine.rental_claim(rental_id=rental.pk)
     clock.advance(seconds=61)
-    assert engine.rental_attempt(rental_id=rental.pk) == S.UNKNOWN
+    assert engine.rental_attempt(rental_id=rental.pk) == RentalStatus.UNKNOWN
     assert fake_upstream.rent_requests == []

@@ -7,53 +7,61 @@ import itertools
 import pytest
 
 from rentals.models import Rental, RentalEvent
-from rentals.states import TRANSITIONS, can_transition
-from rentals.states import RentalStatus as S
+from rentals.states import TRANSITIONS, RentalStatus, can_transition
 from rentals.transitions import IllegalTransition, rental_transition
 
 pytestmark = pytest.mark.django_db
 
-ALL_PAIRS = list(itertools.product(S.values, S.values))
+ALL_PAIRS = list(itertools.product(RentalStatus.values, RentalStatus.values))
 ALLOWED = {(a, b) for a, b in ALL_PAIRS if can_transition(a, b)}
 
 # The design's state diagram, written out independently of `TRANSITIONS`, so a change there is noticed.
 EXPECTED_ALLOWED = {
-    (S.QUEUED, S.SENDING),
-    (S.QUEUED, S.CANCELLED),
-    (S.SENDING, S.RENTED),
-    (S.SENDING, S.REFUSED),
-    (S.SENDING, S.SENDING),  # a worker takes over the expired lease of one that died
-    (S.SENDING, S.RETRYING),
-    (S.SENDING, S.UNKNOWN),
-    (S.SENDING, S.FAILED),
-    (S.RETRYING, S.SENDING),
-    (S.RETRYING, S.UNKNOWN),
-    (S.RETRYING, S.FAILED),
-    (S.RENTED, S.READY),
-    (S.RENTED, S.DEGRADED),
-    (S.RENTED, S.TERMINATING),
-    (S.READY, S.DEGRADED),
-    (S.READY, S.TERMINATING),
-    (S.DEGRADED, S.READY),
-    (S.DEGRADED, S.TERMINATING),
-    (S.UNKNOWN, S.SENDING),
-    (S.UNKNOWN, S.RETRYING),  # an operator replays the stored order (same key) inside the window
-    (S.UNKNOWN, S.RENTED),
-    (S.UNKNOWN, S.NOT_RENTED),
-    (S.TERMINATING, S.TERMINATED),
-    (S.TERMINATING, S.READY),
-    (S.TERMINATING, S.DEGRADED),
+    (RentalStatus.QUEUED, RentalStatus.SENDING),
+    (RentalStatus.QUEUED, RentalStatus.CANCELLED),
+    (RentalStatus.SENDING, RentalStatus.RENTED),
+    (RentalStatus.SENDING, RentalStatus.REFUSED),
+    (RentalStatus.SENDING, RentalStatus.SENDING),  # a worker takes over the expired lease of one that died
+    (RentalStatus.SENDING, RentalStatus.RETRYING),
+    (RentalStatus.SENDING, RentalStatus.UNKNOWN),
+    (RentalStatus.SENDING, RentalStatus.FAILED),
+    (RentalStatus.RETRYING, RentalStatus.SENDING),
+    (RentalStatus.RETRYING, RentalStatus.UNKNOWN),
+    (RentalStatus.RETRYING, RentalStatus.FAILED),
+    (RentalStatus.RENTED, RentalStatus.READY),
+    (RentalStatus.RENTED, RentalStatus.DEGRADED),
+    (RentalStatus.RENTED, RentalStatus.TERMINATING),
+    (RentalStatus.READY, RentalStatus.DEGRADED),
+    (RentalStatus.READY, RentalStatus.TERMINATING),
+    (RentalStatus.DEGRADED, RentalStatus.READY),
+    (RentalStatus.DEGRADED, RentalStatus.TERMINATING),
+    (RentalStatus.UNKNOWN, RentalStatus.SENDING),
+    (RentalStatus.UNKNOWN, RentalStatus.RETRYING),  # an operator replays the stored order (same key) inside the window
+    (RentalStatus.UNKNOWN, RentalStatus.RENTED),
+    (RentalStatus.UNKNOWN, RentalStatus.NOT_RENTED),
+    (RentalStatus.TERMINATING, RentalStatus.TERMINATED),
+    (RentalStatus.TERMINATING, RentalStatus.READY),
+    (RentalStatus.TERMINATING, RentalStatus.DEGRADED),
 }
 
 
 def test_the_transition_table_is_the_designed_state_machine() -> None:
     assert ALLOWED == EXPECTED_ALLOWED
-    assert set(TRANSITIONS) == set(S.values), "every state has an entry"
+    assert set(TRANSITIONS) == set(RentalStatus.values), "every state has an entry"
 
 
-@pytest.mark.parametrize("final", [S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED, S.TERMINATED])
+@pytest.mark.parametrize(
+    "final",
+    [
+        RentalStatus.REFUSED,
+        RentalStatus.FAILED,
+        RentalStatus.NOT_RENTED,
+        RentalStatus.CANCELLED,
+        RentalStatus.TERMINATED,
+    ],
+)
 def test_final_states_lead_nowhere(final: str) -> None:
-    assert not any(can_transition(final, to) for to in S.values)
+    assert not any(can_transition(final, to) for to in RentalStatus.values)
 
 
 @pytest.mark.parametrize(("from_status", "to_status"), sorted(ALLOWED))
@@ -78,20 +86,27 @@ def test_an_illegal_transition_raises_and_changes_nothing(make_rental, from_stat
 
 
 def test_a_transition_from_a_state_the_row_is_no_longer_in_does_nothing(make_rental) -> None:
-    rental = make_rental(status=S.RETRYING)
+    rental = make_rental(status=RentalStatus.RETRYING)
     # Another worker already took it: this caller's idea of the state is stale.
-    assert rental_transition(rental_id=rental.pk, from_status=S.QUEUED, to_status=S.CANCELLED) is False
+    assert (
+        rental_transition(rental_id=rental.pk, from_status=RentalStatus.QUEUED, to_status=RentalStatus.CANCELLED)
+        is False
+    )
     rental.refresh_from_db()
-    assert rental.status == S.RETRYING
-    assert not rental.events.filter(to_status=S.CANCELLED).exists()
+    assert rental.status == RentalStatus.RETRYING
+    assert not rental.events.filter(to_status=RentalStatus.CANCELLED).exists()
 
 
 def test_only_the_lease_holder_settles_a_sending_rental(make_rental) -> None:
     import uuid
 
     holder, stranger = uuid.uuid4(), uuid.uuid4()
-    rental = make_rental(status=S.SENDING, lease_token=holder)
-    assert not rental_transition(rental_id=rental.pk, from_status=S.SENDING, to_status=S.RENTED, expect_lease=stranger)
-    assert Rental.objects.get(pk=rental.pk).status == S.SENDING
-    assert rental_transition(rental_id=rental.pk, from_status=S.SENDING, to_status=S.RENTED, expect_lease=holder)
-    assert Rental.objects.get(pk=rental.pk).status == S.RENTED
+    rental = make_rental(status=RentalStatus.SENDING, lease_token=holder)
+    assert not rental_transition(
+        rental_id=rental.pk, from_status=RentalStatus.SENDING, to_status=RentalStatus.RENTED, expect_lease=stranger
+    )
+    assert Rental.objects.get(pk=rental.pk).status == RentalStatus.SENDING
+    assert rental_transition(
+        rental_id=rental.pk, from_status=RentalStatus.SENDING, to_status=RentalStatus.RENTED, expect_lease=holder
+    )
+    assert Rental.objects.get(pk=rental.pk).status == RentalStatus.RENTED

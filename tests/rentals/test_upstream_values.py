@@ -12,7 +12,7 @@ import pytest
 from rentals import upstream
 from rentals.models import RentalEvent
 from rentals.removal import rental_delete_cluster
-from rentals.states import RentalStatus as S
+from rentals.states import RentalStatus
 from tests.rentals.fakes import BASE_URL, FakeUpstream, answer
 
 
@@ -166,7 +166,7 @@ def test_a_delete_answer_without_usable_rows_is_an_error_never_a_removal(body: A
 
 @pytest.fixture
 def terminating(make_rental):  # type: ignore[no-untyped-def]
-    return make_rental(status=S.TERMINATING, cluster_id="cl-1", pod_ids=["p1", "p2"], possibly_sent=True)
+    return make_rental(status=RentalStatus.TERMINATING, cluster_id="cl-1", pod_ids=["p1", "p2"], possibly_sent=True)
 
 
 @pytest.mark.django_db
@@ -174,7 +174,7 @@ def test_a_200_delete_without_rows_is_retried_and_not_recorded_as_accepted(termi
     fake_upstream.script = [answer(200, {"success": True, "pods": []})]
     assert rental_delete_cluster(rental_id=terminating.pk) == "retry"
     terminating.refresh_from_db()
-    assert terminating.status == S.TERMINATING
+    assert terminating.status == RentalStatus.TERMINATING
     assert not terminating.events.filter(data__delete_accepted=True).exists()
 
 
