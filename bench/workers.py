@@ -31,10 +31,9 @@ class MeasuredWorker:
         self.count += 1
         log_name = f"worker-{self.count}.log"
         # Processes, as these phases were measured before the queues split (the burst phase runs the Procfile's).
-        args = celery_worker_args(
-            concurrency=concurrency, beat_schedule=self.procs.run_dir / f"beat-{self.count}", pool="prefork"
-        )
-        self.process = self.procs.start(args, log_name=log_name, env=self.env)
+        # `--pool=prefork` would mean "the configured pool" to Celery, so the setting says prefork.
+        args = celery_worker_args(concurrency=concurrency, beat_schedule=self.procs.run_dir / f"beat-{self.count}")
+        self.process = self.procs.start(args, log_name=log_name, env={**self.env, "CELERY_WORKER_POOL": "prefork"})
         wait_for_log_line(self.procs.run_dir / log_name, " ready.", process=self.process, timeout=60)
 
     def sample_memory(self) -> None:

@@ -91,6 +91,11 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # prefetch 1 a worker would finish one task per process every 2 s.
 CELERY_WORKER_PREFETCH_MULTIPLIER = 16 if CELERY_BROKER_URL.startswith("filesystem://") else 1
 CELERY_TASK_IGNORE_RESULT = True
+# Threads: a rent call waits on Lium, so one process holds many calls in flight. Celery's threads pool plus a
+# wake-up of the worker's event loop when a task finishes (without it a Redis worker whose prefetch window was
+# full waited up to 10 s per message); see common/celery_pool.py. Set here because `--pool` takes only
+# Celery's own pool names: the worker command lines give no `--pool`.
+CELERY_WORKER_POOL = env.str("CELERY_WORKER_POOL", "common.celery_pool:TaskPool")
 # Three queues, each with its own workers (Procfile, docker-compose.yml): a flood of rent calls never delays
 # pod tracking or the sweeper. Routed by task name, so `send_task` (rentals.enqueue) is routed too. Anything
 # unnamed goes to housekeeping, whose worker also drains `celery`, the queue of releases before the split.

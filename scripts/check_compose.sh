@@ -101,12 +101,13 @@ for name in ("web", *sorted(workers), "beat"):
 beat = services.get("beat", {})
 if int((beat.get("deploy") or {}).get("replicas", 1)) != 1 or int(beat.get("scale", 1)) != 1:
     errors.append("beat: must run exactly one instance")
-# One worker per queue, each on the threads pool; only the beat service runs beat.
+# One worker per queue, each on the configured pool (CELERY_WORKER_POOL: threads that wake the event loop); only
+# the beat service runs beat.
 for name, queue in (("worker-rent", "rent"), ("worker-tracking", "tracking"), ("worker-housekeeping", "housekeeping")):
     command = services.get(name, {}).get("command", "")
     command = " ".join(command) if isinstance(command, list) else command
-    if f"-Q {queue}" not in command or "--pool=threads" not in command or "--beat" in command:
-        errors.append(f"{name}: must consume the {queue} queue on the threads pool, without beat")
+    if f"-Q {queue}" not in command or "--pool" in command or "--beat" in command:
+        errors.append(f"{name}: must consume the {queue} queue on the configured pool (no --pool), without beat")
 env = services.get("web", {}).get("environment", {})
 if env.get("DASHBOARD_ENV") != "production":
     errors.append("web: DASHBOARD_ENV must be production")

@@ -238,7 +238,7 @@ def celery_worker_args(
     beat_schedule: Path | None = None,
     hostname: str = "",
     queues: str = ALL_QUEUES,
-    pool: str = "threads",
+    pool: str | None = None,
 ) -> list[str]:
     """Return the command line of one `celery worker` of the dashboard (with beat when given a schedule)."""
     args = [
@@ -250,12 +250,13 @@ def celery_worker_args(
         "worker",
         "--loglevel=INFO",
         f"--queues={queues}",
-        f"--pool={pool}",
         f"--concurrency={concurrency}",
         "--without-gossip",
         "--without-mingle",
         "--without-heartbeat",
     ]
+    if pool is not None:  # only Celery's own pool names; the default is the settings' CELERY_WORKER_POOL
+        args.append(f"--pool={pool}")
     if hostname:
         args.append(f"--hostname={hostname}")
     if beat_schedule is not None:

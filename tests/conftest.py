@@ -198,7 +198,6 @@ def start_worker(
         "worker",
         "--loglevel=INFO",
         f"--queues={queues}",
-        "--pool=threads",
         f"--concurrency={concurrency}",
         "--without-gossip",
         "--without-mingle",

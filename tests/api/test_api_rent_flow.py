@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 import pytest
@@ -10,12 +9,7 @@ import pytest
 from rentals.models import Rental
 from tests.conftest import SSH_KEY, Simulator
 
-# Known open defect (see the README's "Known defects"): on PostgreSQL + Redis the pod poller's transitions made in a
-# worker thread are seen late or not at all, so end-to-end flows that wait for `ready` may time out there.
-KNOWN_POSTGRES_DEFECT = pytest.mark.xfail(
-    "postgres" in os.environ.get("DATABASE_URL", ""), reason="open PostgreSQL pod-poller defect", strict=False
-)
-pytestmark = [KNOWN_POSTGRES_DEFECT, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def wait_for_status(client, rental_id: str, statuses: set[str], timeout: float = 45.0) -> dict:  # type: ignore[no-untyped-def]

@@ -46,12 +46,6 @@ def submit_order(page: Page, pod_name: str) -> None:
     page.wait_for_url(RENTAL_URL)
 
 
-@pytest.mark.xfail(
-    "postgres" in os.environ.get("DATABASE_URL", ""),
-    reason="Known defect, open: on PostgreSQL + Redis a transition made by the pod poller in a worker thread "
-    "(ready, terminated) is seen late or not at all by the outbox delivery and the page (passes on SQLite)",
-    strict=False,
-)
 def test_alice_rents_watches_copies_and_terminates(
     simulator: Simulator, celery_worker_process, alice, log_in, page: Page, shot: Shot
 ) -> None:

@@ -14,12 +14,7 @@ import pytest
 
 from tests.conftest import SSH_KEY, Simulator, _worker_database_url, free_port, start_gunicorn, stop_process
 
-# Known open defect (see the README's "Known defects"): on PostgreSQL + Redis the pod poller's transitions made in a
-# worker thread are seen late or not at all, so end-to-end flows that wait for `ready` may time out there.
-KNOWN_POSTGRES_DEFECT = pytest.mark.xfail(
-    "postgres" in os.environ.get("DATABASE_URL", ""), reason="open PostgreSQL pod-poller defect", strict=False
-)
-pytestmark = [KNOWN_POSTGRES_DEFECT, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

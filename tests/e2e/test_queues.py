@@ -105,7 +105,37 @@ def test_the_procfile_starts_one_worker_per_queue_with_the_threads_pool() -> Non
         "worker-tracking": "tracking",
         "worker-housekeeping": "housekeeping,celery",
     }
-    assert all("--pool=threads" in args for args in workers.values())
+    # No --pool: Celery's option takes only its own pool names, and the settings choose ours (common.celery_pool).
+    assert not any(arg.startswith(("--pool", "-P")) for args in workers.values() for arg in args)
     assert [name for name, args in workers.items() if "--beat" in args] == ["worker-housekeeping"]
     rent = workers["worker-rent"]
     assert int(next(a for a in rent if a.startswith("--concurrency=")).split("=")[1]) >= 200  # a burst of 200 at once
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(
+    settings.CELERY_BROKER_URL.startswith("filesystem://"),
+    reason="the stall is in Celery's event loop, which only brokers like Redis use (run `make test` with Redis up)",
+)
+def test_a_worker_with_every_thread_busy_takes_the_next_message_as_soon_as_one_finishes(
+    transactional_db: None, tmp_path: Path
+) -> None:
+    # One thread and prefetch 1: every message waits for the one before it to finish. With Celery's stock
+    # threads pool the worker then noticed the free slot only at its event loop's next timer (up to 10 s each).
+    _purge_broker()
+    log = tmp_path / "worker.log"
+    worker = start_worker(queues="housekeeping", concurrency=1, beat=False, log_path=log)
+    try:
+        deadline = time.monotonic() + 60
+        while " ready." not in (log.read_text(errors="replace") if log.exists() else ""):
+            assert time.monotonic() < deadline and worker.poll() is None, "the worker did not start"
+            time.sleep(0.2)
+        for _ in range(6):
+            current_app.send_task("rentals.tasks.rentals_sweep")
+        deadline = time.monotonic() + 10  # six sweeps of a few ms each; stalled, they took 30 s or more
+        while log.read_text(errors="replace").count("] succeeded in") < 6 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        text = log.read_text(errors="replace")
+        assert text.count("] succeeded in") == 6, text[-2000:]
+    finally:
+        stop_process(worker)

@@ -3,7 +3,6 @@ over HTTP → back to the page through the polled fragment."""
 
 from __future__ import annotations
 
-import os
 import re
 import time
 
@@ -14,12 +13,7 @@ from rentals.models import Rental
 from tests.conftest import SSH_KEY, Simulator
 from tests.matching import must_search
 
-# Known open defect (see the README's "Known defects"): on PostgreSQL + Redis the pod poller's transitions made in a
-# worker thread are seen late or not at all, so end-to-end flows that wait for `ready` may time out there.
-KNOWN_POSTGRES_DEFECT = pytest.mark.xfail(
-    "postgres" in os.environ.get("DATABASE_URL", ""), reason="open PostgreSQL pod-poller defect", strict=False
-)
-pytestmark = [KNOWN_POSTGRES_DEFECT, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
 def cheapest_pair_form(client: Client, fabric_id: str) -> dict[str, object]:

@@ -4,7 +4,6 @@ a redelivery keeps the webhook-id; bob's endpoint receives nothing about alice's
 
 from __future__ import annotations
 
-import os
 import time
 
 import httpx
@@ -27,12 +26,6 @@ def wait_for(condition, what: str, timeout: float = 90.0):  # type: ignore[no-un
     raise AssertionError(f"never happened: {what} (last: {found!r})")
 
 
-@pytest.mark.xfail(
-    "postgres" in os.environ.get("DATABASE_URL", ""),
-    reason="Known defect, open: on PostgreSQL + Redis a transition made by the pod poller in a worker thread "
-    "(ready, terminated) is seen late or not at all by the outbox delivery and the page (passes on SQLite)",
-    strict=False,
-)
 def test_alices_webhook_receives_rented_and_ready_signed_and_bobs_nothing(
     simulator: Simulator, celery_worker_process, alice, bob, receiver, live_server, settings
 ) -> None:
