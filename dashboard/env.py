@@ -30,8 +30,11 @@ PRODUCTION = DASHBOARD_ENV == "production"
 
 
 def env_list(name: str, default: str = "") -> list[str]:
-    """Read a comma-separated variable, ignoring blanks around and between the items."""
-    return [item.strip() for item in env.list(name, default) if item.strip()]
+    """Read a comma-separated variable, ignoring blanks around and between the items.
+
+    The default is a string in the same form (environs would take a string default as a list of characters).
+    """
+    return [item.strip() for item in env.list(name, default.split(",")) if item.strip()]
 
 
 def required_in_production(name: str, development_default: str) -> str:

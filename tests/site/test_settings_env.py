@@ -59,3 +59,28 @@ def test_a_bad_value_stops_the_start_with_a_message_naming_the_variable(name: st
     assert result.returncode != 0
     last_line = result.stderr.strip().splitlines()[-1]
     assert f'Environment variable "{name}" invalid' in last_line and expects in last_line
+
+
+def settings_in_a_fresh_process(expression: str, **environ: str) -> str:
+    """Evaluate `expression` on dashboard.settings in a process whose environment is this one's plus `environ`,
+    without the variables a test run sets (as `make run` starts it on a fresh machine)."""
+    env = {k: v for k, v in os.environ.items() if k not in {"ALLOWED_HOSTS", "CSRF_TRUSTED_ORIGINS", "DASHBOARD_ENV"}}
+    result = subprocess.run(
+        [sys.executable, "-c", f"from dashboard import settings as s; print({expression})"],
+        cwd=ROOT,
+        env={**env, **environ},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    return result.stdout.strip()
+
+
+def test_make_run_serves_the_local_addresses_without_any_configuration() -> None:
+    assert settings_in_a_fresh_process("s.ALLOWED_HOSTS") == "['127.0.0.1', 'localhost', 'testserver']"
+
+
+def test_a_list_variable_is_read_item_by_item() -> None:
+    hosts = settings_in_a_fresh_process("s.ALLOWED_HOSTS", ALLOWED_HOSTS=" dash.example.com , ,10.0.0.5")
+    assert hosts == "['dash.example.com', '10.0.0.5']"
