@@ -77,44 +77,58 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
     refusal = retry_refusal(rental, now)
     if refusal:
         raise ValidationError(refusal)
-    if rental.status == RentalStatus.RETRYING:
-        with transaction.atomic():
-            moved = rental_touch(rental_id=rental.pk, in_status=RentalStatus.RETRYING, next_attempt_at=now)
-            if moved:
-                staff_action_record(
-                    rental_id=rental.pk,
-                    actor=actor,
-                    action="retry_now",
-                    reason=reason,
-                    message=f"Retry now (same key, same bytes). {reason}",
-                )
-    else:
-        try:
-            moved = rental_transition(
-                rental_id=rental.pk,
-                from_status=RentalStatus.UNKNOWN,
-                to_status=RentalStatus.RETRYING,
-                **staff_action_event(
-                    actor=actor,
-                    action="retry_now",
-                    reason=reason,
-                    message=f"Replay the stored order now (same key, same bytes). {reason}",
-                ),
-                next_attempt_at=now,
-                # An outcome-unknown order may have reached Lium: the claim re-checks the idempotency promise.
-                possibly_sent=True,
-                # Let the engine keep retrying up to the hard limit (first send + 23 h) for this replay.
-                retry_until=rental.first_sent_at + MAX_RETRY_WINDOW if rental.first_sent_at else None,
-            )
-        except IllegalTransition as exc:
-            raise ValidationError(
-                "Replaying an outcome-unknown rental is not enabled yet: the state machine does not allow "
-                "unknown → retrying. Reconcile instead."
-            ) from exc
-    if not moved:
-        raise ValidationError("The rental changed meanwhile; look at its state again.")
-    transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
+    with transaction.atomic():
+        if rental.status == RentalStatus.RETRYING:
+            moved = _retry_due_now(rental=rental, actor=actor, reason=reason, now=now)
+        else:
+            moved = _replay_unknown(rental=rental, actor=actor, reason=reason, now=now)
+        if not moved:
+            raise ValidationError("The rental changed meanwhile; look at its state again.")
+        # Read under the lock the update above holds: the send is for the next attempt, the very turn the
+        # retry's own delayed message waits for, so whichever comes second finds it taken and does nothing.
+        turn = Rental.objects.values_list("attempt_count", flat=True).get(pk=rental.pk) + 1
+        transaction.on_commit(lambda: enqueue_rental_send(rental.pk, turn=turn))
     return "Sending the stored order again with the same key."
+
+
+def _retry_due_now(*, rental: Rental, actor: User, reason: str, now: datetime) -> bool:
+    """Make a retrying rental due now, recorded as a staff action; return whether it was still retrying."""
+    moved = rental_touch(rental_id=rental.pk, in_status=RentalStatus.RETRYING, next_attempt_at=now)
+    if moved:
+        staff_action_record(
+            rental_id=rental.pk,
+            actor=actor,
+            action="retry_now",
+            reason=reason,
+            message=f"Retry now (same key, same bytes). {reason}",
+        )
+    return moved
+
+
+def _replay_unknown(*, rental: Rental, actor: User, reason: str, now: datetime) -> bool:
+    """Move an outcome-unknown rental back to retrying, due now; return whether it was still unknown."""
+    try:
+        return rental_transition(
+            rental_id=rental.pk,
+            from_status=RentalStatus.UNKNOWN,
+            to_status=RentalStatus.RETRYING,
+            **staff_action_event(
+                actor=actor,
+                action="retry_now",
+                reason=reason,
+                message=f"Replay the stored order now (same key, same bytes). {reason}",
+            ),
+            next_attempt_at=now,
+            # An outcome-unknown order may have reached Lium: the claim re-checks the idempotency promise.
+            possibly_sent=True,
+            # Let the engine keep retrying up to the hard limit (first send + 23 h) for this replay.
+            retry_until=rental.first_sent_at + MAX_RETRY_WINDOW if rental.first_sent_at else None,
+        )
+    except IllegalTransition as exc:
+        raise ValidationError(
+            "Replaying an outcome-unknown rental is not enabled yet: the state machine does not allow "
+            "unknown → retrying. Reconcile instead."
+        ) from exc
 
 
 # What an operator's look at a rented rental whose members never appeared found.

@@ -7,6 +7,8 @@ classification (see `rentals.upstream.classify_rent`) decides the next state, an
 after a possibly-sent attempt the rental becomes `unknown`, never `failed`. Never re-send blind: the claim,
 which every send goes through (a retry, an operator's replay, a lease takeover), sends an order that may
 already have reached Lium only to a backend that promises idempotency; otherwise it settles `unknown`.
+One live retry chain: a message scheduled for a turn (an attempt number) claims only that turn, so once any
+message took it, an earlier schedule's message (e.g. the one an operator's Retry now overrode) does nothing.
 """
 
 from __future__ import annotations
@@ -34,6 +36,9 @@ from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import Classification, RentResult
 
 logger = logging.getLogger(__name__)
+
+# What a `rental_send` message for a turn already taken returns: it did nothing.
+STALE_TURN = "stale_turn"
 
 
 @dataclass(frozen=True)
@@ -66,22 +71,28 @@ def may_have_reached_lium(rental: Rental) -> bool:
     return rental.possibly_sent or rental.status == RentalStatus.SENDING
 
 
-def rental_claim(*, rental_id: int) -> Claim | None:
+def rental_claim(*, rental_id: int, turn: int | None = None) -> Claim | None:
     """Take a rental that is due (queued, retry due, or an expired `sending` lease) into `sending`.
 
+    With `turn`, only if that is the attempt it would make (`turn - 1` attempts made so far).
     Every send goes through here, so this is where a re-send is refused: an order an earlier attempt may
     have delivered is sent again only to a backend that promises idempotency; otherwise it settles `unknown`.
     """
-    outcome = _claim(rental_id)
+    outcome = _claim(rental_id, turn)
     return outcome if isinstance(outcome, Claim) else None
 
 
-def _claim(rental_id: int) -> Claim | str | None:
-    """Claim the rental; return the claim, the state it was settled in instead of a re-send, or None."""
+def _claim(rental_id: int, turn: int | None) -> Claim | str | None:
+    """Claim the rental; return the claim, the state it was settled in instead of a re-send, `STALE_TURN`,
+    or None."""
     # With the credential the attempt sends with: one query, and no reload after the update below.
     rental = Rental.objects.select_related("credential").filter(_claimable(), pk=rental_id).first()
     if rental is None:
         return None
+    if turn is not None and rental.attempt_count != turn - 1:
+        # Another message took this turn (the claim below is conditional on the version, so this read holds).
+        logger.info("Rental %s: the message for attempt %s is stale (%s made).", rental_id, turn, rental.attempt_count)
+        return STALE_TURN
     # Asked before any transaction opens: `GET /version` is an HTTP call (a yes is cached).
     if may_have_reached_lium(rental) and not idempotency_promise.upstream_promises_idempotency(rental.credential):
         return _settle_unsafe_resend(rental)
@@ -164,11 +175,14 @@ def _record_lost_attempt(rental: Rental, now: datetime) -> None:
     )
 
 
-def rental_attempt(*, rental_id: int) -> str | None:
-    """Claim the rental, send it once, and settle the attempt. Return the new status, or None if not due."""
-    claim = _claim(rental_id)
+def rental_attempt(*, rental_id: int, turn: int | None = None) -> str | None:
+    """Claim the rental (for `turn`, if given), send it once, and settle the attempt.
+
+    Return the new status, `STALE_TURN` if the turn was taken, or None if not due.
+    """
+    claim = _claim(rental_id, turn)
     if isinstance(claim, str):
-        return claim  # settled instead of re-sent
+        return claim  # settled instead of re-sent, or a stale turn
     if claim is None:
         # Not due, held by another worker, or past its window (then settle it now rather than at the next sweep).
         return rental_settle_expired(rental_id=rental_id)
@@ -245,7 +259,8 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
     elif decided.retry_in is not None:
         delay = decided.retry_in
-        transaction.on_commit(lambda: enqueue_rental_send(rental.pk, countdown=delay))
+        # For the next turn only: if another message takes that turn first, this one does nothing.
+        transaction.on_commit(lambda: enqueue_rental_send(rental.pk, countdown=delay, turn=claim.number + 1))
     return decided.status
 
 

@@ -29,8 +29,11 @@ def _enqueue(task_name: str, *args: object, countdown: float | None = None) -> N
         logger.warning("Could not enqueue %s%r; the sweeper will pick it up.", task_name, args, exc_info=True)
 
 
-def enqueue_rental_send(rental_id: int, countdown: float | None = None) -> None:
-    _enqueue(RENTAL_SEND, rental_id, countdown=countdown)
+def enqueue_rental_send(rental_id: int, countdown: float | None = None, *, turn: int | None = None) -> None:
+    """Enqueue a send; with `turn` (an attempt number) the message sends only that attempt (`rental_send`)."""
+    # Without a turn the message keeps its one-argument shape, which workers from before turns also read.
+    args = (rental_id,) if turn is None else (rental_id, turn)
+    _enqueue(RENTAL_SEND, *args, countdown=countdown)
 
 
 def enqueue_pods_sync(credential_id: int, countdown: float | None = None) -> None:

@@ -32,9 +32,13 @@ SWEEPER_HEARTBEAT = "sweeper"
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
-def rental_send(rental_id: int) -> str | None:
-    """Make one attempt for the rental if it is due (a duplicate delivery finds nothing to claim)."""
-    return engine.rental_attempt(rental_id=rental_id)
+def rental_send(rental_id: int, turn: int | None = None) -> str | None:
+    """Make one attempt for the rental if it is due (a duplicate delivery finds nothing to claim).
+
+    With `turn`, only if that attempt is the next one: a message for a turn already taken returns
+    `engine.STALE_TURN` and does nothing. Without one (the submit, the sweeper, the dispatcher), any due turn.
+    """
+    return engine.rental_attempt(rental_id=rental_id, turn=turn)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

@@ -74,13 +74,17 @@ def test_retry_now_makes_a_retrying_rental_due_and_enqueues_it(
 ) -> None:
     later = timezone.now() + timedelta(minutes=2)
     rental = make_rental(
-        status=RentalStatus.RETRYING, first_sent_at=timezone.now() - timedelta(minutes=3), next_attempt_at=later
+        status=RentalStatus.RETRYING,
+        attempt_count=1,
+        first_sent_at=timezone.now() - timedelta(minutes=3),
+        next_attempt_at=later,
     )
     with django_capture_on_commit_callbacks(execute=True):
         act(client_for(olga), rental, "retry", reason="upstream is back")
     rental.refresh_from_db()
     assert rental.status == RentalStatus.RETRYING and rental.next_attempt_at < later
-    assert ("rentals.tasks.rental_send", (rental.pk,)) in enqueued
+    # For attempt 2, the turn the retry's own delayed message waits for: whichever comes second does nothing.
+    assert ("rentals.tasks.rental_send", (rental.pk, 2)) in enqueued
     [(who, what)] = staff_actions(rental)
     assert who == "olga" and "same key" in what and "upstream is back" in what
 
@@ -110,7 +114,10 @@ def test_retry_now_replays_an_unknown_rental_when_the_backend_promises_idempoten
 ) -> None:
     promise(True)
     rental = make_rental(
-        status=RentalStatus.UNKNOWN, first_sent_at=timezone.now() - timedelta(minutes=30), possibly_sent=True
+        status=RentalStatus.UNKNOWN,
+        attempt_count=2,
+        first_sent_at=timezone.now() - timedelta(minutes=30),
+        possibly_sent=True,
     )
     client = client_for(olga)
     assert f"/ops/rentals/{rental.public_id}/retry/" in client.get(f"/ops/rentals/{rental.public_id}/").content.decode()
@@ -118,7 +125,7 @@ def test_retry_now_replays_an_unknown_rental_when_the_backend_promises_idempoten
         response = act(client, rental, "retry", reason="worker died, replay")
     assert response.status_code == 302
     rental.refresh_from_db()
-    assert rental.status == RentalStatus.RETRYING and ("rentals.tasks.rental_send", (rental.pk,)) in enqueued
+    assert rental.status == RentalStatus.RETRYING and ("rentals.tasks.rental_send", (rental.pk, 3)) in enqueued
 
 
 def test_retry_now_is_not_offered_when_the_backend_does_not_promise_idempotency(

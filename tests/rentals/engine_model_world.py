@@ -299,6 +299,11 @@ class Message:
     delayed: bool  # enqueued with a countdown (a scheduled follow-up), not for now
     number: int  # the order it was enqueued in
 
+    @property
+    def turn(self) -> object:
+        """The attempt a `rental_send` is for (its second argument), or None: any turn."""
+        return self.args[1] if len(self.args) > 1 else None
+
 
 class Broker:
     """Celery, as far as the engine sees it: messages wait until their countdown has passed, then run."""
@@ -318,7 +323,8 @@ class Broker:
         self.pending.append(Message(name, args, due, delayed=bool(countdown), number=next(self.numbers)))
 
     def of(self, task: str, rental_id: int) -> Iterator[Message]:
-        return (message for message in self.pending if message.task == task and message.args == (rental_id,))
+        """Return the pending messages of `task` for the rental (its first argument; a turn may follow)."""
+        return (message for message in self.pending if message.task == task and message.args[:1] == (rental_id,))
 
     def deliver_due(self, commits: Callable[[], AbstractContextManager[object]]) -> int:
         """Run due messages, earliest first (and what they enqueue for now), each in its own transaction."""

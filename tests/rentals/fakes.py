@@ -6,7 +6,7 @@ import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, cast
 
 import httpx
 
@@ -95,6 +95,12 @@ class Enqueued:
 
     def of(self, task_name: str) -> list[tuple[tuple[object, ...], float | None]]:
         return [(args, countdown) for name, args, countdown in self.calls if name.endswith(task_name)]
+
+
+def send_args(args: tuple[object, ...]) -> tuple[int, ...]:
+    """Return a recorded `rental_send` message's arguments (the rental id, maybe its turn) as the task takes them."""
+    assert all(isinstance(arg, int) for arg in args), args
+    return cast(tuple[int, ...], args)
 
 
 class Clock:

@@ -30,7 +30,9 @@ Invariants, after every step:
    `next_delete_at` passed or unset), and only the claimer enqueues the next message. So a pending message
    is live when its countdown has not yet elapsed and it is due at or after the row's next turn
    (`next_attempt_at` of a retrying rental, `next_delete_at` of a terminating one); a message due before
-   that turn will find nothing to claim. Sweeps, duplicate deliveries and lost messages must never leave
+   that turn will find nothing to claim. A `rental_send` that names its turn (attempt number: the engine's
+   follow-up, an operator's Retry now) is live only while that turn is the next attempt; once any message
+   took it, it does nothing. Sweeps, duplicate deliveries and lost messages must never leave
    two live ones. And what Lium sees keeps to the schedule, however the messages run: two rent requests
    with one key, or two DELETEs of one cluster, are never closer than half the backoff's base (its
    shortest jittered wait), unless an operator just asked to send at once (Retry now, a new Terminate).
@@ -83,7 +85,7 @@ from tests.rentals.engine_model_world import (
     RentAnswer,
     ScriptedLium,
 )
-from tests.rentals.fakes import Clock, Enqueued, FakeUpstream, error
+from tests.rentals.fakes import Clock, Enqueued, FakeUpstream, error, send_args
 
 pytestmark = pytest.mark.django_db
 
@@ -160,8 +162,6 @@ class EngineModel(RuleBasedStateMachine):
         self.rental_ids: list[int] = []
         self.keys: dict[int, str] = {}
         self.in_flight: list[InFlight] = []
-        # Delayed messages an operator's Retry now left behind (see the xfail test at the end of this file).
-        self.left_by_retry_now: set[int] = set()
         self.last_event_id = 0
         self.timeline_state: dict[int, str] = {}
         self.statuses: dict[int, str] = {}  # as of the last step: which rules may matter
@@ -330,13 +330,11 @@ class EngineModel(RuleBasedStateMachine):
     @rule(data=st.data())
     def operator_retries_now(self, data: st.DataObject) -> None:
         rental = self.pick(data, RentalStatus.RETRYING, RentalStatus.UNKNOWN)
-        waiting = [message.number for message in self.broker.of("rental_send", rental.pk) if message.delayed]
         try:
             with commits():
                 ops.ops_retry_now(rental=rental, actor=self.harness.operator, reason="model")
         except ValidationError:
             return  # refused, with a reason shown on the page
-        self.left_by_retry_now.update(waiting)
         self.lium.send_at_once.add(self.keys[rental.pk])
 
     @some_rental_is(RentalStatus.UNKNOWN, RentalStatus.RENTED)
@@ -438,7 +436,7 @@ class EngineModel(RuleBasedStateMachine):
                 live = [
                     m
                     for m in self.broker.of("rental_send", rental.pk)
-                    if now < m.due and (turn is None or turn <= m.due) and m.number not in self.left_by_retry_now
+                    if now < m.due and (turn is None or turn <= m.due) and m.turn in (None, rental.attempt_count + 1)
                 ]
                 assert len(live) <= 1, f"rental {rental.pk}: {len(live)} live rent chains (turn {turn}): {live}"
             if rental.status == RentalStatus.TERMINATING:
@@ -539,11 +537,6 @@ def test_an_operator_reconcile_during_an_unreadable_listing_is_answered_not_a_se
     assert rental.status == RentalStatus.UNKNOWN
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="Retry now on a retrying rental leaves the earlier delayed rental_send in place beside the new attempt's "
-    "follow-up: two messages can claim the rental's next turn (the claim still lets only one of them send)",
-)
 def test_an_operator_retry_now_on_a_retrying_rental_leaves_one_live_retry_chain(
     make_rental, fake_upstream: FakeUpstream, enqueued: Enqueued, clock: Clock, olga, django_capture_on_commit_callbacks
 ) -> None:
@@ -557,14 +550,26 @@ def test_an_operator_retry_now_on_a_retrying_rental_leaves_one_live_retry_chain(
         assert tasks.rental_send(rental.pk) == RentalStatus.RETRYING  # its follow-up is due in 900 s
     with django_capture_on_commit_callbacks(execute=True):
         ops.ops_retry_now(rental=Rental.objects.get(pk=rental.pk), actor=olga, reason="the customer is waiting")
+    [operators_send] = [args for args, countdown in enqueued.of("rental_send") if not countdown]
     with django_capture_on_commit_callbacks(execute=True):
-        assert (
-            tasks.rental_send(rental.pk) == RentalStatus.RETRYING
-        )  # the operator's send; its follow-up is due in 2-4 s
+        assert tasks.rental_send(*send_args(operators_send)) == RentalStatus.RETRYING  # its follow-up is due in 2-4 s
     rental.refresh_from_db()
 
-    follow_ups = [clock.now + timedelta(seconds=countdown) for _, countdown in enqueued.of("rental_send") if countdown]
-    able_to_claim = [due for due in follow_ups if due >= rental.next_attempt_at]
+    # A message can claim the next turn if it comes at or after it and is for it (or for any turn).
+    next_turn = rental.attempt_count + 1
+    follow_ups = [
+        (args, clock.now + timedelta(seconds=countdown or 0)) for args, countdown in enqueued.of("rental_send")
+    ]
+    able_to_claim = [
+        args
+        for args, due in follow_ups
+        if due > clock.now and due >= rental.next_attempt_at and args[1:] in ((), (next_turn,))
+    ]
     assert len(able_to_claim) == 1, (
         f"{len(able_to_claim)} delayed messages can claim the turn at {rental.next_attempt_at}"
     )
+    # The 900 s message of the schedule the operator overrode finds its turn taken and sends nothing.
+    [(overridden, _)] = [(args, countdown) for args, countdown in enqueued.of("rental_send") if countdown == 900]
+    clock.advance(seconds=900)
+    assert tasks.rental_send(*send_args(overridden)) == engine.STALE_TURN
+    assert len(fake_upstream.rent_requests) == 2

@@ -164,7 +164,7 @@ def test_an_inconclusive_attempt_is_retried_later_with_the_same_key(
     # A 429 is the server declining to run the request, so only the others may have rented.
     assert rental.possibly_sent is (getattr(step, "status_code", None) != 429)
     assert rental.next_attempt_at == clock.now + timedelta(seconds=2)
-    assert enqueued.of("rental_send") == [((rental.pk,), 2.0)]
+    assert enqueued.of("rental_send") == [((rental.pk, 2), 2.0)], "the follow-up is for attempt 2"
     assert attempts_of(rental) == [(1, C.INCONCLUSIVE)]
 
 
@@ -302,7 +302,7 @@ def test_retry_after_is_honoured_when_longer_than_the_backoff(
     fake_upstream.script = [error(429, "rate_limited", headers={"Retry-After": "45"})]
     attempt(rental, django_capture_on_commit_callbacks)
     assert rental.next_attempt_at == clock.now + timedelta(seconds=45)
-    assert enqueued.of("rental_send") == [((rental.pk,), 45.0)]
+    assert enqueued.of("rental_send") == [((rental.pk, 2), 45.0)]
     assert engine.rental_attempt(rental_id=rental.pk) is None, "not due before Retry-After"
     assert len(fake_upstream.rent_requests) == 1
 
