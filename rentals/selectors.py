@@ -98,15 +98,30 @@ def rented_without_members(*, now: datetime) -> Q:
     return Q(status=RentalStatus.RENTED) & rented_long_ago & ~Q(has_members)
 
 
+def members_overdue(rental: Rental, *, now: datetime) -> bool:
+    """Return whether `rented_without_members` holds for this rental at `now` (one query for a `rented` one)."""
+    if rental.status != RentalStatus.RENTED:
+        return False
+    return Rental.objects.filter(rented_without_members(now=now), pk=rental.pk).exists()
+
+
+def members_due_at(rental: Rental) -> datetime | None:
+    """Return when a `rented` rental still without members becomes overdue by `rented_without_members`.
+
+    Only when to look again (a page that may change by time alone); the rule itself decides.
+    """
+    if rental.status != RentalStatus.RENTED:
+        return None
+    return (rental.rented_at or rental.updated_at) + members_grace()
+
+
 def needs_attention(rental: Rental, *, now: datetime) -> str:
     """Return why a human should look at this rental, or "" (at most one query)."""
     if rental.status == RentalStatus.UNKNOWN:
         return "Outcome unknown: the order may have rented a cluster. Reconcile, or confirm what Lium says."
     if rental.status == RentalStatus.DEGRADED:
         return "Degraded: a member failed."
-    if rental.status != RentalStatus.RENTED:
-        return ""
-    if not Rental.objects.filter(rented_without_members(now=now), pk=rental.pk).exists():
+    if not members_overdue(rental, now=now):
         return ""
     minutes = int(members_grace().total_seconds() // 60)
     unknown_id = "" if rental.cluster_id else " and its cluster id is not known"
