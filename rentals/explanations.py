@@ -27,11 +27,15 @@ def rental_explanation(rental: Rental, *, now: datetime) -> Explanation:
     return Explanation(_members_overdue_text(rental), warning=True)
 
 
-def _members_overdue_text(rental: Rental) -> str:
+def members_grace_text() -> str:
+    """Return how long a `rented` rental's nodes may take to appear, for people ("10 min")."""
     seconds = int(members_grace().total_seconds())
-    grace = f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
+    return f"{seconds // 60} min" if seconds >= 60 else f"{seconds} s"
+
+
+def _members_overdue_text(rental: Rental) -> str:
     said = (
-        f"Lium confirmed the rental, but no node has appeared in Lium's pod list within {grace}. "
+        f"Lium confirmed the rental, but no node has appeared in Lium's pod list within {members_grace_text()}. "
         "Support has been alerted (it is on their attention list) and can reconcile it: find the cluster at Lium. "
     )
     if rental.cluster_id:
