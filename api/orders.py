@@ -130,13 +130,7 @@ def _customer_resolve(request: HttpRequest, wanted: int | str | None) -> Custome
                 "customer", "customer_required", "Say which customer this rental is for (its id or name)."
             )
         return mine[0]
-    found = None
-    if isinstance(wanted, int):
-        found = customers.filter(pk=wanted).first()
-    elif "\x00" not in wanted:
-        found = customers.filter(name=wanted).first()
-        if found is None and wanted.isascii() and wanted.isdigit() and len(wanted) < 10:
-            found = customers.filter(pk=int(wanted)).first()
+    found = selectors.customer_find(customers, wanted)
     if found is None:
         raise field_error("customer", "unknown_customer", f"You may not rent for a customer '{wanted}'.")
     return found

@@ -24,6 +24,7 @@ from api.representations import dumps
 from api.schemas import CustomerOut, ErrorOut
 from notifications import selectors, services
 from notifications.models import Delivery, WebhookEndpoint
+from rentals.selectors import customer_find
 
 router = Router(tags=["webhooks"])
 ERRORS: dict[Any, Any] = {frozenset({400, 401, 403, 404, 409, 422, 429}): ErrorOut}
@@ -123,13 +124,7 @@ def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Custome
         if len(mine) != 1 or is_operator(request.user):
             raise _field_error("customer", "customer_required", "Say which customer this endpoint is for (id or name).")
         return mine[0]
-    found = None
-    if isinstance(wanted, int):
-        found = customers.filter(pk=wanted).first()
-    elif "\x00" not in wanted:
-        found = customers.filter(name=wanted).first()
-        if found is None and wanted.isascii() and wanted.isdigit() and len(wanted) < 10:
-            found = customers.filter(pk=int(wanted)).first()
+    found = customer_find(customers, wanted)
     if found is None:
         raise _field_error("customer", "unknown_customer", f"You may not add webhooks for a customer '{wanted}'.")
     return found

@@ -14,7 +14,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.http import Http404
 
-from accounts.models import Customer, UpstreamCredential
+from accounts.models import Customer
 from accounts.roles import is_operator, is_staff_reader
 from rentals.models import ClusterMember, Rental
 from rentals.states import FINAL_STATES, RentalStatus
@@ -38,10 +38,31 @@ def customer_list_for_renting(*, user: AbstractBaseUser | AnonymousUser) -> Quer
     return Customer.objects.filter(active=True, memberships__user_id=user.pk or 0)
 
 
-def credential_for_browsing(*, user: AbstractBaseUser | AnonymousUser) -> UpstreamCredential | None:
-    """Return the credential whose offers the user browses: their first customer's default credential."""
-    customer = customer_list_for_user(user=user).select_related("default_credential").first()
-    return customer.default_credential if customer else None
+def customer_find(customers: QuerySet[Customer], wanted: int | str) -> Customer | None:
+    """Return the customer of `customers` that `wanted` names: an id, or a name (a name of digits before an id)."""
+    if isinstance(wanted, int):
+        return customers.filter(pk=wanted).first()
+    if "\x00" in wanted:
+        return None  # no name holds a NUL, and PostgreSQL refuses one in a query
+    found = customers.filter(name=wanted).first()
+    if found is None and wanted.isascii() and wanted.isdigit() and len(wanted) < 10:
+        found = customers.filter(pk=int(wanted)).first()
+    return found
+
+
+def customer_for_browsing(*, user: AbstractBaseUser | AnonymousUser, wanted: str | None) -> Customer | None:
+    """Return the customer whose offers the user browses: the one `wanted` names (id or name) among those they
+    may see, else their first (None: they see none); raise `Customer.DoesNotExist` when it names none of theirs.
+
+    Each customer's offers are its own Lium account's, read with its default credential (selected with it).
+    """
+    customers = customer_list_for_user(user=user).select_related("default_credential")
+    if not wanted:
+        return customers.first()
+    found = customer_find(customers, wanted)
+    if found is None:
+        raise Customer.DoesNotExist(f"{user} does not act for a customer {wanted!r}.")
+    return found
 
 
 def rental_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Rental]:
