@@ -29,6 +29,7 @@ from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, Si
 from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
 from billing.usage import Month, UsageReport
+from rentals.removal_policy import policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
 
@@ -278,5 +279,8 @@ def budgets(request: HttpRequest) -> HttpResponse:
     """Staff: every customer's month-to-date spend against its budget."""
     if not is_staff_reader(request.user):
         return _forbidden(request, "This page is for support and operators.")
-    rows = [selectors.budget_status(customer=c) for c in Customer.objects.filter(active=True).order_by("name")]
+    customers = list(Customer.objects.filter(active=True).order_by("name"))
+    # Each customer's removal policy beside its budget: this is where staff look at every customer at once.
+    policies = policy_summaries(customer_ids=[customer.pk for customer in customers])
+    rows = [(selectors.budget_status(customer=c), policies[c.pk]) for c in customers]
     return render(request, "billing/budgets.html", {"rows": rows})
