@@ -6,11 +6,9 @@ Reads need the `read` scope, changes the `manage` scope; support reads every end
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
-import pydantic
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import Router, Schema
@@ -19,7 +17,8 @@ from pydantic import ConfigDict, Field, StrictInt, StrictStr
 from accounts.models import Customer
 from accounts.roles import is_operator
 from api.auth import require_scope, require_writer
-from api.errors import ApiError, validation_error_from
+from api.bodies import json_body
+from api.errors import ApiError
 from api.representations import dumps
 from api.schemas import CustomerOut, ErrorOut
 from notifications import selectors, services
@@ -140,20 +139,6 @@ def _endpoint_for(request: HttpRequest, webhook_id: int, *, manage: bool = False
     return endpoint
 
 
-def _parse_body(raw: bytes) -> WebhookCreateIn:
-    """Parse the body after the scope and role checks, so a refusal never depends on what was sent."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ApiError(400, "invalid_json", "The request body is not valid JSON.", hint="Send a JSON object.") from exc
-    if not isinstance(data, dict):
-        raise ApiError(400, "invalid_json", "The request body must be a JSON object.", hint="Send a JSON object.")
-    try:
-        return WebhookCreateIn.model_validate(data)
-    except pydantic.ValidationError as exc:
-        raise validation_error_from(exc.errors(include_url=False)) from exc
-
-
 CREATE_BODY = {
     "requestBody": {"required": True, "content": {"application/json": {"schema": WebhookCreateIn.model_json_schema()}}}
 }
@@ -169,7 +154,8 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
     """Register a URL for signed events; the answer holds the `whsec_` secret, which is never shown again."""
     require_scope(request, "manage")
     require_writer(request)
-    payload = _parse_body(request.body)
+    # Read after the scope and role checks, so a refusal never depends on what was sent.
+    payload = json_body(request.body, WebhookCreateIn)
     customer = _resolve_customer(request, payload.customer)
     try:
         endpoint, secret = services.endpoint_create(
