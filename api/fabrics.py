@@ -1,5 +1,7 @@
 """Fabric offers in the JSON API (a django-ninja Router, added to api.v1 at the root): list fabrics, a fabric's nodes.
 
+Each customer rents on its own Lium account: the offers are those of the customer the caller acts for (`customer`,
+an id or a name as `POST /rentals` takes it; by default the caller's first), read with its credential.
 Also `listing_for`, the upstream listing read for the API's callers (the order endpoint reads it too), with
 upstream failures answered in the error envelope.
 """
@@ -9,7 +11,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from ninja import Query, Router
 
-from accounts.models import UpstreamCredential
+from accounts.models import Customer, UpstreamCredential
 from api.auth import require_scope
 from api.errors import ApiError
 from api.representations import fabric_dict, json_response, node_dict
@@ -58,6 +60,33 @@ def listing_for(credential: UpstreamCredential | None) -> OfferListing:
         ) from exc
 
 
+CUSTOMER_QUERY = Query(
+    None,
+    max_length=200,
+    description="The customer you act for (its id or name): its Lium account's offers. Default: your first.",
+)
+
+
+def _browsed(request: HttpRequest, wanted: str | None) -> tuple[Customer, OfferListing]:
+    """Return the customer the caller acts for and its offers; raise 404 for a customer not theirs."""
+    try:
+        customer = selectors.customer_for_browsing(user=request.user, wanted=wanted)
+    except Customer.DoesNotExist as exc:
+        raise ApiError(
+            404,
+            "unknown_customer",
+            f"You do not act for a customer '{wanted}'.",
+            hint="Give the id or name of one of your customers, or leave customer out.",
+        ) from exc
+    listing = listing_for(customer.default_credential if customer else None)
+    assert customer is not None  # without a customer there is no credential: listing_for refused
+    return customer, listing
+
+
+def _customer_dict(customer: Customer) -> dict[str, object]:
+    return {"id": customer.pk, "name": customer.name}
+
+
 # Operation ids name the module the routes were first written in (`api.v1`): clients generated from the
 # schema keep their method names.
 @router.get(
@@ -67,12 +96,16 @@ def listing_for(credential: UpstreamCredential | None) -> OfferListing:
     summary="List fabric offers",
     operation_id="api_v1_fabric_list",
 )
-def fabric_list(request: HttpRequest) -> HttpResponse:
-    """Fabrics with free nodes, from a briefly cached upstream listing."""
+def fabric_list(request: HttpRequest, customer: str | None = CUSTOMER_QUERY) -> HttpResponse:
+    """Fabrics with free nodes, from a briefly cached upstream listing of the customer's Lium account."""
     require_scope(request, "read")
-    listing = listing_for(selectors.credential_for_browsing(user=request.user))
+    chosen, listing = _browsed(request, customer)
     return json_response(
-        {"fabrics": [fabric_dict(fabric) for fabric in listing.fabrics], "age_seconds": listing.age_seconds}
+        {
+            "customer": _customer_dict(chosen),
+            "fabrics": [fabric_dict(fabric) for fabric in listing.fabrics],
+            "age_seconds": listing.age_seconds,
+        }
     )
 
 
@@ -84,16 +117,19 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
     operation_id="api_v1_fabric_nodes",
 )
 def fabric_nodes(
-    request: HttpRequest, fabric_id: str = Query(..., min_length=1, max_length=300, description="The fabric's id.")
+    request: HttpRequest,
+    fabric_id: str = Query(..., min_length=1, max_length=300, description="The fabric's id."),
+    customer: str | None = CUSTOMER_QUERY,
 ) -> HttpResponse:
     """A fabric's free nodes (the fabric id is a query parameter: ids contain ':', '/' and spaces)."""
     require_scope(request, "read")
-    listing = listing_for(selectors.credential_for_browsing(user=request.user))
+    chosen, listing = _browsed(request, customer)
     fabric = listing.fabric(fabric_id)
     if fabric is None:
         raise ApiError(404, "fabric_not_found", "No such fabric is offered now.", hint="List fabrics again.")
     return json_response(
         {
+            "customer": _customer_dict(chosen),
             "fabric": fabric_dict(fabric),
             "nodes": [node_dict(node) for node in fabric.nodes],
             "age_seconds": listing.age_seconds,

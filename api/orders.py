@@ -6,16 +6,14 @@ Every refusal is an `ApiError` naming the field at fault.
 
 from __future__ import annotations
 
-import json
-
-import pydantic
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
 from accounts.roles import is_operator
 from accounts.validators import validate_ssh_public_key
-from api.errors import ApiError, validation_error_from
+from api.bodies import json_body
+from api.errors import ApiError
 from api.fabrics import listing_for
 from api.schemas import RentalCreateIn
 from rentals import offers, selectors
@@ -27,16 +25,7 @@ from rentals.validators import validate_pod_name
 
 def order_body_parse(raw: bytes) -> RentalCreateIn:
     """Return the request body as a `RentalCreateIn`; raise 400 for no JSON object, 422 for bad fields."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ApiError(400, "invalid_json", "The request body is not valid JSON.", hint="Send a JSON object.") from exc
-    if not isinstance(data, dict):
-        raise ApiError(400, "invalid_json", "The request body must be a JSON object.", hint="Send a JSON object.")
-    try:
-        return RentalCreateIn.model_validate(data)
-    except pydantic.ValidationError as exc:
-        raise validation_error_from(exc.errors(include_url=False)) from exc
+    return json_body(raw, RentalCreateIn)
 
 
 def field_error(field: str, code: str, message: str, status: int = 422) -> ApiError:
@@ -130,13 +119,7 @@ def _customer_resolve(request: HttpRequest, wanted: int | str | None) -> Custome
                 "customer", "customer_required", "Say which customer this rental is for (its id or name)."
             )
         return mine[0]
-    found = None
-    if isinstance(wanted, int):
-        found = customers.filter(pk=wanted).first()
-    elif "\x00" not in wanted:
-        found = customers.filter(name=wanted).first()
-        if found is None and wanted.isascii() and wanted.isdigit() and len(wanted) < 10:
-            found = customers.filter(pk=int(wanted)).first()
+    found = selectors.customer_find(customers, wanted)
     if found is None:
         raise field_error("customer", "unknown_customer", f"You may not rent for a customer '{wanted}'.")
     return found

@@ -7,11 +7,9 @@ it; `DELETE` cancels it. Scope `manage`; support gets 403, other customers' rent
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated
 
-import pydantic
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse
@@ -20,7 +18,8 @@ from pydantic import ConfigDict, Field, StrictInt
 
 from accounts.roles import is_operator
 from api.auth import require_scope, require_writer
-from api.errors import ApiError, validation_error_from
+from api.bodies import json_body
+from api.errors import ApiError
 from api.rentals import rental_for
 from api.representations import json_response, rental_dict
 from api.schemas import ERRORS, RentalOut
@@ -55,19 +54,6 @@ def _changeable(request: HttpRequest, rental_id: str) -> Rental:
     return rental
 
 
-def _removal_in(raw: bytes) -> RemovalIn:
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ApiError(400, "invalid_json", "The request body is not valid JSON.", hint="Send a JSON object.") from exc
-    if not isinstance(data, dict):
-        raise ApiError(400, "invalid_json", "The request body must be a JSON object.", hint="Send a JSON object.")
-    try:
-        return RemovalIn.model_validate(data)
-    except pydantic.ValidationError as exc:
-        raise validation_error_from(exc.errors(include_url=False)) from exc
-
-
 def _refused(exc: DjangoValidationError) -> ApiError:
     """Word a refused change: 409 when the rental's state forbids it, else 422 naming what to change."""
     code = exc.code or "invalid_removal"
@@ -87,7 +73,7 @@ def _refused(exc: DjangoValidationError) -> ApiError:
 def rental_removal_set(request: HttpRequest, rental_id: str) -> HttpResponse:
     """Remove every member `hours` from now or `at` a time; the same time twice is one schedule."""
     rental = _changeable(request, rental_id)
-    data = _removal_in(request.body)
+    data = json_body(request.body, RemovalIn)
     try:
         removal_schedule.rental_schedule_removal(rental=rental, actor=request.user, hours=data.hours, at=data.at)  # type: ignore[arg-type]
     except DjangoValidationError as exc:

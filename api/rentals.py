@@ -17,6 +17,7 @@ from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import QuerySet
 from django.http import Http404, HttpRequest, HttpResponse
+from django.utils import timezone
 from ninja import Header, Query, Router
 
 from accounts.models import customer_ref_validator
@@ -30,6 +31,7 @@ from api.schemas import ERRORS, RentalCreateIn, RentalListOut, RentalOut
 from rentals import offers, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
+from rentals.explanations import members_grace_text
 from rentals.models import Rental
 from rentals.states import RentalStatus
 
@@ -138,7 +140,12 @@ def rental_get(request: HttpRequest, rental_id: str) -> HttpResponse:
     operation_id="api_v1_rental_terminate",
 )
 def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
-    """Start removing the cluster; the rental moves to `terminating`, then `terminated`."""
+    """Start removing the cluster; the rental moves to `terminating`, then `terminated`.
+
+    A rental whose cluster id is not known yet (`cluster_id` is null: Lium has not listed its nodes) answers
+    409 `cluster_not_known_yet`: wait until its nodes appear and try again, or, when they have not appeared
+    within the grace (its `explanation` says so), ask support to reconcile it.
+    """
     require_scope(request, "manage")
     require_writer(request)
     rental = rental_for(request, rental_id)
@@ -150,7 +157,7 @@ def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
         # An operator's terminate is recorded as a staff action (`rentals.audit`), as on the ops pages.
         moved = services.rental_terminate(rental=rental, actor=_user(request), reason="Requested through the API.")
     except DjangoValidationError as exc:
-        raise ApiError(409, "cluster_not_known_yet", exc.messages[0], hint="Try again in a minute.") from exc
+        raise ApiError(409, "cluster_not_known_yet", exc.messages[0], hint=_cluster_unknown_hint(rental)) from exc
     if not moved:
         raise ApiError(
             409,
@@ -159,6 +166,17 @@ def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
             hint="Only rented, ready or degraded rentals can be terminated.",
         )
     return json_response(rental_dict(rental_for(request, rental_id)), status=202)
+
+
+def _cluster_unknown_hint(rental: Rental) -> str:
+    """Say what to do about a rental whose cluster id is not known: wait for its nodes, or have it reconciled."""
+    grace = members_grace_text()
+    if selectors.members_overdue(rental, now=timezone.now()):
+        return (
+            f"Its nodes have not appeared within {grace}. Support has been alerted and can reconcile it (find the "
+            f"cluster at Lium); ask them, quoting idempotency_key {rental.idempotency_key}."
+        )
+    return f"Its nodes usually appear within {grace}; try again once GET /api/v1/rentals/{{id}} shows a cluster_id."
 
 
 RENTAL_CREATE_BODY = {

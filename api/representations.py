@@ -7,10 +7,11 @@ from typing import Any
 
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import HttpResponse
+from django.utils import timezone
 
+from rentals.explanations import rental_explanation
 from rentals.models import Rental
 from rentals.offers import Fabric, Node
-from rentals.states import CUSTOMER_EXPLANATIONS
 
 
 def rental_dict(rental: Rental) -> dict[str, Any]:
@@ -26,7 +27,7 @@ def rental_dict(rental: Rental) -> dict[str, Any]:
         "id": str(rental.public_id),
         "status": rental.status,
         "status_text": rental.get_status_display(),
-        "explanation": CUSTOMER_EXPLANATIONS.get(rental.status, ""),
+        "explanation": rental_explanation(rental, now=timezone.now()).text,
         "customer": {"id": rental.customer_id, "name": rental.customer.name},
         "customer_ref": rental.customer_ref,
         "fabric_id": rental.fabric_id,

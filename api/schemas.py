@@ -129,11 +129,13 @@ class FabricOut(Schema):
 
 
 class FabricListOut(Schema):
+    customer: CustomerOut = Field(description="Whose Lium account's offers these are.")
     fabrics: list[FabricOut]
     age_seconds: int
 
 
 class FabricNodesOut(Schema):
+    customer: CustomerOut = Field(description="Whose Lium account's offers these are.")
     fabric: FabricOut
     nodes: list[NodeOut]
     age_seconds: int

@@ -6,11 +6,9 @@ Reads need the `read` scope, changes the `manage` scope; support reads every end
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
-import pydantic
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import Router, Schema
@@ -19,11 +17,13 @@ from pydantic import ConfigDict, Field, StrictInt, StrictStr
 from accounts.models import Customer
 from accounts.roles import is_operator
 from api.auth import require_scope, require_writer
-from api.errors import ApiError, validation_error_from
+from api.bodies import json_body
+from api.errors import ApiError
 from api.representations import dumps
 from api.schemas import CustomerOut, ErrorOut
 from notifications import selectors, services
 from notifications.models import Delivery, WebhookEndpoint
+from rentals.selectors import customer_find
 
 router = Router(tags=["webhooks"])
 ERRORS: dict[Any, Any] = {frozenset({400, 401, 403, 404, 409, 422, 429}): ErrorOut}
@@ -123,13 +123,7 @@ def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Custome
         if len(mine) != 1 or is_operator(request.user):
             raise _field_error("customer", "customer_required", "Say which customer this endpoint is for (id or name).")
         return mine[0]
-    found = None
-    if isinstance(wanted, int):
-        found = customers.filter(pk=wanted).first()
-    elif "\x00" not in wanted:
-        found = customers.filter(name=wanted).first()
-        if found is None and wanted.isascii() and wanted.isdigit() and len(wanted) < 10:
-            found = customers.filter(pk=int(wanted)).first()
+    found = customer_find(customers, wanted)
     if found is None:
         raise _field_error("customer", "unknown_customer", f"You may not add webhooks for a customer '{wanted}'.")
     return found
@@ -143,20 +137,6 @@ def _endpoint_for(request: HttpRequest, webhook_id: int, *, manage: bool = False
     if manage and not selectors.may_manage_endpoints(user=request.user, customer_id=endpoint.customer_id):
         raise ApiError(403, "forbidden", "You may not change this webhook endpoint.")
     return endpoint
-
-
-def _parse_body(raw: bytes) -> WebhookCreateIn:
-    """Parse the body after the scope and role checks, so a refusal never depends on what was sent."""
-    try:
-        data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
-        raise ApiError(400, "invalid_json", "The request body is not valid JSON.", hint="Send a JSON object.") from exc
-    if not isinstance(data, dict):
-        raise ApiError(400, "invalid_json", "The request body must be a JSON object.", hint="Send a JSON object.")
-    try:
-        return WebhookCreateIn.model_validate(data)
-    except pydantic.ValidationError as exc:
-        raise validation_error_from(exc.errors(include_url=False)) from exc
 
 
 CREATE_BODY = {
@@ -174,7 +154,8 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
     """Register a URL for signed events; the answer holds the `whsec_` secret, which is never shown again."""
     require_scope(request, "manage")
     require_writer(request)
-    payload = _parse_body(request.body)
+    # Read after the scope and role checks, so a refusal never depends on what was sent.
+    payload = json_body(request.body, WebhookCreateIn)
     customer = _resolve_customer(request, payload.customer)
     try:
         endpoint, secret = services.endpoint_create(

@@ -29,6 +29,7 @@ from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, Si
 from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
 from billing.usage import Month, UsageReport
+from rentals.removal_policy import policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
 
@@ -188,30 +189,40 @@ def invite_revoke(request: HttpRequest, customer_id: int, pk: int) -> HttpRespon
 @require_POST
 @login_required
 def member_remove(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
-    """Remove a member of this customer (never of another one: the membership is looked up within it)."""
-    customer = _managed_customer(request, customer_id)
-    if isinstance(customer, HttpResponse):
-        return customer
-    membership = get_object_or_404(Membership.objects.select_related("user"), pk=pk, customer=customer)
+    """Remove a member of this customer."""
+    membership = _managed_membership(request, customer_id, pk)
+    if isinstance(membership, HttpResponse):
+        return membership
     try:
         invitations.member_remove(membership=membership, by=_user(request))
     except ValidationError as exc:
         messages.error(request, exc.messages[0])
     else:
-        messages.success(request, f"{membership.user.get_username()} is no longer a member of {customer.name}.")
-    return redirect("billing:team", customer_id=customer.pk)
+        name = membership.user.get_username()
+        messages.success(request, f"{name} is no longer a member of {membership.customer.name}.")
+    return redirect("billing:team", customer_id=customer_id)
 
 
 @require_POST
 @login_required
 def member_admin(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
     """Make a member an admin of this customer, or a plain member again."""
+    membership = _managed_membership(request, customer_id, pk)
+    if isinstance(membership, HttpResponse):
+        return membership
+    invitations.admin_set(membership=membership, admin=request.POST.get("admin") == "1")
+    return redirect("billing:team", customer_id=customer_id)
+
+
+def _managed_membership(request: HttpRequest, customer_id: int, pk: int) -> Membership | HttpResponse:
+    """Return a membership of a customer this user manages, or the refusal (never another customer's: the
+    membership is looked up within the customer)."""
     customer = _managed_customer(request, customer_id)
     if isinstance(customer, HttpResponse):
         return customer
-    membership = get_object_or_404(Membership, pk=pk, customer=customer)
-    invitations.admin_set(membership=membership, admin=request.POST.get("admin") == "1")
-    return redirect("billing:team", customer_id=customer.pk)
+    membership = get_object_or_404(Membership.objects.select_related("user"), pk=pk, customer=customer)
+    membership.customer = customer
+    return membership
 
 
 @require_POST
@@ -278,5 +289,8 @@ def budgets(request: HttpRequest) -> HttpResponse:
     """Staff: every customer's month-to-date spend against its budget."""
     if not is_staff_reader(request.user):
         return _forbidden(request, "This page is for support and operators.")
-    rows = [selectors.budget_status(customer=c) for c in Customer.objects.filter(active=True).order_by("name")]
+    customers = list(Customer.objects.filter(active=True).order_by("name"))
+    # Each customer's removal policy beside its budget: this is where staff look at every customer at once.
+    policies = policy_summaries(customer_ids=[customer.pk for customer in customers])
+    rows = [(selectors.budget_status(customer=c), policies[c.pk]) for c in customers]
     return render(request, "billing/budgets.html", {"rows": rows})

@@ -1,6 +1,6 @@
-"""The Django admin as a second staff console: rentals and upstream credentials are registered here, in the
-staff app, because their actions use the same services as the ops pages."""
+"""The Django admin as a second staff console: rentals, upstream credentials and customers' removal policies are
+registered here, in the staff app, because their actions and changes use the same services as the staff pages."""
 
-from ops import admin_credentials, admin_rentals
+from ops import admin_credentials, admin_policies, admin_rentals
 
-__all__ = ["admin_credentials", "admin_rentals"]
+__all__ = ["admin_credentials", "admin_policies", "admin_rentals"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import uuid
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -32,6 +33,7 @@ from django.utils import timezone
 
 from accounts.models import Customer
 from rentals.models import STATUS_LABELS, ClusterMember, Rental, RentalNode, RentAttempt
+from rentals.states import FINAL_STATES
 
 SEARCH_RESULTS = 50
 # One more than a page: enough to fill the page from any one lookup and to know that there is more.
@@ -62,6 +64,7 @@ class SearchRow:
     created_by: str
     created: str  # when it was created, to the minute (UTC)
     found_by: str  # the identifier kinds that matched, "pod name, customer ref"
+    removal_at: datetime | None = None  # a scheduled removal still to come (none once the rental is final)
     url: str = ""  # set by the view
 
 
@@ -91,6 +94,7 @@ class Lookup:
 
 
 _CREATED_AT = Rental._meta.get_field("created_at")
+_REMOVAL_AT = Rental._meta.get_field("removal_scheduled_at")
 
 
 def _table(model: type[Any]) -> str:
@@ -238,7 +242,8 @@ def _page_rows(pks: list[int]) -> list[tuple[Any, ...]]:
     three-table read cost more than running it."""
     marks = ", ".join(["%s"] * len(pks))
     sql = (
-        f"SELECT r.id, r.public_id, r.pod_name, r.status, c.name, r.customer_ref, u.username, r.created_at "  # noqa: S608 - our columns, values are parameters
+        f"SELECT r.id, r.public_id, r.pod_name, r.status, c.name, r.customer_ref, u.username, r.created_at, "  # noqa: S608 - our columns, values are parameters
+        f"r.removal_scheduled_at "
         f"FROM {_table(Rental)} r JOIN {_table(Customer)} c ON c.id = r.customer_id "
         f"LEFT JOIN {_table(User)} u ON u.id = r.created_by_id "
         f"WHERE r.id IN ({marks}) ORDER BY r.created_at DESC, r.id DESC"
@@ -249,7 +254,11 @@ def _page_rows(pks: list[int]) -> list[tuple[Any, ...]]:
     # The backend's own conversions, as the ORM applies them (SQLite keeps uuids as hex and times as text).
     convert = [
         (index, [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)], col)
-        for index, col in ((1, Rental._meta.get_field("public_id").get_col("r")), (7, _CREATED_AT.get_col("r")))
+        for index, col in (
+            (1, Rental._meta.get_field("public_id").get_col("r")),
+            (7, _CREATED_AT.get_col("r")),
+            (8, _REMOVAL_AT.get_col("r")),
+        )
     ]
     converted = []
     for row in rows:
@@ -293,8 +302,11 @@ def rental_search(*, text: str) -> SearchResult:
             created_by=created_by or "—",
             created=timezone.localtime(created_at).strftime("%Y-%m-%d %H:%M"),
             found_by=", ".join(result.matched[pk]),
+            removal_at=None if status in FINAL_STATES else removal_at,
         )
-        for pk, public_id, pod_name, status, customer_name, customer_ref, created_by, created_at in _page_rows(newest)
+        for pk, public_id, pod_name, status, customer_name, customer_ref, created_by, created_at, removal_at in (
+            _page_rows(newest)
+        )
     ]
     if len(result.rentals) == 1 and set(result.matched[result.rentals[0].pk]) & EXACT_KINDS:
         result.exact = result.rentals[0]

@@ -202,6 +202,9 @@ class CustomerRemovalPolicy(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
     updated_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
 
+    class Meta:
+        verbose_name_plural = "customer removal policies"
+
     def __str__(self) -> str:
         return f"{self.customer}: default {self.default_hours or '-'} h, max {self.max_hours or '-'} h"
 

@@ -2,8 +2,10 @@
 
 An unchanged rental gets only a new, slower poller; a changed one also gets the section, swapped out of band.
 The section is rendered once per (rental, version, may act) and kept per process, because every write that
-changes what it shows bumps `Rental.version`. It holds no CSRF field, so every viewer of a version shares it;
-the page keeps its token outside the section (`rental_detail.html`).
+changes what it shows bumps `Rental.version`. One thing changes it with no write: a `rented` rental's nodes
+becoming overdue (`rentals.explanations`). Such a section says when (`Section.changes_at`, carried by the poller
+as `d`): after that it is rendered again, and a poll of an unchanged version still gets it. It holds no CSRF
+field, so every viewer of a version shares it; the page keeps its token outside the section (`rental_detail.html`).
 """
 
 from __future__ import annotations
@@ -17,13 +19,16 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.cache import caches
 from django.http import HttpRequest, HttpResponse
 from django.template.loader import get_template, render_to_string
+from django.utils import timezone
 
 from common.metrics import POLL_REQUESTS
 from rentals import polling
+from rentals.explanations import rental_explanation
 from rentals.launch import cluster_launch
 from rentals.models import Rental
 from rentals.panels import panels_context
-from rentals.states import CUSTOMER_EXPLANATIONS, FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES, RentalStatus
+from rentals.selectors import members_due_at
+from rentals.states import FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES, RentalStatus
 
 POLL_FAST_SECONDS = 2.0
 POLL_SLOW_SECONDS = 15.0
@@ -56,19 +61,36 @@ Check = Callable[[], tuple[Rental, bool]]
 
 @dataclass(frozen=True)
 class PollQuery:
-    """What a poll asks: the version its page shows, its current interval, its token (0, 0, "" if absent)."""
+    """What a poll asks: the version its page shows, its current interval, its token, and when its section may
+    change by time alone (0, 0, "", 0 if absent)."""
 
     version: int
     interval: float
     token: str
+    due: int = 0
+
+    def is_due(self) -> bool:
+        """Whether the section the page shows may have changed by time alone."""
+        return bool(self.due) and timezone.now().timestamp() >= self.due
+
+
+@dataclass(frozen=True)
+class Section:
+    """A rendered progress section, and when it may change by time alone (epoch seconds; 0: only by a write)."""
+
+    html: str
+    changes_at: int
 
 
 def progress_context(request: HttpRequest, rental: Rental, *, may_act: bool, poll_url: str) -> dict[str, object]:
     """Build what the rental page's progress section and poller show, with a new poll token."""
     token = polling.poll_token(request=request, rental_id=rental.pk, may_act=may_act)
     interval = next_interval(status=rental.status, version=rental.version, seen_version=0, interval=0)
-    poller = _poller_context(url=poll_url, version=rental.version, status=rental.status, interval=interval, token=token)
-    return {**_section_context(rental, may_act=may_act), **poller}
+    section, changes_at = _section_context(rental, may_act=may_act)
+    poller = _poller_context(
+        url=poll_url, version=rental.version, status=rental.status, interval=interval, token=token, due=changes_at
+    )
+    return {**section, **poller}
 
 
 def answer_poll(request: HttpRequest, public_id: uuid.UUID, *, check: Check) -> HttpResponse:
@@ -85,14 +107,18 @@ def answer_poll(request: HttpRequest, public_id: uuid.UUID, *, check: Check) -> 
         return redirect_to_login(request.get_full_path())
     rental, may_act = check()
     token = polling.poll_token(request=request, rental_id=rental.pk, may_act=may_act)
-    unchanged = rental.version == query.version and query.interval
+    unchanged = rental.version == query.version and query.interval and not query.is_due()
     POLL_REQUESTS.labels(outcome="checked").inc()
-    section = None if unchanged else section_html(rental, may_act=may_act)
+    section = None if unchanged else _section(rental, may_act=may_act)
     return _answer(request, query, token=token, version=rental.version, status=rental.status, section=section)
 
 
 def section_html(rental: Rental, *, may_act: bool) -> str:
     """Return the out-of-band progress section of this version of the rental, rendering it once."""
+    return _section(rental, may_act=may_act).html
+
+
+def _section(rental: Rental, *, may_act: bool) -> Section:
     cached = _cached_section(rental.public_id.hex, rental.version, may_act)
     return cached if cached is not None else _render_section(rental, may_act=may_act)
 
@@ -112,37 +138,41 @@ def _answer_granted(request: HttpRequest, query: PollQuery, public_id: uuid.UUID
     # The rental in the URL must be the one the token names.
     if grant is None or state is None or state.public_hex != public_id.hex:
         return None
-    if state.version == query.version and query.interval:
+    if state.version == query.version and query.interval and not query.is_due():
         POLL_REQUESTS.labels(outcome="unchanged").inc()
         return _answer(request, query, token=grant.token, version=state.version, status=state.status)
     version, status = state.version, state.status
-    html = _cached_section(state.public_hex, version, grant.may_act)
-    if html is None:
+    section = _cached_section(state.public_hex, version, grant.may_act)
+    if section is None:
         rental = Rental.objects.filter(pk=grant.rental_id).first()
         if rental is None:
             return None
         # The row may be newer than the state just read: show (and key) what was rendered.
-        version, status, html = rental.version, rental.status, _render_section(rental, may_act=grant.may_act)
+        version, status, section = rental.version, rental.status, _render_section(rental, may_act=grant.may_act)
     POLL_REQUESTS.labels(outcome="changed").inc()
-    return _answer(request, query, token=grant.token, version=version, status=status, section=html)
+    return _answer(request, query, token=grant.token, version=version, status=status, section=section)
 
 
 def _answer(
-    request: HttpRequest, query: PollQuery, *, token: str, version: int, status: str, section: str | None = None
+    request: HttpRequest, query: PollQuery, *, token: str, version: int, status: str, section: Section | None = None
 ) -> HttpResponse:
     """Return the next poller (fast after a change, slower while unchanged), then the section if there is one."""
     delay = next_interval(status=status, version=version, seen_version=query.version, interval=query.interval)
-    context = _poller_context(url=request.path, version=version, status=status, interval=delay, token=token)
+    due = query.due if section is None else section.changes_at  # what the page shows after this answer
+    context = _poller_context(url=request.path, version=version, status=status, interval=delay, token=token, due=due)
     html = get_template(POLLER_PARTIAL).render(context)
-    return HttpResponse(html if section is None else html + section)
+    return HttpResponse(html if section is None else html + section.html)
 
 
-def _poller_context(*, url: str, version: int, status: str, interval: float, token: str) -> dict[str, str]:
+def _poller_context(
+    *, url: str, version: int, status: str, interval: float, token: str, due: int = 0
+) -> dict[str, str]:
     """What the poller partial needs: the URL it asks next and after how long (neither once the rental is final)."""
     if status in FINAL_STATES:
         return {}
     # Two variables, not six: each one the template renders costs a few µs on every poll.
-    return {"poller_url": f"{url}?v={int(version)}&i={float(interval)}&t={token}", "poller_delay": str(float(interval))}
+    url = f"{url}?v={int(version)}&i={float(interval)}&t={token}" + (f"&d={int(due)}" if due else "")
+    return {"poller_url": url, "poller_delay": str(float(interval))}
 
 
 def _read_poll_query(request: HttpRequest) -> PollQuery:
@@ -152,30 +182,37 @@ def _read_poll_query(request: HttpRequest) -> PollQuery:
     except ValueError:
         params = {}
     try:
-        version, interval = int(params.get("v", "0")), float(params.get("i", "0"))
+        version, interval, due = int(params.get("v", "0")), float(params.get("i", "0")), int(params.get("d", "0"))
     except ValueError:
-        version, interval = 0, 0.0
+        version, interval, due = 0, 0.0, 0
     # min() first: a NaN interval compares false both ways and becomes 0.
-    return PollQuery(version=version, interval=max(0.0, min(interval, POLL_MAX_SECONDS)), token=params.get("t", ""))
+    interval = max(0.0, min(interval, POLL_MAX_SECONDS))
+    return PollQuery(version=version, interval=interval, token=params.get("t", ""), due=due)
 
 
-def _section_context(rental: Rental, *, may_act: bool) -> dict[str, object]:
-    """Build what the progress section shows (the same for every viewer with the same `may_act`)."""
+def _section_context(rental: Rental, *, may_act: bool) -> tuple[dict[str, object], int]:
+    """Build what the progress section shows (the same for every viewer with the same `may_act`), and when time
+    alone may change it (epoch seconds, or 0)."""
     all_members = list(rental.members.all())
     members = [member for member in all_members if member.gone_at is None]
     running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
-    return {
+    now = timezone.now()
+    # Rendered before the nodes are due, the explanation changes when they are: render it again then.
+    due = members_due_at(rental) if not all_members else None
+    changes_at = int(due.timestamp()) + 1 if due is not None and due >= now else 0
+    context: dict[str, object] = {
         "rental": rental,
         "attempts": list(rental.attempts.all()),
         "members": members,
         "launch": cluster_launch(members, gpus_per_node=rental.gpus_per_node),
-        "explanation": CUSTOMER_EXPLANATIONS.get(rental.status, ""),
+        "explanation": rental_explanation(rental, now=now),
         "poll": rental.status not in FINAL_STATES,
         "steps": _steps(rental, running, has_members=bool(members)),
         "may_act": may_act,
         "holds_cluster": HOLDS_CLUSTER_STATES,
         **panels_context(rental, all_members=all_members, live=members),  # removal, connect, failures
     }
+    return context, changes_at
 
 
 def _steps(rental: Rental, running: int, *, has_members: bool) -> list[dict[str, object]]:
@@ -193,12 +230,19 @@ def _section_key(public_hex: str, version: int, may_act: bool) -> str:
     return f"rental-progress:{public_hex}:{version}:{int(may_act)}"
 
 
-def _cached_section(public_hex: str, version: int, may_act: bool) -> str | None:
-    return caches[FRAGMENT_CACHE].get(_section_key(public_hex, version, may_act))
+def _cached_section(public_hex: str, version: int, may_act: bool) -> Section | None:
+    """Return the kept section of this version, unless time alone may have changed it since it was rendered."""
+    kept = caches[FRAGMENT_CACHE].get(_section_key(public_hex, version, may_act))
+    if kept is None:
+        return None
+    section = Section(*kept)
+    return None if section.changes_at and timezone.now().timestamp() >= section.changes_at else section
 
 
-def _render_section(rental: Rental, *, may_act: bool) -> str:
+def _render_section(rental: Rental, *, may_act: bool) -> Section:
     """Render the out-of-band progress section of this version of the rental and keep it."""
-    html = render_to_string(SECTION_PARTIAL, {**_section_context(rental, may_act=may_act), "oob": True})
-    caches[FRAGMENT_CACHE].set(_section_key(rental.public_id.hex, rental.version, may_act), html)
-    return html
+    context, changes_at = _section_context(rental, may_act=may_act)
+    section = Section(render_to_string(SECTION_PARTIAL, {**context, "oob": True}), changes_at)
+    key = _section_key(rental.public_id.hex, rental.version, may_act)
+    caches[FRAGMENT_CACHE].set(key, (section.html, section.changes_at))
+    return section

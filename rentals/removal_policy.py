@@ -36,20 +36,41 @@ def termination_hours_apply(*, customer: Customer, hours: int | None) -> int | N
     return hours
 
 
-def removal_policy_set(
-    *, customer: Customer, default_hours: int | None, max_hours: int | None, actor: User
-) -> CustomerRemovalPolicy:
-    """Save the customer's default and maximum (both 1-720 hours or none; the default at most the maximum)."""
+def removal_policy_check(*, default_hours: int | None, max_hours: int | None) -> None:
+    """Refuse (ValidationError keyed by field) hours outside 1-720, or a default above the maximum."""
     for name, value in (("default_hours", default_hours), ("max_hours", max_hours)):
         if value is not None and not 1 <= value <= MAX_HOURS:
             raise ValidationError({name: ValidationError(f"Enter whole hours from 1 to {MAX_HOURS}, or leave empty.")})
     if default_hours is not None and max_hours is not None and default_hours > max_hours:
         raise ValidationError({"default_hours": ValidationError("The default cannot be above the maximum.")})
+
+
+def removal_policy_set(
+    *, customer: Customer, default_hours: int | None, max_hours: int | None, actor: User
+) -> CustomerRemovalPolicy:
+    """Save the customer's default and maximum (both 1-720 hours or none; the default at most the maximum)."""
+    removal_policy_check(default_hours=default_hours, max_hours=max_hours)
     policy, _created = CustomerRemovalPolicy.objects.update_or_create(
         customer=customer,
         defaults={"default_hours": default_hours, "max_hours": max_hours, "updated_by": actor},
     )
     return policy
+
+
+def policy_summary(policy: CustomerRemovalPolicy | None) -> str:
+    """Return the policy in a few words for staff lists ("default 24 h, max 72 h"; "none")."""
+    parts = []
+    if policy is not None and policy.default_hours:
+        parts.append(f"default {policy.default_hours} h")
+    if policy is not None and policy.max_hours:
+        parts.append(f"max {policy.max_hours} h")
+    return ", ".join(parts) or "none"
+
+
+def policy_summaries(*, customer_ids: list[int]) -> dict[int, str]:
+    """Return each customer's policy in a few words, "none" for one without (one query)."""
+    found = {p.customer_id: p for p in CustomerRemovalPolicy.objects.filter(customer_id__in=customer_ids)}
+    return {customer_id: policy_summary(found.get(customer_id)) for customer_id in customer_ids}
 
 
 def policy_hint(customer: Customer) -> str:

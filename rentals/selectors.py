@@ -14,7 +14,7 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.http import Http404
 
-from accounts.models import Customer, UpstreamCredential
+from accounts.models import Customer
 from accounts.roles import is_operator, is_staff_reader
 from rentals.models import ClusterMember, Rental
 from rentals.states import FINAL_STATES, RentalStatus
@@ -38,10 +38,31 @@ def customer_list_for_renting(*, user: AbstractBaseUser | AnonymousUser) -> Quer
     return Customer.objects.filter(active=True, memberships__user_id=user.pk or 0)
 
 
-def credential_for_browsing(*, user: AbstractBaseUser | AnonymousUser) -> UpstreamCredential | None:
-    """Return the credential whose offers the user browses: their first customer's default credential."""
-    customer = customer_list_for_user(user=user).select_related("default_credential").first()
-    return customer.default_credential if customer else None
+def customer_find(customers: QuerySet[Customer], wanted: int | str) -> Customer | None:
+    """Return the customer of `customers` that `wanted` names: an id, or a name (a name of digits before an id)."""
+    if isinstance(wanted, int):
+        return customers.filter(pk=wanted).first()
+    if "\x00" in wanted:
+        return None  # no name holds a NUL, and PostgreSQL refuses one in a query
+    found = customers.filter(name=wanted).first()
+    if found is None and wanted.isascii() and wanted.isdigit() and len(wanted) < 10:
+        found = customers.filter(pk=int(wanted)).first()
+    return found
+
+
+def customer_for_browsing(*, user: AbstractBaseUser | AnonymousUser, wanted: str | None) -> Customer | None:
+    """Return the customer whose offers the user browses: the one `wanted` names (id or name) among those they
+    may see, else their first (None: they see none); raise `Customer.DoesNotExist` when it names none of theirs.
+
+    Each customer's offers are its own Lium account's, read with its default credential (selected with it).
+    """
+    customers = customer_list_for_user(user=user).select_related("default_credential")
+    if not wanted:
+        return customers.first()
+    found = customer_find(customers, wanted)
+    if found is None:
+        raise Customer.DoesNotExist(f"{user} does not act for a customer {wanted!r}.")
+    return found
 
 
 def rental_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Rental]:
@@ -98,15 +119,30 @@ def rented_without_members(*, now: datetime) -> Q:
     return Q(status=RentalStatus.RENTED) & rented_long_ago & ~Q(has_members)
 
 
+def members_overdue(rental: Rental, *, now: datetime) -> bool:
+    """Return whether `rented_without_members` holds for this rental at `now` (one query for a `rented` one)."""
+    if rental.status != RentalStatus.RENTED:
+        return False
+    return Rental.objects.filter(rented_without_members(now=now), pk=rental.pk).exists()
+
+
+def members_due_at(rental: Rental) -> datetime | None:
+    """Return when a `rented` rental still without members becomes overdue by `rented_without_members`.
+
+    Only when to look again (a page that may change by time alone); the rule itself decides.
+    """
+    if rental.status != RentalStatus.RENTED:
+        return None
+    return (rental.rented_at or rental.updated_at) + members_grace()
+
+
 def needs_attention(rental: Rental, *, now: datetime) -> str:
     """Return why a human should look at this rental, or "" (at most one query)."""
     if rental.status == RentalStatus.UNKNOWN:
         return "Outcome unknown: the order may have rented a cluster. Reconcile, or confirm what Lium says."
     if rental.status == RentalStatus.DEGRADED:
         return "Degraded: a member failed."
-    if rental.status != RentalStatus.RENTED:
-        return ""
-    if not Rental.objects.filter(rented_without_members(now=now), pk=rental.pk).exists():
+    if not members_overdue(rental, now=now):
         return ""
     minutes = int(members_grace().total_seconds() // 60)
     unknown_id = "" if rental.cluster_id else " and its cluster id is not known"

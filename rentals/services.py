@@ -164,7 +164,10 @@ def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") ->
         return False
     if not rental.cluster_id:
         # Removal goes by cluster id; until the pod list has shown it, a delete could not name the cluster.
-        raise ValidationError("The cluster's id is not known yet; wait until its members appear.")
+        raise ValidationError(
+            "The cluster's id is not known yet, so it cannot be removed: wait until its nodes appear, or ask "
+            "support to reconcile the rental (find its cluster at Lium)."
+        )
     moved = rental_transition(
         rental_id=rental.pk,
         from_status=rental.status,

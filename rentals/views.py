@@ -16,7 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from accounts.models import SshPublicKey
+from accounts.models import Customer, SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
 from common import ratelimit
 from rentals import offers, progress, selectors, services
@@ -30,9 +30,8 @@ from rentals.upstream import UpstreamError
 
 
 def _listing_or_error(
-    request: HttpRequest, *, refresh: bool = False, credential: Any = None
+    request: HttpRequest, *, credential: Any, refresh: bool = False
 ) -> tuple[OfferListing | None, str]:
-    credential = credential or selectors.credential_for_browsing(user=request.user)
     if credential is None:
         return None, "You are not a member of any customer with a Lium credential; ask an operator to add you."
     try:
@@ -43,38 +42,57 @@ def _listing_or_error(
 
 @login_required
 def fabric_list(request: HttpRequest) -> HttpResponse:
-    """List every fabric with its free nodes and cheapest node-hour."""
-    listing, error = _listing_or_error(request, refresh=request.GET.get("refresh") == "1")
+    """List every fabric with its free nodes and cheapest node-hour, as the chosen customer's account offers them."""
+    customers = list(selectors.customer_list_for_user(user=request.user))
+    filters = _fabric_filters(request)
+    context: dict[str, object] = {"customers": customers, "fabrics": [], "filters": filters}
+    try:
+        customer = selectors.customer_for_browsing(user=request.user, wanted=request.GET.get("customer"))
+    except Customer.DoesNotExist:
+        error = "You do not act for that customer: pick one of yours."
+        return render(request, "rentals/fabric_list.html", {**context, "error": error}, status=404)
+    credential = customer.default_credential if customer else None
+    listing, error = _listing_or_error(request, credential=credential, refresh=request.GET.get("refresh") == "1")
     fabrics = listing.fabrics if listing else []
-    gpu = request.GET.get("gpu", "")
-    kind = request.GET.get("type", "")
+    gpu_types = sorted({fabric.gpu_type for fabric in fabrics if fabric.gpu_type})
+    context |= {
+        "customer": customer,
+        "fabrics": _fabrics_filtered(fabrics, filters),
+        "listing": listing,
+        "error": error,
+        "gpu_types": gpu_types,
+        "may_rent": selectors.customer_list_for_renting(user=request.user).exists(),
+    }
+    return render(request, "rentals/fabric_list.html", context)
+
+
+def _fabric_filters(request: HttpRequest) -> dict[str, Any]:
+    """Read the fabrics page's filters; a bad value means no filter."""
     try:
         min_free = max(0, int(request.GET.get("min_free", "0") or 0))
     except ValueError:
         min_free = 0
-    if gpu:
-        fabrics = [fabric for fabric in fabrics if fabric.gpu_type == gpu]
-    if kind in ("infiniband", "roce"):
-        fabrics = [fabric for fabric in fabrics if fabric.fabric_type == kind]
-    fabrics = [fabric for fabric in fabrics if fabric.free_count >= min_free]
-    sort = request.GET.get("sort", "price")
-    if sort == "free":
-        fabrics.sort(key=lambda fabric: -fabric.free_count)
-    else:
-        fabrics.sort(key=lambda fabric: (fabric.cheapest_node_hour is None, fabric.cheapest_node_hour or 0))
-    gpu_types = sorted({fabric.gpu_type for fabric in (listing.fabrics if listing else []) if fabric.gpu_type})
-    return render(
-        request,
-        "rentals/fabric_list.html",
-        {
-            "fabrics": fabrics,
-            "listing": listing,
-            "error": error,
-            "gpu_types": gpu_types,
-            "filters": {"gpu": gpu, "type": kind, "min_free": min_free, "sort": sort},
-            "may_rent": selectors.customer_list_for_renting(user=request.user).exists(),
-        },
-    )
+    kind = request.GET.get("type", "")
+    return {
+        "gpu": request.GET.get("gpu", ""),
+        "type": kind if kind in ("infiniband", "roce") else "",
+        "min_free": min_free,
+        "sort": request.GET.get("sort", "price"),
+    }
+
+
+def _fabrics_filtered(fabrics: list[Fabric], filters: dict[str, Any]) -> list[Fabric]:
+    """Return the fabrics that pass the filters, in the chosen order."""
+    shown = [
+        fabric
+        for fabric in fabrics
+        if (not filters["gpu"] or fabric.gpu_type == filters["gpu"])
+        and (not filters["type"] or fabric.fabric_type == filters["type"])
+        and fabric.free_count >= filters["min_free"]
+    ]
+    if filters["sort"] == "free":
+        return sorted(shown, key=lambda fabric: -fabric.free_count)
+    return sorted(shown, key=lambda fabric: (fabric.cheapest_node_hour is None, fabric.cheapest_node_hour or 0))
 
 
 @login_required

@@ -26,6 +26,9 @@ from .validation import ssh_key_problem
 def _auth(state: State, request: Request, route: str, scope: str = "read") -> dict[str, Any]:
     pre_faults(state, route)
     cred = state.authenticate(request.headers)
+    entry = request.environ.get("lium_sim.log_entry")
+    if entry is not None:
+        entry["api_key_id"] = cred["id"]  # which key called: a test can tell whose account was read
     state.require_scope(cred, scope)
     before_commit_faults(state, route)
     return cred

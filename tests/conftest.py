@@ -104,8 +104,10 @@ class Simulator:
         data = self.http.get("/_sim/ledger").raise_for_status().json()
         return data["ledger"] if isinstance(data, dict) else data
 
-    def requests(self) -> list[dict]:
-        data = self.http.get("/_sim/requests").raise_for_status().json()
+    def requests(self, route: str | None = None) -> list[dict]:
+        """The rent calls received, or with `route` the recent calls of that route ("*": every route)."""
+        params = {"route": route} if route else {}
+        data = self.http.get("/_sim/requests", params=params).raise_for_status().json()
         return data["requests"] if isinstance(data, dict) else data
 
     def offers(self) -> list[dict]:
@@ -286,6 +288,20 @@ def carol(acme):  # type: ignore[no-untyped-def]
 @pytest.fixture
 def bob(globex):  # type: ignore[no-untyped-def]
     return _user("bob", customer=globex)
+
+
+@pytest.fixture
+def dana(simulator: Simulator, acme, globex):  # type: ignore[no-untyped-def]
+    """A member of Acme (the simulator's main key) and of Globex, which rents on another Lium account."""
+    from accounts.models import Customer, Membership, UpstreamCredential
+
+    other = UpstreamCredential(name="other", base_url=simulator.api_url)
+    other.set_secret("sim-other-key")
+    other.save()
+    Customer.objects.filter(pk=globex.pk).update(default_credential=other)
+    user = _user("dana", customer=acme)
+    Membership.objects.create(user=user, customer=globex)
+    return user
 
 
 @pytest.fixture

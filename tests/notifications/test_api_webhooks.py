@@ -142,3 +142,27 @@ def test_production_refuses_http_and_private_addresses_through_the_api(alice, se
         assert response.status_code == 422 and error_code(response) == "invalid_url"
         assert words in response.json()["error"]["message"]
     assert not Delivery.objects.exists()
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ("{", 400, "invalid_json"),
+        ("[1]", 400, "invalid_json"),
+        ('"text"', 400, "invalid_json"),
+        ("[" * 100_000, 400, "invalid_json"),
+        (b"\xff\xfe", 400, "invalid_json"),
+        ({"url": HOOK}, 422, "validation_error"),
+        ({"url": HOOK, "events": ["*"], "colour": "red"}, 422, "validation_error"),
+    ],
+)
+def test_a_bad_body_is_refused_in_the_envelope(alice, body, status, code) -> None:  # type: ignore[no-untyped-def]
+    api = Api(alice)
+    data = body if isinstance(body, str | bytes) else json.dumps(body)
+    answer = api.client.post(
+        "/api/v1/webhooks", data=data, content_type="application/json", headers={"X-API-Key": api.key}
+    )
+    assert answer.status_code == status and error_code(answer) == code
+    if status == 422:
+        assert answer.json()["validation_errors"], "the fields at fault are named"
+    assert not WebhookEndpoint.objects.exists()

@@ -159,3 +159,19 @@ def test_a_name_prefix_lists_the_newest_rentals_of_every_customer_it_names(make_
     result = rental_search(text="Prefixed")
     assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)]
     assert all(result.matched[rental.pk] == ["customer"] for rental in rentals)
+
+
+def test_the_results_show_the_removal_countdown_of_a_live_rental(make_rental, sam, client_for) -> None:
+    at = (timezone.now() + timedelta(days=2, hours=1, minutes=30)).replace(microsecond=0)
+    make_rental(pod_name="sweep-live", status="ready", removal_scheduled_at=at)
+    make_rental(pod_name="sweep-gone", status="terminated", removal_scheduled_at=at)
+    make_rental(pod_name="sweep-none", status="ready")
+    html = client_for(sam).get("/ops/search/", {"q": "sweep"}).content.decode()
+    rows = {row.split("</a>")[0].rsplit(">", 1)[1]: row for row in html.split("<tr><td>")[1:]}
+    assert set(rows) == {"sweep-live", "sweep-gone", "sweep-none"}
+    assert "removes in" in rows["sweep-live"] and "2 d 1 h" in rows["sweep-live"]
+    assert (
+        f'data-countdown="{at.isoformat()}"' in rows["sweep-live"] and f"{at:%Y-%m-%d %H:%M} UTC" in rows["sweep-live"]
+    )
+    assert "removes in" not in rows["sweep-gone"], "a terminated rental removes nothing any more"
+    assert "removes in" not in rows["sweep-none"]

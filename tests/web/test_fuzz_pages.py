@@ -42,7 +42,7 @@ RENT_FORM = [
     "submit_token",
 ]  # fmt: skip
 NAMES_READ = {
-    "rentals:fabric_list": ["refresh", "gpu", "type", "min_free", "sort"],
+    "rentals:fabric_list": ["refresh", "gpu", "type", "min_free", "sort", "customer"],
     "rentals:rent": ["cheapest", *RENT_FORM],
     "rentals:rent_summary": ["fabric", "customer", "executor_ids"],
     "rentals:rental_list": ["status", "ref", "before", "fragment"],
