@@ -24,8 +24,9 @@ router = Router()
 
 
 def listing_for(credential: UpstreamCredential | None) -> OfferListing:
-    """Return the credential's fabric offers; raise the envelope's 409, 502 or 503 when they cannot be read."""
-    if credential is None or not credential.active:
+    """Return the credential's fabric offers (`selectors.customer_credential`: None when the customer has no
+    active one); raise the envelope's 409, 502 or 503 when they cannot be read."""
+    if credential is None:
         raise ApiError(
             409,
             "no_credential",
@@ -78,7 +79,7 @@ def _browsed(request: HttpRequest, wanted: str | None) -> tuple[Customer, OfferL
             f"You do not act for a customer '{wanted}'.",
             hint="Give the id or name of one of your customers, or leave customer out.",
         ) from exc
-    listing = listing_for(customer.default_credential if customer else None)
+    listing = listing_for(selectors.customer_credential(customer))
     assert customer is not None  # without a customer there is no credential: listing_for refused
     return customer, listing
 

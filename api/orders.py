@@ -56,8 +56,8 @@ def order_build(request: HttpRequest, data: RentalCreateIn) -> tuple[Customer, R
         validate_pod_name(data.pod_name)
     except DjangoValidationError as exc:
         raise field_error("pod_name", "invalid_pod_name", exc.messages[0]) from exc
-    credential = customer.default_credential
-    if credential is None or not credential.active:
+    credential = selectors.customer_credential(customer)
+    if credential is None:
         raise ApiError(
             422,
             "no_credential",

@@ -47,6 +47,10 @@ class CustomerBudgetAdmin(admin.ModelAdmin):
     list_select_related = ["customer"]
     search_fields = ["customer__name"]
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # Deleting would also drop the customer admins' own budget, with no record of who did it.
+        return False
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return ["customer_budget_usd", "updated_at", *(["customer"] if obj is not None else [])]
 

@@ -25,12 +25,16 @@ class TaskPool(thread.TaskPool):
 
     _wake_read: int | None = None
     _wake_write: int | None = None
+    _loop: Any = None
 
     def register_with_event_loop(self, loop: Any) -> None:
         super().register_with_event_loop(loop)
-        self._wake_read, self._wake_write = os.pipe()
-        os.set_blocking(self._wake_read, False)
-        os.set_blocking(self._wake_write, False)
+        # Called again each time the consumer reconnects to the broker: one pipe for the pool's life.
+        if self._wake_read is None:
+            self._wake_read, self._wake_write = os.pipe()
+            os.set_blocking(self._wake_read, False)
+            os.set_blocking(self._wake_write, False)
+        self._loop = loop
         loop.add_reader(self._wake_read, self._drain)
 
     def on_apply(self, *args: Any, **kwargs: Any) -> thread.ApplyResult:
@@ -41,7 +45,9 @@ class TaskPool(thread.TaskPool):
         return result
 
     def on_stop(self) -> None:
-        super().on_stop()
+        super().on_stop()  # waits for the running tasks, so nothing writes to the pipe after this
+        if self._loop is not None and self._wake_read is not None:
+            self._loop.remove_reader(self._wake_read)
         for fd in (self._wake_read, self._wake_write):
             if fd is not None:
                 os.close(fd)

@@ -36,6 +36,10 @@ class CustomerRemovalPolicyAdmin(admin.ModelAdmin):
     list_select_related = ["customer", "updated_by"]
     search_fields = ["customer__name"]
 
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        # A policy is changed, never deleted, so that every change is recorded with its author.
+        return False
+
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         # A policy belongs to its customer: moving it to another would silently change two customers.
         return ["updated_at", "updated_by", *(["customer"] if obj is not None else [])]

@@ -176,7 +176,7 @@ def _poller_context(
 
 
 def _read_poll_query(request: HttpRequest) -> PollQuery:
-    """Read the poll's three parameters from the raw query string (half the cost of building `request.GET`)."""
+    """Read the poll's four parameters from the raw query string (half the cost of building `request.GET`)."""
     try:
         params = dict(parse_qsl(request.META.get("QUERY_STRING", ""), max_num_fields=10))
     except ValueError:

@@ -14,14 +14,14 @@ from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
 from django.db.models import Exists, OuterRef, Q, QuerySet, Sum
 from django.http import Http404
 
-from accounts.models import Customer
+from accounts.models import Customer, UpstreamCredential
 from accounts.roles import is_operator, is_staff_reader
 from rentals.models import ClusterMember, Rental
 from rentals.states import FINAL_STATES, RentalStatus
 
 
 def customer_list_for_user(*, user: AbstractBaseUser | AnonymousUser) -> QuerySet[Customer]:
-    """Return the customers the user may rent for (staff: every active customer)."""
+    """Return the customers the user may see and browse offers for (staff: every active customer)."""
     if is_staff_reader(user):
         return Customer.objects.filter(active=True)
     if not user.is_authenticated:
@@ -50,7 +50,13 @@ def customer_find(customers: QuerySet[Customer], wanted: int | str) -> Customer 
     return found
 
 
-def customer_for_browsing(*, user: AbstractBaseUser | AnonymousUser, wanted: str | None) -> Customer | None:
+def customer_credential(customer: Customer | None) -> UpstreamCredential | None:
+    """Return the credential the customer's offers are read and its orders sent with: its default one, if active."""
+    credential = customer.default_credential if customer is not None else None
+    return credential if credential is not None and credential.active else None
+
+
+def customer_for_browsing(*, user: AbstractBaseUser | AnonymousUser, wanted: int | str | None) -> Customer | None:
     """Return the customer whose offers the user browses: the one `wanted` names (id or name) among those they
     may see, else their first (None: they see none); raise `Customer.DoesNotExist` when it names none of theirs.
 

@@ -30,10 +30,14 @@ from rentals.upstream import UpstreamError
 
 
 def _listing_or_error(
-    request: HttpRequest, *, credential: Any, refresh: bool = False
+    request: HttpRequest, *, customer: Customer | None, refresh: bool = False
 ) -> tuple[OfferListing | None, str]:
-    if credential is None:
+    """Return the offers of the customer's Lium account, or why they cannot be shown."""
+    credential = selectors.customer_credential(customer)
+    if customer is None:
         return None, "You are not a member of any customer with a Lium credential; ask an operator to add you."
+    if credential is None:
+        return None, f"{customer.name} has no active Lium credential; ask an operator to set one."
     try:
         return offers.offers_get(credential=credential, refresh=refresh), ""
     except (UpstreamError, ValueError) as exc:
@@ -47,12 +51,11 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
     filters = _fabric_filters(request)
     context: dict[str, object] = {"customers": customers, "fabrics": [], "filters": filters}
     try:
-        customer = selectors.customer_for_browsing(user=request.user, wanted=request.GET.get("customer"))
+        customer = selectors.customer_for_browsing(user=request.user, wanted=_customer_id(request))
     except Customer.DoesNotExist:
         error = "You do not act for that customer: pick one of yours."
         return render(request, "rentals/fabric_list.html", {**context, "error": error}, status=404)
-    credential = customer.default_credential if customer else None
-    listing, error = _listing_or_error(request, credential=credential, refresh=request.GET.get("refresh") == "1")
+    listing, error = _listing_or_error(request, customer=customer, refresh=request.GET.get("refresh") == "1")
     fabrics = listing.fabrics if listing else []
     gpu_types = sorted({fabric.gpu_type for fabric in fabrics if fabric.gpu_type})
     context |= {
@@ -148,21 +151,20 @@ def _rent_offer(
     Offers, node checks, prices and the spend cap all use this credential, the one the order is sent with
     (customers may rent on different Lium accounts).
     """
-    credential = chosen.default_credential
-    listing, _error = _listing_or_error(request, credential=credential) if credential else (None, "")
+    credential = selectors.customer_credential(chosen)
+    listing, _error = _listing_or_error(request, customer=chosen)
     fabric = listing.fabric(fabric_id) if listing else None
+    # Back to the fabrics of the same customer, which say themselves why a listing failed (said once).
+    fabrics_of_chosen = f"{reverse('rentals:fabric_list')}?customer={chosen.pk}"
     if listing is None or fabric is None or credential is None:
-        # When the listing failed, the fabrics page says so itself; say nothing twice.
-        if credential is None:
-            messages.error(request, f"{chosen.name} has no Lium credential; ask an operator to set one.")
-        elif listing is not None:
+        if listing is not None:
             messages.error(request, f"That fabric is not offered to {chosen.name} any more; pick another one.")
-        return redirect("rentals:fabric_list")
+        return redirect(fabrics_of_chosen)
     try:
         return fabric, listing, offers.cluster_templates(credential=credential)
     except UpstreamError as exc:
         messages.error(request, f"The Lium API could not list templates right now ({exc}).")
-        return redirect("rentals:fabric_list")
+        return redirect(fabrics_of_chosen)
 
 
 def _rent_submit(request: HttpRequest, form: RentForm) -> HttpResponse | None:
@@ -205,6 +207,12 @@ def _cheapest_initial(request: HttpRequest, fabric: Fabric) -> dict[str, object]
     return {"executor_ids": [node.id for node in fabric.cheapest(wanted)]}
 
 
+def _customer_id(request: HttpRequest) -> int | str | None:
+    """Return the `customer` parameter of the page's selector: an id (a customer named "7" must not hide id 7)."""
+    wanted = request.GET.get("customer")
+    return int(wanted) if wanted and wanted.isascii() and wanted.isdigit() and len(wanted) < 10 else wanted
+
+
 def _chosen_customer(customers: list[Any], wanted: object) -> Any:
     """Return the customer named by the `customer` parameter (a pk) if the user may rent for it, else the first."""
     return next((customer for customer in customers if str(customer.pk) == str(wanted or "")), customers[0])
@@ -231,8 +239,9 @@ def rent_summary(request: HttpRequest) -> HttpResponse:
     """The live order summary (htmx): recomputed whenever the node selection changes."""
     # Priced with the offers of the customer the form rents for (its account may differ from the first's).
     customers = list(selectors.customer_list_for_renting(user=request.user).select_related("default_credential"))
-    credential = _chosen_customer(customers, request.GET.get("customer")).default_credential if customers else None
-    listing, error = _listing_or_error(request, credential=credential)
+    listing, error = _listing_or_error(
+        request, customer=_chosen_customer(customers, request.GET.get("customer")) if customers else None
+    )
     fabric = listing.fabric(request.GET.get("fabric", "")) if listing else None
     if listing is None or fabric is None:
         # Answer 200 so htmx swaps the message in (it ignores 4xx), and the next change can recover.

@@ -238,9 +238,9 @@ def celery_worker_args(
     beat_schedule: Path | None = None,
     hostname: str = "",
     queues: str = ALL_QUEUES,
-    pool: str | None = None,
 ) -> list[str]:
-    """Return the command line of one `celery worker` of the dashboard (with beat when given a schedule)."""
+    """Return the command line of one `celery worker` of the dashboard (with beat when given a schedule); its pool
+    is the settings' CELERY_WORKER_POOL (set that in its environment for another)."""
     args = [
         sys.executable,
         "-m",
@@ -255,8 +255,6 @@ def celery_worker_args(
         "--without-mingle",
         "--without-heartbeat",
     ]
-    if pool is not None:  # only Celery's own pool names; the default is the settings' CELERY_WORKER_POOL
-        args.append(f"--pool={pool}")
     if hostname:
         args.append(f"--hostname={hostname}")
     if beat_schedule is not None:

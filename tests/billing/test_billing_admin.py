@@ -62,3 +62,10 @@ def test_a_budget_changed_in_the_admin_follows_the_operators_rule(root, acme) ->
     budget.refresh_from_db()
     assert (budget.monthly_budget_usd, budget.enforce, budget.grace_hours) == (Decimal(300), True, 12)
     assert budget.customer_budget_usd is None, "a customer budget above the operators' new one is dropped"
+
+
+def test_a_budget_cannot_be_deleted_in_the_admin(root, acme) -> None:
+    budget = budget_set_by_operator(customer=acme, monthly_budget_usd=Decimal(500), enforce=True, grace_hours=2)
+    assert root.get(f"/admin/billing/customerbudget/{budget.pk}/delete/").status_code == 403
+    assert root.post(f"/admin/billing/customerbudget/{budget.pk}/delete/", {"post": "yes"}).status_code == 403
+    assert CustomerBudget.objects.filter(pk=budget.pk).exists()

@@ -48,3 +48,5 @@ def test_the_admin_changes_a_policy_by_the_same_rule_and_records_who(acme, clien
     assert saved.status_code == 302
     policy = CustomerRemovalPolicy.objects.get()
     assert (policy.default_hours, policy.max_hours, policy.updated_by) == (10, 100, root)
+    assert client.get(f"/admin/rentals/customerremovalpolicy/{policy.pk}/delete/").status_code == 403
+    assert "Delete" not in client.get(f"/admin/rentals/customerremovalpolicy/{policy.pk}/change/").content.decode()

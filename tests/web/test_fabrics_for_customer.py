@@ -49,3 +49,30 @@ def test_a_customer_she_does_not_belong_to_is_a_404_that_says_so(
 def test_an_operator_sees_the_offers_of_any_customer(olga, dana, globex, simulator: Simulator, client_for) -> None:
     html = client_for(olga).get("/fabrics/", {"customer": globex.pk}).content.decode()
     assert keys_that_listed_offers(simulator) == ["key-other"] and "Offers of Globex" in html
+
+
+def test_the_selector_picks_by_id_even_when_another_customer_is_named_like_that_id(
+    olga, acme, globex, simulator: Simulator, client_for
+) -> None:
+    Customer.objects.filter(pk=acme.pk).update(name=str(globex.pk))  # a customer named like Globex's id
+    html = client_for(olga).get("/fabrics/", {"customer": globex.pk}).content.decode()
+    assert "Offers of Globex" in html
+
+
+def test_a_customer_whose_credential_was_deactivated_shows_why_and_reads_nothing(
+    dana, globex, simulator: Simulator, client_for
+) -> None:
+    globex.refresh_from_db()
+    credential = globex.default_credential
+    credential.active = False
+    credential.save()
+    html = client_for(dana).get("/fabrics/", {"customer": globex.pk}).content.decode()
+    assert "Globex has no active Lium credential" in html
+    assert keys_that_listed_offers(simulator) == [], "no offers were read with a deactivated key"
+
+
+def test_a_fabric_no_longer_offered_leads_back_to_the_same_customers_fabrics(
+    dana, globex, simulator: Simulator, client_for
+) -> None:
+    response = client_for(dana).get("/rent/", {"fabric": "no-such-fabric", "customer": globex.pk})
+    assert response.status_code == 302 and response["Location"] == f"/fabrics/?customer={globex.pk}"
