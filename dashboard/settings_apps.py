@@ -62,7 +62,10 @@ RENT_INFLIGHT_GLOBAL = env.int("RENT_INFLIGHT_GLOBAL", 512, validate=POSITIVE)
 # --- Celery -------------------------------------------------------------------------------------------
 CELERY_BROKER_URL = env.str("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, object] = {}
+CELERY_BROKER_TRANSPORT: str | None = None  # the URL's scheme names the transport
 if CELERY_BROKER_URL.startswith("filesystem://"):
+    # Kombu's file-system transport, except that a worker never reads a message half-written (kombu #1551).
+    CELERY_BROKER_TRANSPORT = "common.filesystem_broker:Transport"
     _broker_dir = RUN_DIR / "broker"
     # The file-system transport neither creates its folders nor works without them (web and worker both
     # publish), so make them here, once, wherever these settings are loaded.
