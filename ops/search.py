@@ -5,8 +5,8 @@ index. All lookups run as one `UNION ALL` statement that returns (lookup, rental
 costs the same four queries at a thousand rentals or a million: customers and users named by the text (small
 tables), the union, and the page's rows by primary key.
 
-- Exact ids (rental id, idempotency key, pod id, cluster id, executor id, request id, overlay IP) match a handful
-  of rows each.
+- Exact ids (rental id, idempotency key, pod id, cluster id, executor id, request id) match a handful of rows each;
+  an overlay IP can match every cluster (they reuse their private addresses): its lookup reads the newest.
 - A customer ref, a customer and a user can each match many rentals: their lookups read the newest first,
   straight off a (key, -created_at) index, whatever the table's size. Several customers (a name prefix) or
   users (an e-mail) are one lookup that merges each one's newest.
@@ -118,9 +118,14 @@ def _rental_lookup(kind: str, where: str, *params: Any, newest_first: bool = Fal
     return Lookup(kind, sql, params)
 
 
-def _child_lookup(kind: str, model: type[Any], column: str, value: str) -> Lookup:
-    """A match on a table that belongs to a rental (members, nodes, attempts): the rental's id."""
-    sql = f"SELECT rental_id FROM {_table(model)} WHERE {column} = %s"  # noqa: S608 - as above
+def _child_lookup(kind: str, model: type[Any], column: str, value: str, *, newest_first: bool = False) -> Lookup:
+    """A match on a table that belongs to a rental (members, nodes, attempts): the rental's id.
+
+    `newest_first` for a value many rentals share: the highest rental ids (the newest rentals) off a (column,
+    rental) index, instead of whichever rows the index or the table lists first (the oldest).
+    """
+    order = " ORDER BY rental_id DESC" if newest_first else ""
+    sql = f"SELECT rental_id FROM {_table(model)} WHERE {column} = %s{order}"  # noqa: S608 - as above
     return Lookup(kind, sql, (value,), child=True)
 
 
@@ -166,7 +171,7 @@ def search_lookups(text: str) -> list[Lookup]:
             _rental_lookup("idempotency key", "idempotency_key = %s", _uuid_param("idempotency_key", as_uuid))
         )
     if _is_ip(text):
-        lookups.append(_child_lookup("overlay IP", ClusterMember, "overlay_ip", text))
+        lookups.append(_child_lookup("overlay IP", ClusterMember, "overlay_ip", text, newest_first=True))
     lookups += [
         _child_lookup("pod id", ClusterMember, "pod_id", text),
         _rental_lookup("cluster id", "cluster_id = %s", text),

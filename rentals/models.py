@@ -165,7 +165,7 @@ class ClusterMember(models.Model):
     rental = models.ForeignKey(Rental, on_delete=models.CASCADE, related_name="members")
     pod_id = models.CharField(max_length=100, db_index=True)
     rank = models.PositiveIntegerField(null=True, blank=True)
-    overlay_ip = models.CharField(max_length=45, blank=True, db_index=True)
+    overlay_ip = models.CharField(max_length=45, blank=True)  # indexed by `member_overlay_ip_rental`
     status = models.CharField(max_length=32, blank=True)
     phase = models.CharField(max_length=64, blank=True)
     eta_seconds = models.PositiveIntegerField(null=True, blank=True)
@@ -187,6 +187,9 @@ class ClusterMember(models.Model):
     class Meta:
         ordering = ["rental", "rank"]
         constraints = [models.UniqueConstraint(fields=["rental", "pod_id"], name="unique_member_pod")]
+        # Support search: clusters reuse their private overlay addresses (every cluster's rank 0 may be
+        # 10.42.0.1), so an address names many rentals; their newest come off this index, index-only.
+        indexes = [models.Index(fields=["overlay_ip", "rental"], name="member_overlay_ip_rental")]
 
     def __str__(self) -> str:
         return f"rank {self.rank} {self.pod_id}"
