@@ -16,7 +16,9 @@ tables), the union, and the page's rows by primary key.
 
 The statement is written out here rather than composed with the ORM: composing and compiling a dozen
 querysets cost more than running them (about 20 ms of a 50 ms search on a 2-core machine). It is portable
-SQL (a `LIMIT` inside each derived table, an `ORDER BY` on the union), run on SQLite and PostgreSQL by the tests.
+SQL (a `LIMIT` inside each derived table, an `ORDER BY` on the union), run on SQLite and PostgreSQL by the tests,
+but for the newest rentals of several owners, which PostgreSQL plans far cheaper as a `LATERAL` read
+(`_newest_of`).
 """
 
 from __future__ import annotations
@@ -199,17 +201,32 @@ def _newest_of(kind: str, column: str, owners: list[int]) -> list[Lookup]:
     """One lookup for the newest rentals of several customers (or users), merged from each one's own index.
 
     Each owner's newest come off its (owner, -created_at) index; an `IN (owners)` could not be read in order.
-    Merged under one `ORDER BY ... LIMIT`, PostgreSQL reads them lazily (Merge Append): about `PER_LOOKUP`
-    index entries in all, not `PER_LOOKUP` per owner (20 owners: 70 rows read instead of 1,020).
+    On PostgreSQL one `LATERAL` read per owner, planned once however many owners: a name prefix naming 20
+    customers cost 0.2 ms to plan and 0.8 ms to run at a million rentals (index-only, `PER_LOOKUP` entries per
+    customer), where one union arm per owner cost 3 ms to plan (and 0.8 ms to run, merged lazily). Elsewhere
+    (SQLite, no `LATERAL`, cheap planning) the union of one arm per owner.
     """
     if not owners:
         return []
-    arms = " UNION ALL ".join(
-        f"SELECT id, created_at FROM (SELECT id, created_at FROM {_table(Rental)} WHERE {column} = %s "  # noqa: S608 - our columns
-        f"ORDER BY created_at DESC LIMIT {PER_LOOKUP}) AS o{index}"
-        for index in range(len(owners))
-    )
-    sql = f"SELECT id, created_at FROM ({arms}) AS owners ORDER BY created_at DESC"  # noqa: S608 - as above
+
+    def newest(owner: str) -> str:  # one owner's newest, off its index (`owner`: a parameter or a column)
+        return (
+            f"SELECT id, created_at FROM {_table(Rental)} WHERE {column} = {owner} "  # noqa: S608 - our columns
+            f"ORDER BY created_at DESC LIMIT {PER_LOOKUP}"
+        )
+
+    if connection.vendor == "postgresql":
+        values = ", ".join(["(%s)"] * len(owners))
+        sql = (
+            f"SELECT r.id, r.created_at FROM (VALUES {values}) AS o(owner) "  # noqa: S608 - as above
+            f"CROSS JOIN LATERAL ({newest('o.owner')}) AS r ORDER BY r.created_at DESC"
+        )
+    else:
+        arms = " UNION ALL ".join(
+            f"SELECT id, created_at FROM ({newest('%s')}) AS o{index}"  # noqa: S608 - as above
+            for index in range(len(owners))
+        )
+        sql = f"SELECT id, created_at FROM ({arms}) AS owners ORDER BY created_at DESC"  # noqa: S608 - as above
     return [Lookup(kind, sql, tuple(owners))]
 
 
