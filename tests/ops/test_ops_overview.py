@@ -67,3 +67,28 @@ def test_attention_rows_are_oldest_problem_first_and_escaped(make_rental, acme, 
 )
 def test_durations_read_largest_unit_first(delta: timedelta, text: str) -> None:
     assert duration_text(delta) == text
+
+
+@pytest.fixture
+def waiting_rent_message(settings):  # type: ignore[no-untyped-def]
+    """One message waiting in the broker's `rent` queue (Redis only), removed after the test."""
+    if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+        pytest.skip("the queue depth is read from a Redis broker only")
+    import redis
+
+    client = redis.Redis.from_url(settings.CELERY_BROKER_URL)
+    marker = '{"test": "waiting rent message"}'
+    client.lpush(settings.RENT_QUEUE, marker)
+    yield
+    client.lrem(settings.RENT_QUEUE, 0, marker)
+    client.close()
+
+
+def test_the_queue_depth_counts_the_rent_queue(waiting_rent_message, sam, client_for) -> None:
+    """Rent calls wait in their own queue (not Celery's default `celery`): a backlog there is what matters."""
+    from ops.selectors import worker_health
+
+    worker = worker_health(now=timezone.now())
+    assert worker["queue_depth"] >= 1
+    html = client_for(sam).get("/ops/").content.decode()
+    assert re.search(r"\b[1-9]\d* waiting", html)
