@@ -33,6 +33,7 @@ from django.db import connection, models
 from django.utils import timezone
 
 from accounts.models import Customer
+from ops.raw_rows import converted
 from rentals.models import STATUS_LABELS, ClusterMember, Rental, RentalNode, RentAttempt
 
 SEARCH_RESULTS = 50
@@ -90,9 +91,6 @@ class Lookup:
     sql: str
     params: tuple[Any, ...]
     child: bool = False
-
-
-_CREATED_AT = Rental._meta.get_field("created_at")
 
 
 def _table(model: type[Any]) -> str:
@@ -268,19 +266,7 @@ def _page_rows(pks: list[int]) -> list[tuple[Any, ...]]:
     with connection.cursor() as cursor:
         cursor.execute(sql, pks)
         rows = cursor.fetchall()
-    # The backend's own conversions, as the ORM applies them (SQLite keeps uuids as hex and times as text).
-    convert = [
-        (index, [*connection.ops.get_db_converters(col), *col.get_db_converters(connection)], col)
-        for index, col in ((1, Rental._meta.get_field("public_id").get_col("r")), (7, _CREATED_AT.get_col("r")))
-    ]
-    converted = []
-    for row in rows:
-        values = list(row)
-        for index, converters, col in convert:
-            for converter in converters:
-                values[index] = converter(values[index], col, connection)
-        converted.append(tuple(values))
-    return converted
+    return converted(rows, Rental, {1: "public_id", 7: "created_at"})
 
 
 def rental_search(*, text: str) -> SearchResult:
