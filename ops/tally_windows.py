@@ -118,18 +118,25 @@ def _customer_part(week_hours: datetime, day_hours: datetime) -> tuple[str, list
 
 
 def _edge_part(now: datetime) -> tuple[str, list[Any]]:
-    """Rentals per state and customer created in each window's first part-hour, from the rows."""
+    """Rentals per state and customer created in each window's first part-hour, from the rows.
+
+    Two range reads of the `rental_created_cover` index (created_at, with state and customer), index-only, summed
+    before the names are joined. An `OR` of the ranges was a bitmap scan that read one heap page per rental: up
+    to two hours of rentals (about 2,700 at a million over 30 days) when the overview ran just after the hour.
+    """
     week_start, day_start = now - 7 * DAY, now - DAY
-    in_window = "r.created_at >= %s AND r.created_at < %s"
+    rentals = _name(Rental)
+    in_range = "created_at >= %s AND created_at < %s"
     sql = (
-        f"SELECT r.status, r.customer_id, c.name, SUM(CASE WHEN {in_window} THEN 1 ELSE 0 END) AS in_day, "
-        f"SUM(CASE WHEN {in_window} THEN 1 ELSE 0 END) AS in_week "
-        f"FROM {_name(Rental)} r JOIN {_name(Customer)} c ON c.id = r.customer_id "
-        f"WHERE ({in_window}) OR ({in_window}) GROUP BY r.status, r.customer_id, c.name"
+        f"SELECT e.status, e.customer_id, c.name, e.in_day, e.in_week FROM (SELECT status, customer_id, "
+        f"SUM(in_day) AS in_day, SUM(in_week) AS in_week FROM ("
+        f"SELECT status, customer_id, 1 AS in_day, 0 AS in_week FROM {rentals} WHERE {in_range} "
+        f"UNION ALL SELECT status, customer_id, 0, 1 FROM {rentals} WHERE {in_range}) AS r "
+        f"GROUP BY status, customer_id) AS e JOIN {_name(Customer)} c ON c.id = e.customer_id"
     )
-    week_edge = [db_time(week_start), db_time(hour_ceil(week_start))]
     day_edge = [db_time(day_start), db_time(hour_ceil(day_start))]
-    return sql, [*day_edge, *week_edge, *week_edge, *day_edge]
+    week_edge = [db_time(week_start), db_time(hour_ceil(week_start))]
+    return sql, [*day_edge, *week_edge]
 
 
 LATEST_KEYS = ("last_2xx", "last_confirmed", "last_any")

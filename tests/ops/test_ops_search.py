@@ -175,3 +175,31 @@ def test_the_results_show_the_removal_countdown_of_a_live_rental(make_rental, sa
     )
     assert "removes in" not in rows["sweep-gone"], "a terminated rental removes nothing any more"
     assert "removes in" not in rows["sweep-none"]
+
+
+def test_an_overlay_ip_shared_by_many_clusters_lists_the_newest_rentals(make_rental) -> None:
+    """Clusters reuse their private overlay addresses: the search shows the rentals that hold one now."""
+    rentals = [make_rental(status="ready") for _ in range(SEARCH_RESULTS + 10)]
+    now = timezone.now()
+    for age, rental in enumerate(rentals):  # created in id order, the last one newest
+        Rental.objects.filter(pk=rental.pk).update(created_at=now - timedelta(minutes=len(rentals) - age))
+        ClusterMember.objects.create(rental=rental, pod_id=f"pod-ip-{rental.pk}", rank=0, overlay_ip="10.77.0.1")
+    result = rental_search(text="10.77.0.1")
+    assert result.truncated
+    assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
+
+
+def test_a_name_prefix_of_many_customers_lists_the_newest_rentals_across_them(make_rental, acme) -> None:
+    from accounts.models import Customer
+
+    customers = [
+        Customer.objects.create(name=f"Manyfold {index:02d}", default_credential=acme.default_credential)
+        for index in range(12)
+    ]
+    now = timezone.now()
+    rentals = [make_rental(customers[index % len(customers)]) for index in range(SEARCH_RESULTS + 22)]
+    for age, rental in enumerate(rentals):  # customers interleaved, the last one created the newest
+        Rental.objects.filter(pk=rental.pk).update(created_at=now - timedelta(minutes=len(rentals) - age))
+    result = rental_search(text="manyfold")
+    assert result.truncated
+    assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]

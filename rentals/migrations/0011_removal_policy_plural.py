@@ -5,7 +5,7 @@ from django.db import migrations
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("rentals", "0008_lifecycle_connect_events_policy"),
+        ("rentals", "0010_member_overlay_ip_rental_index"),
     ]
 
     operations = [
