@@ -190,3 +190,18 @@ def test_my_rentals_pages_with_older_links_without_gaps_or_repeats(alice, acme, 
     assert names == [f"job-{n:02d}" for n in range(29, -1, -1)], "newest first, 25 then 5, each once"
     assert 'href="?before=' not in second and "Newest" in second, "no Older link on the last page"
     assert client.get("/rentals/?before=garbled").status_code == 200, "a bad cursor shows the first page"
+
+
+@pytest.mark.parametrize(
+    "context",
+    [
+        {"poller_url": '/rentals/x/progress/?v=3&i=2.0&t=a:b"<c>', "poller_delay": "2.0"},
+        {},  # a final rental: the poller that asks nothing
+    ],
+)
+def test_a_poll_answers_poller_is_the_pages_partial_rendered_with_its_values(context) -> None:
+    from django.template.loader import get_template
+
+    from rentals.progress import POLLER_PARTIAL, _poller_html
+
+    assert _poller_html(context) == get_template(POLLER_PARTIAL).render(context)
