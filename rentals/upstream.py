@@ -562,6 +562,9 @@ def new_http_client(*, transport: httpx.BaseTransport | None = None) -> httpx.Cl
     return httpx.Client(
         timeout=httpx.Timeout(settings.LIUM_TIMEOUT_SECONDS, connect=settings.LIUM_CONNECT_TIMEOUT_SECONDS),
         follow_redirects=False,
+        # No connection cap: RENT_INFLIGHT_PER_CREDENTIAL and RENT_INFLIGHT_GLOBAL (and the worker's threads)
+        # bound the calls in flight; httpx's default of 100 connections was a hidden third cap.
+        limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
         cookies=http.cookiejar.CookieJar(policy=_RefuseAllCookies()),
         transport=transport,
     )

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import httpx
 import pytest
@@ -163,3 +166,40 @@ def test_settings_refuse_a_rent_lease_not_longer_than_the_call_deadline(monkeypa
     for timeout in ("3", "30", "300"):
         monkeypatch.setenv("LIUM_TIMEOUT_SECONDS", timeout)
         assert runpy.run_path(path)["RENT_LEASE_SECONDS"] == int(timeout) + 30
+
+
+# --- calls in flight -----------------------------------------------------------------------------------------
+
+
+def test_the_shared_client_holds_as_many_calls_open_as_the_rent_caps_allow(settings) -> None:  # type: ignore[no-untyped-def]
+    """A burst of slow rent calls all reach Lium together: the HTTP connection pool is no hidden third cap below
+    RENT_INFLIGHT_PER_CREDENTIAL and RENT_INFLIGHT_GLOBAL (httpx's default pool opens 100 connections at most)."""
+    calls = 150
+    settings.RENT_INFLIGHT_PER_CREDENTIAL = settings.RENT_INFLIGHT_GLOBAL = calls
+    together = threading.Barrier(calls, timeout=10)
+
+    class AllAtOnce(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            try:
+                together.wait()  # answers only once every call is open at the same time
+                status = 200
+            except threading.BrokenBarrierError:
+                status = 503
+            self.send_response(status)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), AllAtOnce)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    http = upstream.new_http_client()
+    url = f"http://127.0.0.1:{server.server_port}/pods"
+    try:
+        with ThreadPoolExecutor(max_workers=calls) as pool:
+            statuses = list(pool.map(lambda _: http.get(url).status_code, range(calls)))
+    finally:
+        server.shutdown()
+        http.close()
+    assert statuses == [200] * calls, f"{statuses.count(503)} calls waited for a free connection"
