@@ -39,7 +39,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import timedelta
@@ -201,6 +201,13 @@ def option_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-kills", type=int, default=3, help="kill sooner while rentals are in flight until this many")
     p.add_argument("--submit-rate", type=float, default=4.0, help="rentals submitted per second")
     p.add_argument("--fault-scale", type=float, default=1.0, help="multiplies every fault probability (0: none)")
+    p.add_argument(
+        "--release-after",
+        type=float,
+        default=0.0,
+        help="customers terminate each ready cluster this many seconds later (0: never; the soak keeps the "
+        "account's live clusters bounded this way)",
+    )
     p.add_argument(
         "--unhonoured-share",
         type=float,
@@ -533,7 +540,7 @@ def main(argv: list[str] | None = None) -> int:
         sims, skipped = start_simulators(run, child_env)
         people = create_people(run, sims)
         workers = start_workers(run, child_env)
-        storm = Storm(run, broker, people, workers, make_operator(run, people))
+        storm = Storm(run, broker, people, workers, make_operator(run, people), make_releases(run, people))
         storm.run()
         findings = compare(storm.rental_ids, sims)
         result = verdict(run, findings, storm)
@@ -695,6 +702,11 @@ def start_simulators(run: ChaosRun, child_env: dict[str, str]) -> tuple[list[Sim
     skipped: dict[str, str] = {}
     for sim in sims:
         sim.start()
+        # The run tests the engine, not the account's money: thousands of clusters would drain the demo balance,
+        # and the simulator then removes every pod, as Lium does.
+        refusal = sim.set_config({"balances": {SIM_ACCOUNT: CHAOS_BALANCE_USD}})
+        if refusal:
+            say(f"note: the simulator kept its balance ({refusal[:200]}); a long run may drain it")
         if run.adversarial:
             skipped.update(sim.set_faults(adversarial_rules(sim.seed or 0, args.fault_scale)))
     if len(sims) > 1:
@@ -780,6 +792,55 @@ def start_workers(run: ChaosRun, child_env: dict[str, str]) -> Workers:
     return workers
 
 
+SIM_ACCOUNT = "acct-main"  # the account of the simulator's demo key (SIM_KEY)
+CHAOS_BALANCE_USD = 1e9
+
+
+class Releases:
+    """Customers done with their clusters: each rental that becomes ready is terminated by its customer `after`
+    seconds later, through the customer's own path (`rentals.services.rental_terminate`).
+
+    A marketplace that runs for long holds a bounded number of clusters; a soak that never released any would
+    hold every one at once (a pod listing past the client's cap, then a balance the simulator drains).
+    """
+
+    def __init__(self, *, user: Any, customers: list[Any], after: float) -> None:
+        self.user = user
+        self.customers = customers
+        self.after = after
+        self.seen: set[int] = set()
+        self.due: deque[tuple[float, int]] = deque()  # (monotonic time, rental pk), in time order
+        self.counts: Counter[str] = Counter()
+
+    def tick(self, *, winding_down: bool) -> None:
+        """Plan the release of newly ready rentals (not once the run winds down), then ask for those due."""
+        from django.core.exceptions import ValidationError
+
+        from rentals.models import Rental
+        from rentals.services import rental_terminate
+
+        now = time.monotonic()
+        if not winding_down:
+            ready = Rental.objects.filter(customer__in=self.customers, status="ready").exclude(pk__in=self.seen)
+            for pk in ready.values_list("pk", flat=True):
+                self.seen.add(pk)
+                self.due.append((now + self.after, pk))
+        while self.due and self.due[0][0] <= now:
+            rental = Rental.objects.get(pk=self.due.popleft()[1])
+            try:
+                asked = rental_terminate(rental=rental, actor=self.user, reason="chaos: the job is done")
+            except ValidationError:  # its cluster id is not known (a member lost): it stays as it is
+                asked = False
+            self.counts["released" if asked else "not released"] += 1
+
+
+def make_releases(run: ChaosRun, people: People) -> Releases | None:
+    """Return the customers' releases when --release-after asks for them."""
+    if run.args.release_after <= 0:
+        return None
+    return Releases(user=people.user, customers=people.customers, after=run.args.release_after)
+
+
 def make_operator(run: ChaosRun, people: People) -> Operator | None:
     """Return the operator at work (adversarial profile only)."""
     if not run.adversarial:
@@ -798,7 +859,13 @@ class Storm:
     once, let the operator act, until every rental has settled or the time is up."""
 
     def __init__(
-        self, run: ChaosRun, broker: Broker, people: People, workers: Workers, operator: Operator | None
+        self,
+        run: ChaosRun,
+        broker: Broker,
+        people: People,
+        workers: Workers,
+        operator: Operator | None,
+        releases: Releases | None = None,
     ) -> None:
         args = run.args
         self.started = run.started
@@ -808,6 +875,7 @@ class Storm:
         self.people = people
         self.workers = workers
         self.operator = operator
+        self.releases = releases
         self.redis = broker.redis
         self.rental_ids: list[int] = []  # -1 for a submit that failed
         self.submit_errors = 0
@@ -855,6 +923,8 @@ class Storm:
         self.restart_crashed()
         if self.operator is not None:
             self.operator.tick()
+        if self.releases is not None:
+            self.releases.tick(winding_down=all_submitted)
         if now - self.last_progress >= 3:
             self.last_progress = now
             self.show_progress(settled, in_flight)
@@ -1138,6 +1208,9 @@ def report_rows(
         ("redis restarts", f"1 (down {storm.redis_down_seconds:.1f}s)" if storm.redis_down_seconds else "0"),
         ("submit errors", str(storm.submit_errors)),
     ]
+    if storm.releases is not None:
+        counts = storm.releases.counts
+        rows.append(("customers' releases", f"{counts['released']} asked, {counts['not released']} refused"))
     if storm.operator is not None:
         sims = len(storm.people.tenants)
         rows += [
