@@ -821,8 +821,9 @@ class Releases:
 
         now = time.monotonic()
         if not winding_down:
-            ready = Rental.objects.filter(customer__in=self.customers, status="ready").exclude(pk__in=self.seen)
-            for pk in ready.values_list("pk", flat=True):
+            # The ready set stays small (released rentals leave it); the ids seen grow with the run.
+            ready = Rental.objects.filter(customer__in=self.customers, status="ready").values_list("pk", flat=True)
+            for pk in sorted(set(ready) - self.seen):
                 self.seen.add(pk)
                 self.due.append((now + self.after, pk))
         while self.due and self.due[0][0] <= now:
