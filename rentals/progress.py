@@ -173,7 +173,7 @@ def _poller_html(context: dict[str, str]) -> str:
 
     The partial is rendered once per process with markers in its two slots; each poll fills in the escaped
     values. Rendering it through the template engine on every poll cost the bench's poll ratio 0.04-0.06
-    (bench/README.md, "The poller"). The page itself renders the partial normally.
+    (bench/README.md, "A quiet machine"). The page itself renders the partial normally.
     """
     if not context:
         return _poller_skeleton()[0]
