@@ -42,7 +42,7 @@ class OfferListing:
 
 
 # The shared cache holds the pickled listing (about 0.3 MB at 64 x 32 nodes: 10-20 ms to read and unpickle),
-# its `fetched_at` stamp and the ids taken since (both tiny). Each process keeps the listing it last unpickled
+# its `fetched_at` stamp and the ids taken lately (both tiny). Each process keeps the listing it last unpickled
 # and reads only the stamp and the taken ids per request: a new stamp is the only reason to read it again.
 _parsed: dict[int, OfferListing] = {}  # credential pk -> the listing this process last unpickled
 _views: dict[int, tuple[float, frozenset[str], OfferListing]] = {}  # ... and that listing minus the taken ids
@@ -54,7 +54,7 @@ def _keys(credential: UpstreamCredential) -> tuple[str, str, str]:
 
 
 def _shared_listing(credential: UpstreamCredential) -> OfferListing | None:
-    """Return the cached listing without the nodes taken since it was fetched, or None when there is none."""
+    """Return the cached listing without the nodes taken lately, or None when there is none."""
     listing_key, stamp_key, taken_key = _keys(credential)
     found = cache.get_many([stamp_key, taken_key])
     stamp = found.get(stamp_key)
@@ -66,15 +66,19 @@ def _shared_listing(credential: UpstreamCredential) -> OfferListing | None:
         if listing is None or listing.fetched_at != stamp:
             return None  # expired, or replaced between the two reads: refresh
         _parsed[credential.pk] = listing
-    taken = found.get(taken_key) or frozenset()
+    return _without_taken(credential, listing, _still_taken(found.get(taken_key)))
+
+
+def _without_taken(credential: UpstreamCredential, listing: OfferListing, taken: frozenset[str]) -> OfferListing:
+    """Return the listing without the taken nodes (built once per listing and taken set in each process)."""
     if not taken:
         return listing
     view = _views.get(credential.pk)
-    if view is not None and view[0] == stamp and view[1] == taken:
+    if view is not None and view[0] == listing.fetched_at and view[1] == taken:
         return view[2]
     fabrics = [replace(fabric, nodes=[n for n in fabric.nodes if n.id not in taken]) for fabric in listing.fabrics]
     result = replace(listing, fabrics=fabrics)
-    _views[credential.pk] = (stamp, taken, result)
+    _views[credential.pk] = (listing.fetched_at, taken, result)
     return result
 
 
@@ -95,10 +99,9 @@ def offers_get(*, credential: UpstreamCredential, refresh: bool = False) -> Offe
         listing = OfferListing(fabrics=upstream.client_for(credential).list_offers(), fetched_at=time.time())
         # The listing before its stamp: a reader that sees the stamp finds the listing it names.
         cache.set(listing_key, listing, settings.LIUM_OFFERS_CACHE_SECONDS)
-        cache.delete(taken_key)
         cache.set(stamp_key, listing.fetched_at, settings.LIUM_OFFERS_CACHE_SECONDS)
         _parsed[credential.pk] = listing
-        return listing
+        return _without_taken(credential, listing, _still_taken(cache.get(taken_key)))
 
 
 def offers_forget(*, credential: UpstreamCredential) -> None:
@@ -107,19 +110,27 @@ def offers_forget(*, credential: UpstreamCredential) -> None:
 
 
 def offers_take(*, credential: UpstreamCredential, node_ids: list[str]) -> None:
-    """Hide just-ordered nodes from the cached listing (instead of refetching the whole listing).
+    """Hide just-ordered nodes from the listing for LIUM_OFFERS_CACHE_SECONDS (instead of refetching it).
 
-    The next refresh brings the upstream's truth anyway; until then nobody is offered a node we just took.
-    Two orders in the same instant may each keep only their own ids; the upstream refuses a taken node anyway.
+    Each node is hidden from its order on, across refreshes: the listing cached then outlives it by less
+    than that, and a listing fetched before Lium has the order (a queued or slow rent call) still shows it
+    free. Two orders in the same instant may each keep only their own ids; the upstream refuses a taken node.
     """
-    _listing_key, stamp_key, taken_key = _keys(credential)
-    found = cache.get_many([stamp_key, taken_key])
-    stamp = found.get(stamp_key)
-    if stamp is None:
-        return
-    taken = frozenset(found.get(taken_key) or ()) | frozenset(node_ids)
-    remaining = max(1, int(settings.LIUM_OFFERS_CACHE_SECONDS - (time.time() - stamp)))
-    cache.set(taken_key, taken, remaining)
+    taken_key = _keys(credential)[2]
+    now, hold = time.time(), settings.LIUM_OFFERS_CACHE_SECONDS
+    taken = {node_id: until for node_id, until in _taken_until(cache.get(taken_key)).items() if until > now}
+    taken.update(dict.fromkeys(node_ids, now + hold))
+    cache.set(taken_key, taken, hold + 1)  # the key outlives the last id it holds
+
+
+def _taken_until(value: object) -> dict[str, float]:
+    """Read the taken set: node id -> when it is offered again (anything else, e.g. an older format, is none)."""
+    return value if isinstance(value, dict) else {}
+
+
+def _still_taken(value: object) -> frozenset[str]:
+    now = time.time()
+    return frozenset(node_id for node_id, until in _taken_until(value).items() if until > now)
 
 
 def _tag_key(tag: str) -> tuple[tuple[int, int | str], ...]:

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import httpx
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
 # The same flags as tests/browser/conftest.py: headless, no sandbox (root in CI), no background traffic.
@@ -92,7 +93,13 @@ def rent_two_nodes(page: Page, pod_name: str) -> str:
     page.get_by_label("Pod name").fill(pod_name)
     page.get_by_label("SSH public keys").fill(SSH_KEY)
     page.get_by_role("button", name="Rent cluster").click()
-    page.wait_for_url(RENTAL_URL)
+    try:
+        page.wait_for_url(RENTAL_URL)
+    except PlaywrightTimeoutError:
+        # The form came back: say what it objected to, not only that no rental page appeared.
+        page.screenshot(path=str(SHOTS / f"rent-{pod_name}-refused.png"), full_page=True)
+        alerts = [text.strip() for text in page.get_by_role("alert").all_inner_texts()]
+        raise SystemExit(f"compose_walk: the rent form for {pod_name} came back: {alerts or 'no message'}") from None
     return page.url
 
 
