@@ -14,7 +14,7 @@ from dashboard.env import NOT_NEGATIVE, POSITIVE, PRODUCTION, RUN_DIR, env
 LIUM_BASE_URL = env.str("LIUM_BASE_URL", "http://127.0.0.1:8100/api")
 LIUM_TIMEOUT_SECONDS = env.float("LIUM_TIMEOUT_SECONDS", 30, validate=Range(min=0, min_inclusive=False))
 LIUM_CONNECT_TIMEOUT_SECONDS = env.float("LIUM_CONNECT_TIMEOUT_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
-# How long the fabric listing is reused before the upstream is asked again.
+# How long the fabric listing is reused before the upstream is asked again (and a just-ordered node hidden).
 LIUM_OFFERS_CACHE_SECONDS = env.int("LIUM_OFFERS_CACHE_SECONDS", 15, validate=NOT_NEGATIVE)
 
 # --- Rent engine --------------------------------------------------------------------------------------
