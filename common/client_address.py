@@ -1,4 +1,4 @@
-"""The client's address, as the login throttle (django-axes) and the API's failed-key throttle both see it."""
+"""The client's address and login name as the throttles see them (django-axes, the API's failed-key throttle)."""
 
 from __future__ import annotations
 
@@ -33,3 +33,20 @@ def _valid(value: str) -> str:
         return str(ipaddress.ip_address(str(value).strip()))
     except ValueError:
         return ""
+
+
+# django-axes stores the name of every failed login in a column of this many characters.
+THROTTLE_USERNAME_MAX = 255
+
+
+def login_username(request: HttpRequest, credentials: dict[str, object] | None) -> str | None:
+    """Return the username a login tried, as the throttle records and locks it.
+
+    Django's login forms do not enforce the username's length, so a longer name is cut to the column's
+    length: otherwise PostgreSQL refuses the record and the login page answers 500.
+    """
+    if credentials:
+        value = credentials.get("username")
+    else:
+        value = getattr(request, "POST", {}).get("username")
+    return None if value is None else str(value)[:THROTTLE_USERNAME_MAX]

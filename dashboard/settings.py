@@ -80,6 +80,7 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # failures per real client address (`common.client_address`), not per proxy.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", 0, validate=NOT_NEGATIVE)
 AXES_CLIENT_IP_CALLABLE = "common.client_address.client_ip"
+AXES_USERNAME_CALLABLE = "common.client_address.login_username"
 
 ROOT_URLCONF = "dashboard.urls"
 WSGI_APPLICATION = "dashboard.wsgi.application"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from django.test import Client
 
@@ -37,3 +39,19 @@ def test_without_a_trusted_proxy_the_forwarded_header_is_ignored(alice, settings
     for n in range(settings.AXES_FAILURE_LIMIT):
         login_from(f"192.0.2.{n + 1}", "alice", "wrong")
     assert login_from("203.0.113.3", "alice", "pw") == 429, "all came from the same peer address"
+
+
+@pytest.mark.parametrize("login_url", ["/accounts/login/", "/admin/login/"])
+def test_a_username_longer_than_any_account_is_a_wrong_login_not_a_500(login_url: str) -> None:
+    # Django's login forms do not enforce the username's length; the throttle records every failed name,
+    # in a column of 255 characters that PostgreSQL enforces.
+    response = Client().post(login_url, {"username": "9" * 5000, "password": "x"})
+    assert response.status_code == 200
+    assert re.search(r"correct username and password|username and password didn.t match", response.content.decode())
+
+
+def test_guessing_with_one_very_long_username_is_still_locked_out(settings) -> None:  # type: ignore[no-untyped-def]
+    settings.TRUSTED_PROXY_COUNT = 1
+    answers = [login_from("198.51.100.2", "x" * 300, "wrong") for _ in range(settings.AXES_FAILURE_LIMIT + 1)]
+    assert answers[0] == 200, "a wrong login"
+    assert answers[-1] == 429, "the guessing is locked out"
