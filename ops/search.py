@@ -5,8 +5,9 @@ index. All lookups run as one `UNION ALL` statement that returns (lookup, rental
 costs the same four queries at a thousand rentals or a million: customers and users named by the text (small
 tables), the union, and the page's rows by primary key.
 
-- Exact ids (rental id, idempotency key, pod id, cluster id, executor id, request id) match a handful of rows each;
-  an overlay IP can match every cluster (they reuse their private addresses): its lookup reads the newest.
+- Exact ids (rental id, idempotency key, pod id, cluster id, request id) match a handful of rows each; an executor
+  id (a node is rented again and again) and an overlay IP (clusters reuse their private addresses) can match
+  many: their lookups read the newest, off an (id, rental) index.
 - A customer ref, a customer and a user can each match many rentals: their lookups read the newest first,
   straight off a (key, -created_at) index, whatever the table's size. Several customers (a name prefix) or
   users (an e-mail) are one lookup that merges each one's newest.
@@ -178,8 +179,8 @@ def search_lookups(text: str) -> list[Lookup]:
     lookups += [
         _child_lookup("pod id", ClusterMember, "pod_id", text),
         _rental_lookup("cluster id", "cluster_id = %s", text),
-        _child_lookup("executor id", RentalNode, "executor_id", text),
-        _child_lookup("executor id", ClusterMember, "executor_id", text),
+        _child_lookup("executor id", RentalNode, "executor_id", text, newest_first=True),
+        _child_lookup("executor id", ClusterMember, "executor_id", text, newest_first=True),
         _rental_lookup("request id", "error_request_id = %s", text),
         _child_lookup("request id", RentAttempt, "request_id", text),
         _rental_lookup("customer ref", "customer_ref = %s", text, newest_first=True),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterable
 from typing import Any
 
 from django import forms
@@ -34,12 +35,14 @@ class RentForm(forms.Form):
         label="Nodes", widget=forms.CheckboxSelectMultiple, error_messages={"required": "Select at least 2 nodes."}
     )
     pod_name = forms.CharField(max_length=63, help_text=POD_NAME_HELP, validators=[validate_pod_name])
-    saved_keys = forms.ModelMultipleChoiceField(
+    # The user's saved keys, also read once by the view and chosen among in Python: a model choice field's
+    # `pk IN (...)` took any number, and SQLite refuses one past 64 bits (a 500, not a message).
+    saved_keys = forms.MultipleChoiceField(
         label="Saved SSH keys",
-        queryset=SshPublicKey.objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
         help_text="Keys saved in your profile.",
+        error_messages={"invalid_choice": "%(value)s is not one of your saved keys; choose from the list."},
     )
     ssh_public_keys = forms.CharField(
         required=False,
@@ -84,7 +87,7 @@ class RentForm(forms.Form):
         templates: list[Template],
         customers: Any,
         may_set_customer_ref: bool,
-        saved_keys: Any = None,
+        saved_keys: Iterable[SshPublicKey] = (),
         **kwargs: Any,
     ) -> None:
         kwargs.setdefault("initial", {})
@@ -104,14 +107,18 @@ class RentForm(forms.Form):
         hints = [policy_hint(customer) for customer in self.customers.values()]
         if any(hints):
             self.fields["termination_hours"].help_text = " ".join(hint for hint in hints if hint)
-        if saved_keys is not None and saved_keys.exists():
-            self.fields["saved_keys"].queryset = saved_keys  # type: ignore[attr-defined]
-            self.fields["saved_keys"].initial = list(saved_keys)
+        self.saved_key_by_id = {str(key.pk): key for key in saved_keys}
+        if self.saved_key_by_id:
+            self.fields["saved_keys"].choices = [(pk, key.name) for pk, key in self.saved_key_by_id.items()]  # type: ignore[attr-defined]
+            self.fields["saved_keys"].initial = list(self.saved_key_by_id)
         else:
             del self.fields["saved_keys"]
 
     def clean_customer(self) -> Customer:
         return self.customers[self.cleaned_data["customer"]]
+
+    def clean_saved_keys(self) -> list[SshPublicKey]:
+        return [self.saved_key_by_id[pk] for pk in self.cleaned_data["saved_keys"]]
 
     def clean_ssh_public_keys(self) -> list[str]:
         text = self.cleaned_data["ssh_public_keys"]

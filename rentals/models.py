@@ -120,10 +120,13 @@ class RentalNode(models.Model):
     """One executor a rental asked for: lets support find a rental by node id with an index."""
 
     rental = models.ForeignKey(Rental, on_delete=models.CASCADE, related_name="nodes")
-    executor_id = models.CharField(max_length=100, db_index=True)
+    executor_id = models.CharField(max_length=100)  # indexed by `node_executor_rental`
 
     class Meta:
         constraints = [models.UniqueConstraint(fields=["rental", "executor_id"], name="unique_rental_node")]
+        # Support search: a node is rented again and again, so its id names many rentals over time; their
+        # newest come off this index, index-only (as for overlay IPs).
+        indexes = [models.Index(fields=["executor_id", "rental"], name="node_executor_rental")]
 
     def __str__(self) -> str:
         return self.executor_id
@@ -170,7 +173,7 @@ class ClusterMember(models.Model):
     phase = models.CharField(max_length=64, blank=True)
     eta_seconds = models.PositiveIntegerField(null=True, blank=True)
     ssh_command = models.CharField(max_length=300, blank=True)
-    executor_id = models.CharField(max_length=100, blank=True, db_index=True)
+    executor_id = models.CharField(max_length=100, blank=True)  # indexed by `member_executor_rental`
     price_per_hour = models.DecimalField(max_digits=12, decimal_places=4, default=0)
     gpu_count = models.PositiveIntegerField(default=0)
     # How to reach the member's services (from its pod row; checked there: an http(s) URL, int ports).
@@ -189,7 +192,11 @@ class ClusterMember(models.Model):
         constraints = [models.UniqueConstraint(fields=["rental", "pod_id"], name="unique_member_pod")]
         # Support search: clusters reuse their private overlay addresses (every cluster's rank 0 may be
         # 10.42.0.1), so an address names many rentals; their newest come off this index, index-only.
-        indexes = [models.Index(fields=["overlay_ip", "rental"], name="member_overlay_ip_rental")]
+        # A node's id names many rentals too (it is rented again and again): the same, by executor.
+        indexes = [
+            models.Index(fields=["overlay_ip", "rental"], name="member_overlay_ip_rental"),
+            models.Index(fields=["executor_id", "rental"], name="member_executor_rental"),
+        ]
 
     def __str__(self) -> str:
         return f"rank {self.rank} {self.pod_id}"

@@ -126,10 +126,18 @@ def rented_without_members(*, now: datetime) -> Q:
 
 
 def members_overdue(rental: Rental, *, now: datetime) -> bool:
-    """Return whether `rented_without_members` holds for this rental at `now` (one query for a `rented` one)."""
+    """Return whether `rented_without_members` holds for this rental at `now`.
+
+    With its members prefetched (`prefetch_related("members")`, as lists do) no query: the rule read off the
+    row and its members; otherwise one query for a `rented` rental.
+    """
     if rental.status != RentalStatus.RENTED:
         return False
-    return Rental.objects.filter(rented_without_members(now=now), pk=rental.pk).exists()
+    prefetched = getattr(rental, "_prefetched_objects_cache", {}).get("members")
+    if prefetched is None:
+        return Rental.objects.filter(rented_without_members(now=now), pk=rental.pk).exists()
+    due = members_due_at(rental)
+    return due is not None and due < now and not prefetched
 
 
 def members_due_at(rental: Rental) -> datetime | None:

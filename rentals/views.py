@@ -124,7 +124,7 @@ def rent(request: HttpRequest) -> HttpResponse:
         # Only the chosen customer: the nodes shown are its account's, so the order must be its too.
         "customers": [chosen],
         "may_set_customer_ref": is_operator(request.user),
-        "saved_keys": SshPublicKey.objects.filter(user_id=request.user.pk or 0),
+        "saved_keys": list(SshPublicKey.objects.filter(user_id=request.user.pk or 0)),
     }
     if request.method == "POST":
         form = RentForm(request.POST, **form_kwargs)

@@ -180,3 +180,35 @@ def test_progress_fragment_costs_the_same_queries_with_few_and_many_members(
     assert queries_for(client, url.format(many.public_id)) <= queries_for(client, url.format(few.public_id))
     unchanged = queries_for(client, url.format(many.public_id) + f"?v={many.version}&i=2")
     assert unchanged <= queries_for(client, url.format(many.public_id)), "the not-modified answer reads less"
+
+
+def make_rented(count: int, *, customer, user, start: int = 0) -> None:  # type: ignore[no-untyped-def]
+    """Bulk-create `count` rentals Lium confirmed 11 minutes ago: odd ones with two members, even ones with none."""
+    make_rentals(count, customer=customer, user=user)
+    fresh = list(Rental.objects.order_by("-pk")[:count])
+    Rental.objects.filter(pk__in=[r.pk for r in fresh]).update(
+        status="rented", rented_at=timezone.now() - timedelta(minutes=11), cluster_id=""
+    )
+    ClusterMember.objects.filter(rental__in=[r for n, r in enumerate(fresh, start) if n % 2 == 0]).delete()
+
+
+def test_api_rental_list_costs_the_same_queries_for_one_and_many_rented(
+    alice, acme, settings, django_assert_max_num_queries
+) -> None:
+    from django.test import Client
+
+    from api.keys import api_key_create
+
+    settings.RENT_MEMBERS_GRACE_SECONDS = 600
+    _key, secret = api_key_create(user=alice, name="k", scopes=["read"])
+    client = Client(headers={"X-API-Key": secret})
+    make_rented(1, customer=acme, user=alice)
+    one = queries_for(client, "/api/v1/rentals")
+    make_rented(12, customer=acme, user=alice, start=1)
+    with django_assert_max_num_queries(one):
+        response = client.get("/api/v1/rentals")
+    items = response.json()["items"]
+    assert len(items) == 13 and {item["status"] for item in items} == {"rented"}
+    overdue = [item for item in items if "no node has appeared" in item["explanation"]]
+    assert len(overdue) == 7, "the rule still holds: the rentals without members are overdue, the others not"
+    assert all(not item["members"] for item in overdue)

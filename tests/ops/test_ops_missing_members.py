@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from rentals import upstream
 from rentals.models import ClusterMember, Rental
-from rentals.selectors import needs_attention
+from rentals.selectors import members_overdue, needs_attention, rented_without_members
 from rentals.states import RentalStatus
 from tests.rentals.fakes import FakeUpstream
 
@@ -53,6 +53,25 @@ def test_a_rented_rental_without_members_past_the_grace_needs_attention(silent: 
     now = timezone.now()
     assert "members have not appeared" in needs_attention(silent, now=now)
     assert needs_attention(fresh, now=now) == "" and needs_attention(with_members, now=now) == ""
+
+
+def test_a_list_with_members_prefetched_decides_as_the_rule_does(silent: Rental, make_rental) -> None:
+    """Lists read the rule off prefetched members (no query per row); it must agree with the SQL filter."""
+    long_ago, lately = timezone.now() - timedelta(minutes=30), timezone.now() - timedelta(minutes=2)
+    make_rental(status=RentalStatus.RENTED, rented_at=lately)
+    make_rental(status=RentalStatus.READY, rented_at=long_ago)
+    never_stamped = make_rental(status=RentalStatus.RENTED)  # no rented_at: the rule goes by updated_at
+    stale = make_rental(status=RentalStatus.RENTED)
+    Rental.objects.filter(pk=stale.pk).update(updated_at=long_ago)
+    ClusterMember.objects.create(
+        rental=make_rental(status=RentalStatus.RENTED, rented_at=long_ago), pod_id="p-9", status="PENDING"
+    )
+    now = timezone.now()
+    by_rule = set(Rental.objects.filter(rented_without_members(now=now)).values_list("pk", flat=True))
+    assert by_rule == {silent.pk, stale.pk} and never_stamped.pk not in by_rule
+    for rental in Rental.objects.prefetch_related("members"):
+        assert members_overdue(rental, now=now) == (rental.pk in by_rule), rental.pod_name
+        assert members_overdue(Rental.objects.get(pk=rental.pk), now=now) == (rental.pk in by_rule)
 
 
 def test_the_overview_lists_it_with_the_reason(silent: Rental, make_rental, sam, client_for) -> None:

@@ -203,3 +203,23 @@ def test_a_name_prefix_of_many_customers_lists_the_newest_rentals_across_them(ma
     result = rental_search(text="manyfold")
     assert result.truncated
     assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
+
+
+@pytest.mark.parametrize("held_as", ["requested node", "member"])
+def test_an_executor_id_shared_by_many_rentals_lists_the_newest_rentals(make_rental, held_as: str) -> None:
+    """A node is rented again and again over time: the search shows the rentals that hold it now, not its first."""
+    rentals = []
+    for _ in range(SEARCH_RESULTS + 10):
+        if held_as == "requested node":
+            rentals.append(make_rental(status="ready", executors=["exec-reused", "exec-other"]))
+        else:
+            rental = make_rental(status="ready")
+            ClusterMember.objects.create(rental=rental, pod_id=f"pod-ex-{rental.pk}", executor_id="exec-reused")
+            rentals.append(rental)
+    now = timezone.now()
+    for age, rental in enumerate(rentals):  # created in id order, the last one newest
+        Rental.objects.filter(pk=rental.pk).update(created_at=now - timedelta(minutes=len(rentals) - age))
+    result = rental_search(text="exec-reused")
+    assert result.truncated
+    assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
+    assert all(result.matched[rental.pk] == ["executor id"] for rental in result.rentals)

@@ -46,3 +46,23 @@ def test_a_reason_with_nul_bytes_is_recorded_without_them(rental, alice, client_
     assert "oops done" in event.message
     assert "\x00" not in event.message
     assert len(event.message) < 1100, "a reason is kept to a readable length"
+
+
+@pytest.mark.parametrize("persona", ["alice", "olga"])
+@pytest.mark.parametrize("wanted", [10**30, -(10**30)])
+def test_a_huge_saved_key_id_is_refused_with_a_message(offers, acme, persona, wanted, client_for, request, monkeypatch):  # type: ignore[no-untyped-def]
+    """SQLite cannot take an integer past 64 bits: such an id once answered 500 ("Python int too large")."""
+    from accounts.models import SshPublicKey
+    from tests.conftest import SSH_KEY
+    from tests.web.test_rent_form import form_data
+
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
+    user = request.getfixturevalue(persona)
+    key = SshPublicKey.objects.create(user=user, name="laptop", public_key=SSH_KEY)
+    client = client_for(user)
+    response = client.post(f"/rent/?fabric={FABRIC}", form_data(client, FABRIC, saved_keys=[key.pk, wanted]))
+    assert response.status_code == 200, "the form is shown again"
+    assert f"{wanted} is not one of your saved keys" in response.content.decode()
+    assert not Rental.objects.exists()
+    ordered = client.post(f"/rent/?fabric={FABRIC}", form_data(client, FABRIC, saved_keys=[key.pk]))
+    assert ordered.status_code == 302, "the same form with only the real key orders"
