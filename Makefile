@@ -37,7 +37,7 @@ chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the databas
 
 # The soak (not in CI): the chaos run at 10,000 rentals on PostgreSQL (a scratch database on SOAK_DATABASE_URL's
 # server) and a private Redis, 4 worker processes of 16 threads SIGKILLed (about every 20 s) and restarted; customers
-# release each ready cluster 20 s later, so the account holds a bounded number at once. About 35 minutes here.
+# release each ready cluster 20 s later, so the account holds a bounded number at once. About 28 minutes here.
 SOAK_DATABASE_URL ?= postgres://postgres@127.0.0.1:5432/postgres
 SOAK_ARGS ?=
 soak: install ## Soak: chaos with 10,000 rentals on PostgreSQL + Redis, workers killed and restarted (SOAK_ARGS="--rentals 500" to try it)

@@ -2,8 +2,8 @@
 
 Every identifier kind that could match the text is one *lookup*: a read of at most `PER_LOOKUP` entries of one
 index. All lookups run as one `UNION ALL` statement that returns (lookup, rental id) newest first, so a search
-costs the same four queries at a thousand rentals or a million: customers and users named by the text (small
-tables), the union, and the page's rows by primary key.
+costs the same three queries at a thousand rentals or a million: the customers and users named by the text (one
+statement over small tables), the union, and the page's rows by primary key.
 
 - Exact ids (rental id, idempotency key, pod id, cluster id, request id) match a handful of rows each; an executor
   id (a node is rented again and again) and an overlay IP (clusters reuse their private addresses) can match
@@ -48,7 +48,8 @@ MAX_QUERY_LENGTH = 200
 CUSTOMERS_PER_SEARCH = 20
 USERS_PER_SEARCH = 20
 
-# Kinds that name exactly one thing: when they are the only match, the search jumps to the rental.
+# Identifier kinds: when the search finds a single rental by one of them, it jumps to that rental (an executor id
+# or an overlay IP may name many rentals; then they are listed).
 EXACT_KINDS = frozenset(
     {"rental id", "idempotency key", "pod id", "cluster id", "request id", "overlay IP", "executor id"}
 )
