@@ -154,3 +154,17 @@ def test_the_api_refuses_an_as_of_before_the_year_1_in_utc(client_for, alice, us
     )
     assert response.status_code == 422, response.content
     assert "as_of" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("month", ["0000-06", "9999-12"])
+def test_a_month_a_date_cannot_hold_is_refused_with_the_expected_form(client_for, alice, usage_world, month) -> None:  # type: ignore[no-untyped-def]
+    """Its first day (year 0) or the next month's (year 10000) is not a date: the page answered 500."""
+    client = client_for(alice)
+    page = client.get("/usage/", {"month": month})
+    assert page.status_code == 200
+    assert "Give a month from 0001-01 to 9999-11." in page.content.decode()
+    assert client.get("/usage.csv", {"month": month}).status_code == 200
+    _key, raw = api_key_create(user=alice, name="usage", scopes=["read"])
+    response = client.get("/api/v1/usage", {"month": month}, headers={"X-API-Key": raw})
+    assert response.status_code == 422
+    assert "0001-01 to 9999-11" in response.json()["error"]["message"]
