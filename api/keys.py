@@ -27,6 +27,8 @@ from api.models import ApiKey
 
 KEY_PREFIX = "lcd"
 KEY_RE = re.compile(r"\Alcd_([0-9a-f]{8})_([A-Za-z0-9_-]{20,100})\Z")
+# The name's column; the profile form bounds it too, the management command only through here.
+NAME_MAX_LENGTH = 100
 ALL_SCOPES = tuple(ApiKey.Scope.values)
 # `last_used_at` is written at most this often per key, so a busy client does not write on every request.
 LAST_USED_RESOLUTION = timedelta(minutes=1)
@@ -43,6 +45,8 @@ def api_key_create(
     name = name.strip()
     if not name:
         raise ValidationError("Give the key a name, so you can tell your keys apart.")
+    if len(name) > NAME_MAX_LENGTH:
+        raise ValidationError(f"A key name is at most {NAME_MAX_LENGTH} characters; choose a shorter one.")
     unknown = sorted(set(scopes) - set(ALL_SCOPES))
     if unknown or not scopes:
         raise ValidationError(f"Choose one or more scopes among: {', '.join(ALL_SCOPES)}.")

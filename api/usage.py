@@ -59,7 +59,10 @@ def usage(
         raise ApiError(422, "validation_error", "as_of: give a time zone, e.g. 2030-06-01T12:00:00Z.")
     if as_of is not None:
         # In UTC before it reaches the database: PostgreSQL refuses offsets beyond ±15:59 that Python accepts.
-        as_of = as_of.astimezone(UTC)
+        try:
+            as_of = as_of.astimezone(UTC)
+        except OverflowError as exc:
+            raise ApiError(422, "validation_error", "as_of: give a moment after the year 1 in UTC.") from exc
     try:
         chosen = Month.parse(month) if month else Month.of(timezone.now())
     except ValueError as exc:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 
 from django import forms
@@ -46,6 +46,14 @@ class UsageFilterForm(forms.Form):
             return Month.parse(text)
         except ValueError as exc:
             raise forms.ValidationError(str(exc)) from exc
+
+    def clean_as_of(self) -> datetime | None:
+        # In UTC before it reaches the database: PostgreSQL refuses offsets beyond ±15:59 that Python accepts.
+        value = self.cleaned_data.get("as_of")
+        try:
+            return value.astimezone(UTC) if value is not None else None
+        except OverflowError as exc:
+            raise forms.ValidationError("Give a moment after the year 1 in UTC.") from exc
 
     def chosen(self) -> tuple[Month, int | None, datetime]:
         """Return the month, customer id and moment asked for (this month, all customers, now for bad input)."""

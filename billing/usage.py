@@ -54,7 +54,11 @@ class Month:
         match = MONTH_RE.match(text or "")
         if match is None:
             raise ValueError(f"Give the month as YYYY-MM (for example {Month.of(timezone.now()).label}).")
-        return cls(int(match.group(1)), int(match.group(2)))
+        month = cls(int(match.group(1)), int(match.group(2)))
+        # Its first day and the next month's must be dates (years 1 to 9999).
+        if not Month(1, 1).label <= month.label <= Month(9999, 11).label:
+            raise ValueError("Give a month from 0001-01 to 9999-11.")
+        return month
 
 
 @dataclass(frozen=True)

@@ -76,14 +76,22 @@ def delivery_attempt(*, delivery_id: int) -> str:
     return _settle(delivery, lease, outcome)
 
 
+def _excerpt(text: str) -> str:
+    """Return what the receiver (the customer's server) said, as a column can keep it.
+
+    Without its NUL bytes: PostgreSQL refuses them in text, and the delivery could never be settled.
+    """
+    return text.replace("\x00", "")[:EXCERPT_CHARS]
+
+
 def _settle(delivery: Delivery, lease: datetime, outcome: Outcome) -> str:
     now = timezone.now()
     fields: dict[str, object] = {
         "lease_until": None,
         "last_status_code": outcome.status_code,
         "last_duration_ms": outcome.duration_ms,
-        "last_response": outcome.response[:EXCERPT_CHARS],
-        "last_error": outcome.error[:EXCERPT_CHARS],
+        "last_response": _excerpt(outcome.response),
+        "last_error": _excerpt(outcome.error),
     }
     delay = 0.0
     if outcome.ok:

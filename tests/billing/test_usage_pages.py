@@ -121,3 +121,50 @@ def test_an_as_of_with_an_extreme_zone_offset_is_read_in_utc_not_a_server_error(
     )
     assert response.status_code == 200, response.content
     assert response.json()["as_of"].startswith("2030-06-01T02:36:00")
+
+
+def without_csrf(content: bytes) -> str:
+    """The answer without its CSRF tokens, which differ on every page."""
+    return re.sub(r'"[A-Za-z0-9]{64}"', '"token"', content.decode())
+
+
+@pytest.mark.parametrize("path", ["/usage/", "/usage.csv"])
+def test_the_usage_page_and_csv_read_an_extreme_zone_offset_in_utc(client_for, alice, usage_world, path) -> None:  # type: ignore[no-untyped-def]
+    """The page's `as_of` had the API's defect: PostgreSQL refused the offset and the page answered 500."""
+    client = client_for(alice)
+    extreme = client.get(path, {"month": "2030-06", "as_of": "2030-05-31T08:00:00-18:36"})
+    in_utc = client.get(path, {"month": "2030-06", "as_of": "2030-06-01T02:36:00+00:00"})
+    assert extreme.status_code == 200
+    assert without_csrf(extreme.content) == without_csrf(in_utc.content)
+
+
+def test_an_as_of_before_the_year_1_in_utc_is_refused_and_now_is_shown(client_for, alice, usage_world) -> None:  # type: ignore[no-untyped-def]
+    client = client_for(alice)
+    ancient = {"month": "2030-06", "as_of": "0001-01-01T00:30:00+01:00"}
+    page = client.get("/usage/", ancient)
+    assert page.status_code == 200
+    assert "Give a moment after the year 1 in UTC." in page.content.decode()
+    assert client.get("/usage.csv", ancient).content == client.get("/usage.csv", {"month": "2030-06"}).content
+
+
+def test_the_api_refuses_an_as_of_before_the_year_1_in_utc(client_for, alice, usage_world) -> None:  # type: ignore[no-untyped-def]
+    _key, raw = api_key_create(user=alice, name="usage", scopes=["read"])
+    response = client_for(alice).get(
+        "/api/v1/usage", {"month": "2030-06", "as_of": "0001-01-01T00:30:00+01:00"}, headers={"X-API-Key": raw}
+    )
+    assert response.status_code == 422, response.content
+    assert "as_of" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("month", ["0000-06", "9999-12"])
+def test_a_month_a_date_cannot_hold_is_refused_with_the_expected_form(client_for, alice, usage_world, month) -> None:  # type: ignore[no-untyped-def]
+    """Its first day (year 0) or the next month's (year 10000) is not a date: the page answered 500."""
+    client = client_for(alice)
+    page = client.get("/usage/", {"month": month})
+    assert page.status_code == 200
+    assert "Give a month from 0001-01 to 9999-11." in page.content.decode()
+    assert client.get("/usage.csv", {"month": month}).status_code == 200
+    _key, raw = api_key_create(user=alice, name="usage", scopes=["read"])
+    response = client.get("/api/v1/usage", {"month": month}, headers={"X-API-Key": raw})
+    assert response.status_code == 422
+    assert "0001-01 to 9999-11" in response.json()["error"]["message"]

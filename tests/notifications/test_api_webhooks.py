@@ -121,6 +121,9 @@ def test_customers_are_isolated_support_reads_and_operators_must_name_a_customer
         ({"url": "javascript:alert(1)", "events": ["*"]}, "invalid_url"),
         ({"url": "https://x/" + "a" * 3000, "events": ["*"]}, "validation_error"),
         ({"url": HOOK, "events": ["*"], "customer": "x\x00y"}, "unknown_customer"),
+        # A lone surrogate cannot be encoded for the database (a 500 on both); a name is at most 200 characters.
+        ('{"url": "' + HOOK + '", "events": ["*"], "customer": "x\\ud800y"}', "validation_error"),
+        ({"url": HOOK, "events": ["*"], "customer": "x" * 201}, "validation_error"),
         ({"url": HOOK, "events": ["*"], "extra": 1}, "validation_error"),
     ],
 )

@@ -30,3 +30,10 @@ def test_it_refuses_an_unknown_user_or_scope(alice, options, message) -> None:
     with pytest.raises(CommandError, match=message):
         call_command("create_api_key", **options, stdout=StringIO(), stderr=StringIO())
     assert not ApiKey.objects.exists()
+
+
+def test_it_refuses_a_name_longer_than_a_key_name_can_be(alice) -> None:
+    # The profile form bounds the name; the command did not, and PostgreSQL refused the row with a traceback.
+    with pytest.raises(CommandError, match="at most 100 characters"):
+        call_command("create_api_key", user="alice", name="n" * 101, stdout=StringIO(), stderr=StringIO())
+    assert not ApiKey.objects.exists()

@@ -168,6 +168,16 @@ def test_a_huge_answer_is_read_only_up_to_the_cap_and_kept_as_a_short_excerpt(
     assert len(Delivery.objects.get().last_response) == 500
 
 
+def test_an_answer_with_nul_bytes_is_kept_without_them(alice, receiver, make_rental, rent) -> None:
+    # The receiver is the customer's server: what it answers is stored as an excerpt, and PostgreSQL
+    # refuses a NUL in text (the delivery could not be settled).
+    register(alice, receiver.url)
+    receiver.answer(200, b"ok\x00done")
+    rent(make_rental(alice))
+    assert deliver_all() == ["delivered"]
+    assert Delivery.objects.get().last_response == "okdone"
+
+
 def test_an_unreachable_endpoint_is_retried(alice, make_rental, rent) -> None:
     from tests.conftest import free_port
 

@@ -84,3 +84,26 @@ def test_a_change_on_the_customer_pages_is_a_staff_action_when_an_operator_makes
     client_for(olga).post(f"/rentals/{ready.public_id}/schedule-removal/", {"hours": "2"})
     event = ready.events.get(kind="staff_action")
     assert event.actor == olga and event.data["action"] == "schedule_removal" and event.data["removal_scheduled_at"]
+
+
+@pytest.mark.parametrize("scopes", ['["read", "x\\u0000y"]', '{"read": 1}', '["root"]', '"read"'])
+def test_an_api_keys_scopes_in_the_admin_are_a_list_of_known_scopes(alice, client_for, scopes: str) -> None:
+    """The admin's JSON box took anything: a NUL (PostgreSQL's jsonb refuses it: a 500), a dict, unknown names."""
+    from api.keys import api_key_create
+
+    key = api_key_create(user=alice, name="ci", scopes=["read"])[0]
+    change = {
+        "user": alice.pk,
+        "name": "ci",
+        **dict.fromkeys(["expires_at_0", "expires_at_1", "revoked_at_0", "revoked_at_1"], ""),
+    }
+    client = client_for(_user("root", superuser=True))
+    response = client.post(f"/admin/api/apikey/{key.pk}/change/", {**change, "scopes": scopes})
+    assert response.status_code == 200, "the form is shown again"
+    assert "Give the scopes as a list of: read, rent, manage" in response.content.decode()
+    key.refresh_from_db()
+    assert key.scopes == ["read"]
+    saved = client.post(f"/admin/api/apikey/{key.pk}/change/", {**change, "scopes": '["rent", "read"]'})
+    assert saved.status_code == 302
+    key.refresh_from_db()
+    assert key.scopes == ["read", "rent"]
