@@ -32,7 +32,7 @@ CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS")
 
 INSTALLED_APPS = [
     "dashboard.apps.DashboardConfig",
-    "django.contrib.admin",
+    "dashboard.admin_site.DashboardAdminConfig",  # django.contrib.admin, with its guard
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

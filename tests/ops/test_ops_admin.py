@@ -107,3 +107,18 @@ def test_an_api_keys_scopes_in_the_admin_are_a_list_of_known_scopes(alice, clien
     assert saved.status_code == 302
     key.refresh_from_db()
     assert key.scopes == ["read", "rent"]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/admin/accounts/upstreamcredential/?scheme__exact=a%00b",
+        "/admin/rentals/rental/?status__exact=rea%00dy",
+        "/admin/rentals/rentalevent/?kind__exact=%00",
+    ],
+)
+def test_an_admin_list_filter_with_a_nul_character_is_refused_with_a_message(url: str, client_for) -> None:
+    # The admin's list filters pass their values straight to the database, and PostgreSQL refuses a NUL in text.
+    response = client_for(_user("root", superuser=True)).get(url)
+    assert response.status_code == 400
+    assert "NUL character" in response.content.decode()
