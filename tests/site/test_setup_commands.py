@@ -48,6 +48,17 @@ def test_create_customer_refuses_an_unset_secret_variable(monkeypatch) -> None:
 
 
 @pytest.mark.django_db
+@pytest.mark.parametrize("name", ["x" * 250, ""])
+def test_create_customer_refuses_a_name_the_column_cannot_hold_and_saves_nothing(monkeypatch, name: str) -> None:
+    # With its own --credential-name the customer's name is checked by nothing else (PostgreSQL refused it).
+    monkeypatch.setenv("LIUM_API_KEY", KEY)
+    args = ["--ref", "acme", "--credential-secret-env", "LIUM_API_KEY", "--credential-name", "Short key"]
+    with pytest.raises(CommandError, match="customer name"):
+        run("create_customer", name, *args)
+    assert not Customer.objects.exists()
+
+
+@pytest.mark.django_db
 def test_create_user_gives_each_role_and_a_working_password(monkeypatch) -> None:
     monkeypatch.setenv("LIUM_API_KEY", KEY)
     monkeypatch.setenv("USER_PASSWORD", PASSWORD)

@@ -37,7 +37,11 @@ class Command(BaseCommand):
             customer_ref_validator(options["ref"])
         except ValidationError as exc:
             raise CommandError(" ".join(exc.messages)) from exc
-        name = options["name"]
+        name = options["name"].strip()
+        try:
+            Customer._meta.get_field("name").clean(name, None)  # required, and short enough for its column
+        except ValidationError as exc:
+            raise CommandError(f"The customer name: {' '.join(exc.messages)}") from exc
         scheme = UpstreamCredential.Scheme.BEARER if options["bearer"] else UpstreamCredential.Scheme.API_KEY
         with transaction.atomic():
             credential = UpstreamCredential.objects.filter(name=options["credential_name"] or f"{name} key").first()
