@@ -106,7 +106,10 @@ def alerts_send(*, now: datetime | None = None) -> int:
         fields: dict[str, object] = {}
         if alert.webhook_delivered_at is None and settings.OPERATOR_WEBHOOK_URL:
             problem = _post(alert)
-            fields["webhook_status"] = problem or "delivered"
+            # The reason may name the host (up to 253 characters): cut to the column, as the excerpt of a delivery is.
+            fields["webhook_status"] = (problem or "delivered")[
+                : RunwayAlert._meta.get_field("webhook_status").max_length
+            ]
             if not problem:
                 fields["webhook_delivered_at"] = now
         if alert.emailed_at is None:

@@ -53,6 +53,10 @@ def check_url_syntax(url: str) -> SplitResult:
         raise UnsafeUrl("Put no user name or password in the URL; verify the signature instead.")
     if port == 0:
         raise UnsafeUrl("Port 0 is not a valid port.")
+    try:
+        parts.hostname.encode("idna")  # what resolvers and the HTTP client do with it; fails on bad labels
+    except UnicodeError as exc:
+        raise UnsafeUrl("This is not a valid host name: each part between dots is 1 to 63 characters.") from exc
     return parts
 
 

@@ -141,3 +141,39 @@ def test_the_ops_overview_and_the_metrics_show_the_runway(
     metrics = client_for(sam).get("/metrics").content.decode()
     assert 'dashboard_lium_runway_hours{credential="main"} 10.0' in metrics
     assert 'dashboard_lium_balance_usd{credential="main"} 100.0' in metrics
+
+
+def test_an_unusable_operator_webhook_address_is_recorded_however_long_it_is(
+    acme, credential, rent, clock, lium_balance, operators, settings
+) -> None:
+    # The reason names the address; a long one must not stop the alert from being recorded (and e-mailed).
+    settings.OPERATOR_WEBHOOK_URL = "https://" + "a" * 400 + ".invalid/hook"
+    settings.OPERATOR_WEBHOOK_SECRET = SECRET
+    settings.RUNWAY_ALERT_HOURS = 24
+    rent(acme, price="10.00")
+    lium_balance["balance"] = 10.0
+    balances_read_all()
+    operator_alerts.alerts_send()
+    alert = RunwayAlert.objects.get()
+    assert alert.webhook_status.startswith("Not sent:") and alert.webhook_delivered_at is None
+    assert len(mail.outbox) == 1
+
+
+def test_a_refused_operator_webhook_reason_fits_its_column(
+    acme, credential, rent, clock, lium_balance, operators, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A long (valid) host name that resolves to a private address: the reason names it, past 300 characters.
+    from notifications import addresses
+
+    host = ".".join(["h" * 60] * 4)
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    settings.OPERATOR_WEBHOOK_URL = f"https://{host}/hook"
+    settings.OPERATOR_WEBHOOK_SECRET = SECRET
+    settings.RUNWAY_ALERT_HOURS = 24
+    monkeypatch.setattr(addresses.socket, "getaddrinfo", lambda *args, **kwargs: [(0, 0, 0, "", ("10.0.0.7", 443))])
+    rent(acme, price="10.00")
+    lium_balance["balance"] = 10.0
+    balances_read_all()
+    operator_alerts.alerts_send()
+    status = RunwayAlert.objects.get().webhook_status
+    assert status.startswith("Not sent: The host hhh") and len(status) <= 300

@@ -71,3 +71,10 @@ def test_the_secret_is_stored_encrypted(alice, settings) -> None:
     )
     stored = WebhookEndpoint.objects.get(pk=endpoint.pk)
     assert secret not in stored.secret_encrypted and stored.get_secret() == secret
+
+
+@pytest.mark.parametrize("host", ["a" * 64 + ".example.com", "a..example.com", "b" * 400])
+def test_a_host_name_no_resolver_can_encode_is_refused_when_registered(host: str) -> None:
+    # Without the check, a delivery (or the operators' runway alert) met a UnicodeError in the HTTP client.
+    with pytest.raises(UnsafeUrl, match="host name"):
+        check_url(f"https://{host}/hook")
