@@ -29,6 +29,8 @@ logger = logging.getLogger(__name__)
 
 RUNWAY_LOW = "runway.low"
 GIVE_UP_AFTER = timedelta(days=1)
+# The reason may name the host (up to 253 characters): it is cut to its column.
+WEBHOOK_STATUS_MAX = RunwayAlert._meta.get_field("webhook_status").max_length
 
 
 def alert_body(alert: RunwayAlert) -> str:
@@ -106,10 +108,7 @@ def alerts_send(*, now: datetime | None = None) -> int:
         fields: dict[str, object] = {}
         if alert.webhook_delivered_at is None and settings.OPERATOR_WEBHOOK_URL:
             problem = _post(alert)
-            # The reason may name the host (up to 253 characters): cut to the column, as the excerpt of a delivery is.
-            fields["webhook_status"] = (problem or "delivered")[
-                : RunwayAlert._meta.get_field("webhook_status").max_length
-            ]
+            fields["webhook_status"] = (problem or "delivered")[:WEBHOOK_STATUS_MAX]
             if not problem:
                 fields["webhook_delivered_at"] = now
         if alert.emailed_at is None:
