@@ -128,3 +128,36 @@ def test_a_webhook_whose_secret_does_not_decrypt_says_so_on_its_delivery(
     from notifications.models import Delivery
 
     assert "FIELD_ENCRYPTION_KEYS" in Delivery.objects.get().last_error and not receiver.requests
+
+
+def test_rotation_goes_on_past_a_row_no_key_opens_names_it_and_fails(settings, alice) -> None:
+    others = list(settings.FIELD_ENCRYPTION_KEYS)  # the credential's
+    settings.FIELD_ENCRYPTION_KEYS = [OLD, *others]
+    acme = alice.memberships.get().customer
+    lost, _ = endpoint_create(customer=acme, url="http://127.0.0.1:9/a", events=["*"], created_by=alice)
+    settings.FIELD_ENCRYPTION_KEYS = others  # OLD lost before rotating
+    kept, kept_secret = endpoint_create(customer=acme, url="http://127.0.0.1:9/b", events=["*"], created_by=alice)
+    settings.FIELD_ENCRYPTION_KEYS = [NEW, *others]
+    status, report = check_secrets()
+    assert status == 1 and f"notifications.WebhookEndpoint pk={lost.pk} secret_encrypted" in report
+
+    err = StringIO()
+    with pytest.raises(CommandError, match="1 secret"):
+        call_command("rotate_secrets", stdout=StringIO(), stderr=err)
+    assert f"pk={lost.pk}" in err.getvalue() and f"pk={kept.pk}" not in err.getvalue()
+    settings.FIELD_ENCRYPTION_KEYS = [NEW]  # the rows that could be rotated need only the new key now
+    assert WebhookEndpoint.objects.get(pk=kept.pk).get_secret() == kept_secret
+    assert [row for row in check_secrets()[1].splitlines() if "pk=" in row] == [
+        f"Does not decrypt under any configured key: notifications.WebhookEndpoint pk={lost.pk} secret_encrypted"
+    ]
+
+
+def test_check_secrets_lists_rows_still_needing_an_older_key(settings, alice) -> None:
+    endpoint_create(
+        customer=alice.memberships.get().customer, url="http://127.0.0.1:9/a", events=["*"], created_by=alice
+    )
+    settings.FIELD_ENCRYPTION_KEYS = [NEW, *settings.FIELD_ENCRYPTION_KEYS]
+    status, report = check_secrets()
+    assert status == 0 and "Still needs an older key" in report and "WebhookEndpoint" in report
+    call_command("rotate_secrets", stdout=StringIO())
+    assert "Still needs an older key" not in check_secrets()[1]
