@@ -170,24 +170,12 @@ CACHES = {
         if CACHE_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     ),
-    # Rendered progress sections, keyed by rental version: what is stored for a version never changes, so a
-    # per-process memory cache is safe and costs no network round trip (about 5 KB an entry).
-    "fragments": {
-        "BACKEND": "django.core.cache.backends.locmem.LocMemCache",
-        "LOCATION": "fragments",
-        "TIMEOUT": 600,
-        "OPTIONS": {"MAX_ENTRIES": 2000},
-    },
 }
 
 # With a shared cache (Redis), sessions are read from it and written through to the database: the many
 # polls of open rental pages then cost no session query. A per-process memory cache would let one process
 # keep a session that another logged out, so without CACHE_URL sessions stay in the database only.
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db" if CACHE_URL else "django.contrib.sessions.backends.db"
-
-# With a shared cache, unchanged polls read the rental's version from it instead of the database (every
-# version bump drops the entry). A per-process cache cannot see another process's writes: off without one.
-POLL_STATE_CACHE = bool(CACHE_URL)
 
 # --- Upstream secrets at rest -------------------------------------------------------------------------
 # Comma-separated Fernet keys, newest first: MultiFernet encrypts with the first and decrypts with any,

@@ -19,7 +19,6 @@ from django.utils import timezone
 from common.backoff import backoff_seconds
 from rentals.enqueue import enqueue_reconcile_look
 from rentals.models import Rental, RentalEvent
-from rentals.polling import forget_poll_state
 from rentals.signals import rental_status_changed
 from rentals.states import RentalStatus, can_transition
 
@@ -57,7 +56,6 @@ def rental_transition(
     with transaction.atomic():
         changed = rows.update(status=to_status, version=F("version") + 1, updated_at=now, **fields)
         if changed:
-            forget_poll_state(rental_id)
             if first_look_in is not None:
                 # The engine looks for the cluster itself (rentals.reconcile); the sweeper re-sends a lost message.
                 transaction.on_commit(lambda: enqueue_reconcile_look(rental_id, countdown=first_look_in))
@@ -111,5 +109,4 @@ def rental_touch(*, rental_id: int, in_status: str | None = None, **fields: Any)
     if in_status is not None:
         rows = rows.filter(status=in_status)
     changed = rows.update(version=F("version") + 1, updated_at=timezone.now(), **fields)
-    forget_poll_state(rental_id)
     return changed == 1

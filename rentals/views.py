@@ -23,7 +23,6 @@ from rentals import offers, progress, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.forms import RentForm
-from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing, Template
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
@@ -310,19 +309,19 @@ def rental_detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     support_reads(user=request.user, rentals=[rental])
     poll_url = reverse("rentals:rental_progress", kwargs={"public_id": rental.public_id})
-    context = progress.progress_context(request, rental, may_act=_may_act(request), poll_url=poll_url)
+    context = progress.progress_context(rental, may_act=_may_act(request), poll_url=poll_url)
     return render(request, "rentals/rental_detail.html", context)
 
 
+@login_required
 def rental_progress(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
-    """Answer the rental page's poll; one without a valid token gets the full check first."""
-
-    def check() -> tuple[Rental, bool]:
-        rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-        support_reads(user=request.user, rentals=[rental])
-        return rental, _may_act(request)
-
-    return progress.answer_poll(request, public_id, check=check)
+    """Answer the rental page's poll: 204 when the page shows what is current, else a new poller and the section."""
+    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    support_reads(user=request.user, rentals=[rental])
+    if not progress.poll_has_news(request, rental):
+        return HttpResponse(status=204)
+    context = progress.progress_context(rental, may_act=_may_act(request), poll_url=request.path)
+    return render(request, "rentals/rental_detail.html#poll", {**context, "oob": True})
 
 
 @login_required
