@@ -9,7 +9,17 @@ renders the poller and the section (out of band) the ordinary way. The model is 
 
 from __future__ import annotations
 
-from django.http import HttpRequest
+import hashlib
+import hmac
+import uuid
+
+from django.conf import settings
+from django.contrib.sessions.models import Session
+from django.core import signing
+from django.core.cache import caches
+from django.db.models import Exists
+from django.http import HttpRequest, HttpResponse
+from django.template.loader import render_to_string
 from django.utils import timezone
 
 from rentals.explanations import rental_explanation
@@ -22,6 +32,11 @@ from rentals.states import FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES,
 # The poller's first wait; poll.js waits 1.5 times longer after each "nothing new", up to 30 s.
 POLL_FAST_SECONDS = 2.0
 POLL_SLOW_SECONDS = 15.0
+POLLER_PARTIAL = "rentals/rental_detail.html#poller"
+SECTION_PARTIAL = "rentals/rental_detail.html#progress"
+POLL_TOKEN_SALT = "rentals.poll"  # noqa: S105 - a namespace for signatures, not a secret
+POLL_TOKEN_SECONDS = 300  # the most a removed member or a changed role can still see
+FRAGMENT_CACHE, FRAGMENT_SECONDS = "fragments", 600
 
 STEP_LABELS = ["Queued", "Sent", "Rented", "Nodes starting {running}/{nodes}", "Ready"]
 # The step each status has reached (an index into STEP_LABELS).
@@ -51,8 +66,38 @@ def poll_has_news(request: HttpRequest, rental: Rental) -> bool:
     return version != rental.version or (due > 0 and timezone.now().timestamp() >= due)
 
 
-def progress_context(rental: Rental, *, may_act: bool, poll_url: str) -> dict[str, object]:
-    """Build what the progress section shows (the same for every viewer with the same `may_act`) and its poller."""
+def progress_context(request: HttpRequest, rental: Rental, *, may_act: bool, poll_url: str) -> dict[str, object]:
+    """Build what the rental page's progress section and poller show."""
+    section, changes_at = _section_context(rental, may_act=may_act)
+    return {**section, **_poller_context(request, rental, may_act=may_act, poll_url=poll_url, changes_at=changes_at)}
+
+
+def poll_answer(request: HttpRequest, rental: Rental, *, may_act: bool) -> HttpResponse:
+    """Answer a poll the caller has checked: 204 when nothing is new, else the next poller and the section."""
+    if not poll_has_news(request, rental):
+        return HttpResponse(status=204)
+    section, changes_at = progress_section(rental, may_act=may_act)
+    poller = _poller_context(request, rental, may_act=may_act, poll_url=request.path, changes_at=changes_at)
+    return HttpResponse(render_to_string(POLLER_PARTIAL, poller) + section)
+
+
+def _poller_context(
+    request: HttpRequest, rental: Rental, *, may_act: bool, poll_url: str, changes_at: int
+) -> dict[str, object]:
+    """What the poller partial needs: the URL it asks next, and after how long (neither once the rental is final)."""
+    if rental.status in FINAL_STATES:
+        return {}
+    token = poll_token(request, rental_id=rental.pk, may_act=may_act)
+    url = f"{poll_url}?v={rental.version}&t={token}" + (f"&d={changes_at}" if changes_at else "")
+    return {
+        "poller_url": url,
+        "poller_delay": POLL_FAST_SECONDS if rental.status in IN_FLIGHT_STATES else POLL_SLOW_SECONDS,
+    }
+
+
+def _section_context(rental: Rental, *, may_act: bool) -> tuple[dict[str, object], int]:
+    """Build what the progress section shows (the same for every viewer with the same `may_act`), and when time
+    alone may change it (epoch seconds, or 0)."""
     all_members = list(rental.members.all())
     members = [member for member in all_members if member.gone_at is None]
     running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
@@ -60,22 +105,19 @@ def progress_context(rental: Rental, *, may_act: bool, poll_url: str) -> dict[st
     # Rendered before the nodes are due, the explanation changes when they are: the poller says when.
     due = members_due_at(rental) if not all_members else None
     changes_at = int(due.timestamp()) + 1 if due is not None and due >= now else 0
-    poll = rental.status not in FINAL_STATES
-    delay = POLL_FAST_SECONDS if rental.status in IN_FLIGHT_STATES else POLL_SLOW_SECONDS
-    return {
+    context: dict[str, object] = {
         "rental": rental,
         "attempts": list(rental.attempts.all()),
         "members": members,
         "launch": cluster_launch(members, gpus_per_node=rental.gpus_per_node),
         "explanation": rental_explanation(rental, now=now),
-        "poll": poll,
-        "poller_url": f"{poll_url}?v={rental.version}" + (f"&d={changes_at}" if changes_at else "") if poll else "",
-        "poller_delay": delay,
+        "poll": rental.status not in FINAL_STATES,
         "steps": _steps(rental, running, has_members=bool(members)),
         "may_act": may_act,
         "holds_cluster": HOLDS_CLUSTER_STATES,
         **panels_context(rental, all_members=all_members, live=members),  # removal, connect, failures
     }
+    return context, changes_at
 
 
 def _steps(rental: Rental, running: int, *, has_members: bool) -> list[dict[str, object]]:
@@ -86,3 +128,53 @@ def _steps(rental: Rental, running: int, *, has_members: bool) -> list[dict[str,
         {"label": label, "done": index < reached or (index == reached == 4), "current": index == reached}
         for index, label in enumerate(labels)
     ]
+
+
+# --- What the poll ratios need (bench/README.md, "The poll"): the plain poll above missed them. ---------------
+
+
+def poll_token(request: HttpRequest, *, rental_id: int, may_act: bool) -> str:
+    """Sign what this browser session may poll (issue only after the full permission check)."""
+    payload = [rental_id, int(may_act), _session_tag(request.session.session_key or "")]
+    return signing.dumps(payload, salt=POLL_TOKEN_SALT, compress=False)
+
+
+def poll_granted(request: HttpRequest, public_id: uuid.UUID) -> tuple[Rental, bool] | None:
+    """Return the rental and whether the viewer may act, as the poll's token grants them, or None: check fully.
+
+    For 5 minutes the token stands in for the session, user and permission lookups (so a removed member stops
+    seeing progress within 5 minutes). It names the rental and this browser's session, which must still exist.
+    """
+    cookie = request.COOKIES.get(settings.SESSION_COOKIE_NAME, "")
+    try:
+        rental_id, may_act, tag = signing.loads(
+            request.GET.get("t", ""), salt=POLL_TOKEN_SALT, max_age=POLL_TOKEN_SECONDS
+        )
+    except (signing.BadSignature, ValueError, TypeError):
+        return None
+    if not cookie or not hmac.compare_digest(str(tag), _session_tag(cookie)):
+        return None
+    live = Session.objects.filter(session_key=cookie, expire_date__gt=timezone.now())
+    rental = Rental.objects.filter(Exists(live), pk=rental_id, public_id=public_id).first()
+    return None if rental is None else (rental, bool(may_act))
+
+
+def _session_tag(session_key: str) -> str:
+    # A digest, so the URL never carries the session key itself.
+    return hashlib.sha256(session_key.encode()).hexdigest()[:24]
+
+
+def progress_section(rental: Rental, *, may_act: bool) -> tuple[str, int]:
+    """Return the out-of-band section of this version and when time alone may change it (see `_section_context`),
+    rendered once per process until then."""
+    key = f"rental-progress:{rental.public_id.hex}:{rental.version}:{int(may_act)}"
+    kept = caches[FRAGMENT_CACHE].get(key)
+    if kept is not None and not (kept[1] and timezone.now().timestamp() >= kept[1]):
+        return kept
+    context, changes_at = _section_context(rental, may_act=may_act)
+    html = render_to_string(SECTION_PARTIAL, {**context, "oob": True})
+    # Every write that changes the section bumps the version; the only other change is the nodes becoming due.
+    timeout = changes_at - int(timezone.now().timestamp()) if changes_at else FRAGMENT_SECONDS
+    if timeout > 0:
+        caches[FRAGMENT_CACHE].set(key, (html, changes_at), min(timeout, FRAGMENT_SECONDS))
+    return html, changes_at

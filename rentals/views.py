@@ -309,19 +309,27 @@ def rental_detail(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     support_reads(user=request.user, rentals=[rental])
     poll_url = reverse("rentals:rental_progress", kwargs={"public_id": rental.public_id})
-    context = progress.progress_context(rental, may_act=_may_act(request), poll_url=poll_url)
+    context = progress.progress_context(request, rental, may_act=_may_act(request), poll_url=poll_url)
     return render(request, "rentals/rental_detail.html", context)
 
 
-@login_required
 def rental_progress(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
-    """Answer the rental page's poll: 204 when the page shows what is current, else a new poller and the section."""
+    """Answer the rental page's poll: 204 when the page shows what is current, else a new poller and the section.
+
+    A valid poll token stands in for the full check (`progress.poll_granted`); without one, the full check.
+    """
+    granted = progress.poll_granted(request, public_id)
+    if granted is None:
+        return _rental_progress_checked(request, public_id)
+    rental, may_act = granted
+    return progress.poll_answer(request, rental, may_act=may_act)
+
+
+@login_required
+def _rental_progress_checked(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     support_reads(user=request.user, rentals=[rental])
-    if not progress.poll_has_news(request, rental):
-        return HttpResponse(status=204)
-    context = progress.progress_context(rental, may_act=_may_act(request), poll_url=request.path)
-    return render(request, "rentals/rental_detail.html#poll", {**context, "oob": True})
+    return progress.poll_answer(request, rental, may_act=_may_act(request))
 
 
 @login_required

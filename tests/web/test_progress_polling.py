@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from pathlib import Path
 
 import pytest
@@ -10,6 +11,7 @@ from django.conf import settings
 from django.test import Client
 
 from accounts.models import Membership
+from rentals import progress
 from rentals.models import Rental
 from rentals.services import RentOrder, rental_submit
 from tests.conftest import SSH_KEY
@@ -24,11 +26,14 @@ def delay(html: str) -> float | None:
     return float(match.group(1)) if match else None
 
 
-def test_an_unchanged_rental_gets_nothing_new_and_the_poller_backs_off(rental, alice, client_for) -> None:
+def test_an_unchanged_rental_gets_nothing_new_and_the_poller_backs_off(
+    rental, alice, client_for, django_assert_num_queries
+) -> None:
     client = client_for(alice)
     page = client.get(f"/rentals/{rental.public_id}/").content.decode()
     assert delay(page) == 2.0
-    answer = client.get(poller_url(page))
+    with django_assert_num_queries(1):  # with the page's token: the rental, and that the session still exists
+        answer = client.get(poller_url(page))
     assert answer.status_code == 204 and answer.content == b"", "nothing is rendered"
     # On a 204 the page's script asks again 1.5 times later each time, up to 30 s.
     assert 'src="/static/js/poll.js"' in page
@@ -50,14 +55,17 @@ def test_a_changed_rental_sends_the_new_progress_and_polls_fast_again(rental, al
     assert 'hx-swap-oob="true"' in html and "Attempts" in html and "Sending" in html
     assert "sessionid" not in answer.cookies and "csrftoken" not in answer.cookies, "a poll writes no cookie"
     assert delay(html) == 2.0
-    assert poller_url(html).endswith(f"?v={rental.version + 1}"), "the next poll asks about the version it now shows"
+    assert f"?v={rental.version + 1}&" in poller_url(html), "the next poll asks about the version it now shows"
 
 
-def test_everyone_polling_a_change_gets_the_same_section(rental, alice, carol) -> None:
+def test_a_change_is_rendered_once_for_everyone_polling_it(rental, alice, carol, django_assert_num_queries) -> None:
     browsers = [logged_in(alice), logged_in(carol)]
     urls = [poller_url(browser.get(f"/rentals/{rental.public_id}/").content.decode()) for browser in browsers]
     Rental.objects.filter(pk=rental.pk).update(status="sending", version=rental.version + 1)
-    first, second = (browser.get(url).content.decode() for browser, url in zip(browsers, urls, strict=True))
+    first = browsers[0].get(urls[0]).content.decode()
+    # The token stands in for the session, user and permission lookups; the section is kept per version.
+    with django_assert_num_queries(1):  # the rental, and that the session still exists
+        second = browsers[1].get(urls[1]).content.decode()
     assert "Sending" in first and "Sending" in second
     assert first.split('<section id="progress"')[1] == second.split('<section id="progress"')[1]
 
@@ -100,13 +108,15 @@ def test_a_logged_out_session_gets_no_progress_with_its_old_poll_url(rental, ali
     assert answer.status_code == 302 and "/accounts/login/" in answer["Location"]
 
 
-def test_a_removed_member_stops_seeing_progress_at_once(rental, alice) -> None:
+def test_a_removed_member_stops_seeing_progress_when_the_token_expires(rental, alice, monkeypatch) -> None:
     browser = logged_in(alice)
     url = poller_url(browser.get(f"/rentals/{rental.public_id}/").content.decode())
     Membership.objects.filter(user=alice).delete()
-    assert browser.get(url).status_code == 404, "every poll is checked: no longer a member"
     Rental.objects.filter(pk=rental.pk).update(status="sending", version=rental.version + 1)
-    assert browser.get(url).status_code == 404
+    assert browser.get(url).status_code == 200, "within the token's life the token stands in for the check"
+    issued = time.time()
+    monkeypatch.setattr(time, "time", lambda: issued + progress.POLL_TOKEN_SECONDS + 1)
+    assert browser.get(url).status_code == 404, "after it, the full check applies: no longer a member"
 
 
 def test_a_poll_url_only_works_for_rentals_the_user_may_see(rental, alice, bob, globex) -> None:
@@ -126,6 +136,11 @@ def test_someone_elses_poll_url_shows_bob_nothing(rental, alice, bob, client_for
     url = poller_url(page)
     client_for(bob)  # the same client, now logged in as bob
     assert client_for(bob).get(url).status_code == 404, "alice's poll URL does not let bob poll her rental"
+
+
+def test_a_forged_token_gets_the_full_checked_path(rental, bob, client_for) -> None:
+    url = f"/rentals/{rental.public_id}/progress/?v={rental.version}&t=forged"
+    assert client_for(bob).get(url).status_code == 404
 
 
 @pytest.mark.parametrize("query", ["", "?v=x", "?v=1&d=soon", "?v=99999"])
