@@ -19,6 +19,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.models import Customer, SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
 from common import ratelimit
+from common.metrics import POLL_REQUESTS
 from rentals import offers, progress, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
@@ -322,11 +323,14 @@ def rental_progress(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     if granted is None:
         return _rental_progress_checked(request, public_id)
     rental, may_act = granted
-    return progress.poll_answer(request, rental, may_act=may_act)
+    answer = progress.poll_answer(request, rental, may_act=may_act)
+    POLL_REQUESTS.labels(outcome="unchanged" if answer.status_code == 204 else "changed").inc()
+    return answer
 
 
 @login_required
 def _rental_progress_checked(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
+    POLL_REQUESTS.labels(outcome="checked").inc()
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     support_reads(user=request.user, rentals=[rental])
     return progress.poll_answer(request, rental, may_act=_may_act(request))
