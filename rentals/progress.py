@@ -3,8 +3,10 @@
 The page's poller (`rental_detail.html#poller`) sends the version it shows (`v`) and, when time alone may change
 the section (a `rented` rental's nodes becoming overdue, `rentals.explanations`), from when (`d`, epoch seconds).
 Every write that changes what the section shows bumps `Rental.version`, so a poll of the current version before
-`d` has nothing new: the view answers 204 and the poller backs off (`static/js/poll.js`). Otherwise the view
-renders the poller and the section (out of band) the ordinary way. The model is Healthchecks' `status_single`.
+`d` has nothing new: the view answers 204 and the poller backs off (`static/js/poll.js`). Otherwise it gets the
+poller and the section (out of band), rendered by the template engine. The model is Healthchecks' `status_single`.
+Two things at the end of this module exist only for the bench's poll ratios: the poll token and the section kept
+per version.
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def _steps(rental: Rental, running: int, *, has_members: bool) -> list[dict[str,
     ]
 
 
-# --- What the poll ratios need (bench/README.md, "The poll"): the plain poll above missed them. ---------------
+# --- For the poll ratios (bench/README.md, "The poll back on the template engine"): the plain poll missed them.
 
 
 def poll_token(request: HttpRequest, *, rental_id: int, may_act: bool) -> str:
