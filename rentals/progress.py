@@ -74,22 +74,27 @@ def progress_context(request: HttpRequest, rental: Rental, *, may_act: bool, pol
     return {**section, **_poller_context(request, rental, may_act=may_act, poll_url=poll_url, changes_at=changes_at)}
 
 
-def poll_answer(request: HttpRequest, rental: Rental, *, may_act: bool) -> HttpResponse:
-    """Answer a poll the caller has checked: 204 when nothing is new, else the next poller and the section."""
+def poll_answer(request: HttpRequest, rental: Rental, *, may_act: bool, token: str = "") -> HttpResponse:
+    """Answer a poll the caller has checked: 204 when nothing is new, else the next poller and the section.
+
+    `token`: the poll's own valid token, passed on (until it expires) rather than signed anew.
+    """
     if not poll_has_news(request, rental):
         return HttpResponse(status=204)
     section, changes_at = progress_section(rental, may_act=may_act)
-    poller = _poller_context(request, rental, may_act=may_act, poll_url=request.path, changes_at=changes_at)
+    poller = _poller_context(
+        request, rental, may_act=may_act, poll_url=request.path, changes_at=changes_at, token=token
+    )
     return HttpResponse(render_to_string(POLLER_PARTIAL, poller) + section)
 
 
 def _poller_context(
-    request: HttpRequest, rental: Rental, *, may_act: bool, poll_url: str, changes_at: int
+    request: HttpRequest, rental: Rental, *, may_act: bool, poll_url: str, changes_at: int, token: str = ""
 ) -> dict[str, object]:
     """What the poller partial needs: the URL it asks next, and after how long (neither once the rental is final)."""
     if rental.status in FINAL_STATES:
         return {}
-    token = poll_token(request, rental_id=rental.pk, may_act=may_act)
+    token = token or poll_token(request, rental_id=rental.pk, may_act=may_act)
     url = f"{poll_url}?v={rental.version}&t={token}" + (f"&d={changes_at}" if changes_at else "")
     return {
         "poller_url": url,

@@ -323,7 +323,7 @@ def rental_progress(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     if granted is None:
         return _rental_progress_checked(request, public_id)
     rental, may_act = granted
-    answer = progress.poll_answer(request, rental, may_act=may_act)
+    answer = progress.poll_answer(request, rental, may_act=may_act, token=request.GET["t"])
     POLL_REQUESTS.labels(outcome="unchanged" if answer.status_code == 204 else "changed").inc()
     return answer
 
