@@ -46,7 +46,7 @@ NAMES_READ = {
     "rentals:rent": ["cheapest", *RENT_FORM],
     "rentals:rent_summary": ["fabric", "customer", "executor_ids"],
     "rentals:rental_list": ["status", "ref", "before", "fragment"],
-    "rentals:rental_progress": ["v", "d"],
+    "rentals:rental_progress": ["v", "d", "t"],
     "rentals:rental_terminate": ["reason"],
     "rentals:rental_cancel": ["reason"],
     "rentals:rental_schedule_removal": ["hours", "extend_hours"],
