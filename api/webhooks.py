@@ -1,7 +1,8 @@
 """Webhook endpoints in the JSON API (a django-ninja Router, added to api.v1 at /webhooks).
 
 An endpoint belongs to a customer: the key's user's customer, or, for an operator, the one named in the body.
-Reads need the `read` scope, changes the `manage` scope; support reads every endpoint and changes none.
+Reads need the `read` scope, changes the `manage` scope; only the customer's admins (and operators) change
+endpoints, its other members read them; support reads every endpoint and changes none.
 """
 
 from __future__ import annotations
@@ -46,6 +47,10 @@ class WebhookOut(Schema):
     events: list[str]
     customer: CustomerOut
     created_at: datetime
+    created_by: str | None = Field(None, description="The username of whoever added it.")
+    disabled_at: datetime | None = Field(
+        None, description="When it stopped receiving events: its maker left the customer or stopped being its admin."
+    )
 
 
 class WebhookCreatedOut(WebhookOut):
@@ -86,6 +91,8 @@ def _endpoint_dict(endpoint: WebhookEndpoint) -> dict[str, Any]:
         "events": endpoint.events,
         "customer": {"id": endpoint.customer_id, "name": endpoint.customer.name},
         "created_at": endpoint.created_at,
+        "created_by": endpoint.created_by.get_username() if endpoint.created_by else None,
+        "disabled_at": endpoint.disabled_at,
     }
 
 
@@ -119,6 +126,8 @@ def _field_error(field: str, code: str, message: str) -> ApiError:
 def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Customer:
     """The customer an endpoint is for: as `api.orders` resolves it for a rent (operators must name one)."""
     customers = selectors.customers_for_endpoints(user=request.user)
+    if not customers.exists():
+        raise ApiError(403, "forbidden", "Only a customer's admins add webhook endpoints; ask one of them.")
     if wanted is None:
         mine = list(customers[:2])
         if len(mine) != 1 or is_operator(request.user):

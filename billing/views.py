@@ -32,6 +32,7 @@ from billing.usage import Month, UsageReport
 from rentals.removal_policy import policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
+INVITATION_TOKEN_KEY = "billing_invitation_token"  # noqa: S105 (a session key's name)
 
 
 def _user(request: HttpRequest) -> User:
@@ -170,7 +171,7 @@ def invite_create(request: HttpRequest, customer_id: int) -> HttpResponse:
     form = InviteForm(request.POST)
     role = form.cleaned_data["role"] if form.is_valid() else Invitation.Role.MEMBER
     new = invitations.invitation_create(customer=customer, created_by=_user(request), role=role)
-    link = request.build_absolute_uri(reverse("billing:invite_accept", args=[new.token]))
+    link = request.build_absolute_uri(reverse("billing:invite_landing", args=[new.token]))
     request.session[NEW_INVITATION_KEY] = {"customer_id": customer.pk, "id": new.invitation.pk, "link": link}
     return redirect("billing:team", customer_id=customer.pk)
 
@@ -259,28 +260,62 @@ def budget_set(request: HttpRequest, customer_id: int) -> HttpResponse:
     return redirect("billing:team", customer_id=customer.pk)
 
 
+def _no_referrer(response: HttpResponse) -> HttpResponse:
+    # The invitation pages never hand their address (a token, on the landing) to another site, nor get cached.
+    response["Referrer-Policy"] = "no-referrer"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _invite_problem(request: HttpRequest, message: str) -> HttpResponse:
+    return _no_referrer(render(request, "billing/invite_accept.html", {"problem": message}, status=410))
+
+
 @require_http_methods(["GET", "POST"])
-def invite_accept(request: HttpRequest, token: str) -> HttpResponse:
+def invite_landing(request: HttpRequest, token: str) -> HttpResponse:
+    """The link's landing: keep the token in this browser's session and move on to `/invite/`, whose address
+    holds no token (history, bookmarks, a Referer never see it; the log line of this request is redacted).
+    A POST here (an old form) is still accepted."""
+    if request.method == "POST":
+        return _invite_answer(request, token)
+    try:
+        invitations.invitation_find(token=token)
+    except ValidationError as exc:
+        return _invite_problem(request, exc.messages[0])
+    request.session[INVITATION_TOKEN_KEY] = token
+    return _no_referrer(redirect("billing:invite_accept"))
+
+
+@require_http_methods(["GET", "POST"])
+def invite_accept(request: HttpRequest) -> HttpResponse:
     """Join the inviting customer: logged in, with one click; otherwise by creating an account here."""
+    token = request.session.get(INVITATION_TOKEN_KEY)
+    if not isinstance(token, str):
+        return _invite_problem(request, "Open your invitation link again: this browser has none.")
+    return _invite_answer(request, token)
+
+
+def _invite_answer(request: HttpRequest, token: str) -> HttpResponse:
     try:
         invitation = invitations.invitation_find(token=token)
     except ValidationError as exc:
-        return render(request, "billing/invite_accept.html", {"problem": exc.messages[0]}, status=410)
-    form = SignupForm(request.POST if request.method == "POST" and not request.user.is_authenticated else None)
-    if request.method == "POST":
-        user: User | None = _user(request) if request.user.is_authenticated else None
-        if user is None and form.is_valid():
-            user = form.save()
-        if user is not None:
-            try:
-                invitations.invitation_accept(token=token, user=user)
-            except ValidationError as exc:
-                return render(request, "billing/invite_accept.html", {"problem": exc.messages[0]}, status=410)
-            if not request.user.is_authenticated:
-                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            messages.success(request, f"You are now a member of {invitation.customer.name}.")
-            return redirect("rentals:rental_list")
-    return render(request, "billing/invite_accept.html", {"invitation": invitation, "form": form})
+        return _invite_problem(request, exc.messages[0])
+    anonymous = not request.user.is_authenticated
+    form = SignupForm(request.POST if request.method == "POST" and anonymous else None)
+    if request.method == "POST" and (not anonymous or form.is_valid()):
+        try:
+            # The account is created inside the claim's transaction: a refused claim leaves none behind.
+            user = invitations.invitation_accept(
+                token=token, user=None if anonymous else _user(request), signup=form.save
+            ).user
+        except ValidationError as exc:
+            return _invite_problem(request, exc.messages[0])
+        request.session.pop(INVITATION_TOKEN_KEY, None)
+        if anonymous:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, f"You are now a member of {invitation.customer.name}.")
+        return redirect("rentals:rental_list")
+    return _no_referrer(render(request, "billing/invite_accept.html", {"invitation": invitation, "form": form}))
 
 
 @require_GET

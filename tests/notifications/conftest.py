@@ -127,3 +127,16 @@ def deliver_all() -> list[str]:
 
     ids = Delivery.objects.filter(status="pending").values_list("pk", flat=True)
     return [delivery_attempt(delivery_id=pk) for pk in ids]
+
+
+@pytest.fixture
+def admins() -> Any:
+    """Return a function that makes users admins of their customers (only admins add or delete endpoints)."""
+    from billing.models import CustomerAdmin
+
+    def make(*users: Any) -> None:
+        for user in users:
+            for membership in user.memberships.all():
+                CustomerAdmin.objects.get_or_create(membership=membership)
+
+    return make

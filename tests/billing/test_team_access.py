@@ -1,0 +1,146 @@
+"""A team change takes access away at once: a removed or demoted person's webhooks stop, their invitation links
+stop working, and an invitation is claimed in one transaction with the account it creates."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
+from django.test import Client
+
+from accounts.models import Membership
+from billing import invitations
+from billing.invitations import admin_set, invitation_accept, invitation_create
+from billing.models import CustomerAdmin, Invitation
+from notifications import events as ev
+from notifications.models import Delivery, WebhookEndpoint
+from notifications.services import endpoint_create, event_emit
+
+PASSWORD = "a-long pass 123"
+
+
+@pytest.fixture
+def alice_admin(alice, acme):  # type: ignore[no-untyped-def]
+    admin_set(membership=Membership.objects.get(user=alice, customer=acme), admin=True)
+    return alice
+
+
+def _membership(user: User) -> Membership:
+    return Membership.objects.get(user=user)
+
+
+def _carols_endpoint(carol: User) -> WebhookEndpoint:
+    endpoint, _secret = endpoint_create(
+        customer=_membership(carol).customer, url="http://127.0.0.1:9/carol", events=["*"], created_by=carol
+    )
+    return endpoint
+
+
+def test_a_removed_member_no_longer_receives_the_customers_events(client_for, alice_admin, carol, acme, rent) -> None:
+    """Carol registered a webhook for every event; once removed, `rental.ready` (SSH lines) never reaches it."""
+    rental = rent(acme)
+    endpoint = _carols_endpoint(carol)
+    event_emit(customer=acme, type=ev.RENTAL_READY, rental_id=rental.pk)
+    pending = Delivery.objects.get(endpoint=endpoint)
+    assert pending.status == Delivery.Status.PENDING
+
+    client_for(alice_admin).post(f"/customers/{acme.pk}/team/members/{_membership(carol).pk}/remove/")
+
+    endpoint.refresh_from_db()
+    assert endpoint.disabled_at is not None and "carol" in endpoint.disabled_reason
+    pending.refresh_from_db()
+    assert pending.status == Delivery.Status.FAILED and "disabled" in pending.last_error  # deliveries stop too
+    event_emit(customer=acme, type=ev.RENTAL_READY, rental_id=rental.pk)
+    assert Delivery.objects.filter(endpoint=endpoint).count() == 1  # nothing new for her server
+    page = client_for(alice_admin).get("/profile/webhooks/").content.decode()
+    assert "Disabled" in page and "carol" in page  # the admin sees why it stopped (and may delete it)
+
+
+def test_a_demoted_admin_keeps_no_webhook_either(client_for, alice_admin, carol, acme) -> None:
+    admin_set(membership=_membership(carol), admin=True)
+    endpoint = _carols_endpoint(carol)
+    other = endpoint_create(customer=acme, url="http://127.0.0.1:9/alice", events=["*"], created_by=alice_admin)[0]
+    client_for(alice_admin).post(f"/customers/{acme.pk}/team/members/{_membership(carol).pk}/admin/", {"admin": "0"})
+    endpoint.refresh_from_db()
+    other.refresh_from_db()
+    assert endpoint.disabled_at is not None
+    assert other.disabled_at is None  # only what the demoted person made
+
+
+def test_a_demoted_admin_cannot_come_back_with_an_admin_link_made_earlier(client_for, alice_admin, carol, acme) -> None:
+    admin_set(membership=_membership(carol), admin=True)
+    carol_client = client_for(carol)
+    link = invitation_create(customer=acme, created_by=carol, role=Invitation.Role.ADMIN).token
+    admin_set(membership=_membership(carol), admin=False)  # the service the team page calls
+
+    response = Client().get(f"/invite/{link}/", follow=True)
+    assert response.status_code == 410
+    carol_client = Client()
+    carol_client.force_login(carol)
+    assert carol_client.post(f"/invite/{link}/", follow=True).status_code == 410
+    assert not CustomerAdmin.objects.filter(membership__user=carol).exists()
+    # ...so she cannot remove the admin who demoted her.
+    alice_membership = _membership(alice_admin)
+    assert carol_client.post(f"/customers/{acme.pk}/team/members/{alice_membership.pk}/remove/").status_code == 403
+    assert Membership.objects.filter(pk=alice_membership.pk).exists()
+
+
+def test_a_removed_admins_links_all_stop_working(client_for, alice_admin, carol, acme) -> None:
+    admin_set(membership=_membership(carol), admin=True)
+    member_link = invitation_create(customer=acme, created_by=carol).token
+    admin_link = invitation_create(customer=acme, created_by=carol, role=Invitation.Role.ADMIN).token
+    alices_link = invitation_create(customer=acme, created_by=alice_admin).token
+    client_for(alice_admin).post(f"/customers/{acme.pk}/team/members/{_membership(carol).pk}/remove/")
+    assert Client().get(f"/invite/{member_link}/", follow=True).status_code == 410
+    assert Client().get(f"/invite/{admin_link}/", follow=True).status_code == 410
+    assert Client().get(f"/invite/{alices_link}/", follow=True).status_code == 200  # only hers
+    assert Invitation.objects.filter(created_by=carol, revoked_at__isnull=False).count() == 2
+
+
+def test_acceptance_rechecks_the_maker_even_when_nothing_revoked_the_link(alice_admin, carol, bob, acme) -> None:
+    """Revocation on demotion is one guard; acceptance checks the maker itself too (a role changed elsewhere)."""
+    admin_set(membership=_membership(carol), admin=True)
+    token = invitation_create(customer=acme, created_by=carol, role=Invitation.Role.ADMIN).token
+    CustomerAdmin.objects.filter(membership__user=carol).delete()  # e.g. by an operator in the admin
+    with pytest.raises(ValidationError, match="no longer"):
+        invitation_accept(token=token, user=bob)
+    assert not bob.memberships.filter(customer=acme).exists()
+
+
+def _revoke_after_lookup(monkeypatch: pytest.MonkeyPatch, **change: Any) -> None:
+    """Make the invitation change (revoked, used, customer paused) just after it was looked up: the race."""
+    real_find = invitations.invitation_find
+
+    def find_then_change(**kwargs: Any) -> Invitation:
+        found = real_find(**kwargs)
+        if "customer_active" in change:
+            type(found.customer).objects.filter(pk=found.customer_id).update(active=change["customer_active"])
+        else:
+            Invitation.objects.filter(pk=found.pk).update(**change)
+        return found
+
+    monkeypatch.setattr(invitations, "invitation_find", find_then_change)
+
+
+@pytest.mark.parametrize(
+    "change", [{"revoked_at": "2030-06-01T00:00:00Z"}, {"customer_active": False}], ids=["revoked", "paused"]
+)
+def test_an_invitation_changed_between_lookup_and_claim_is_refused(monkeypatch, alice_admin, bob, acme, change) -> None:
+    token = invitation_create(customer=acme, created_by=alice_admin).token
+    _revoke_after_lookup(monkeypatch, **change)
+    with pytest.raises(ValidationError):
+        invitation_accept(token=token, user=bob)
+    assert not bob.memberships.filter(customer=acme).exists()
+
+
+def test_a_link_used_twice_at_once_leaves_no_orphan_account(monkeypatch, alice_admin, carol, acme) -> None:
+    """The other tab claims the link between this sign-up's lookup and its claim: no account is left behind."""
+    token = invitation_create(customer=acme, created_by=alice_admin).token
+    _revoke_after_lookup(monkeypatch, used_at="2030-06-01T00:00:00Z", used_by=carol)
+    response = Client().post(
+        f"/invite/{token}/", {"username": "dana", "password1": PASSWORD, "password2": PASSWORD}, follow=True
+    )
+    assert response.status_code == 410 and "already used" in response.content.decode()
+    assert not User.objects.filter(username="dana").exists()
