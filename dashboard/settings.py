@@ -244,7 +244,10 @@ LOG_LEVEL = env.str("LOG_LEVEL", "INFO", validate=OneOf(["DEBUG", "INFO", "WARNI
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "common.logcontext.ContextFilter"}},
+    "filters": {
+        "context": {"()": "common.logcontext.ContextFilter"},
+        "invitation_tokens": {"()": "common.logredact.RedactInvitationTokens"},
+    },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {
@@ -254,7 +257,11 @@ LOGGING = {
         },
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context", "invitation_tokens"],
+        },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
@@ -262,6 +269,8 @@ LOGGING = {
         # key can never reach a log through them.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # The dev server's request lines go through the console handler too, so its filters apply to them.
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
 
