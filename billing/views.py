@@ -26,6 +26,7 @@ from accounts.models import Customer, Membership
 from accounts.roles import is_operator, is_staff_reader
 from billing import invitations, selectors, services
 from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, SignupForm, UsageFilterForm
+from billing.left_keys import left_key_clusters
 from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
 from billing.usage import Month, UsageReport
@@ -125,6 +126,8 @@ def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dic
         "invitations": selectors.open_invitations(customer=customer) if manage or is_staff_reader(request.user) else [],
         "status": selectors.budget_status(customer=customer),
         "may_manage": manage,
+        # Whoever may act on the team is told which running clusters still let a former member in.
+        "left_keys": left_key_clusters(customer=customer) if manage or is_staff_reader(request.user) else [],
         "is_admin": is_customer_admin(request.user, customer),
         "invite_form": InviteForm(),
         "customer_budget_form": CustomerBudgetForm(

@@ -144,3 +144,39 @@ def test_a_link_used_twice_at_once_leaves_no_orphan_account(monkeypatch, alice_a
     )
     assert response.status_code == 410 and "already used" in response.content.decode()
     assert not User.objects.filter(username="dana").exists()
+
+
+CAROL_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFq8Qy0u0pNQf0TPaHq0c2d1aB0Yb8yq7m8o2bqAa1cZ carol@home"
+
+
+def test_the_team_page_warns_of_a_removed_members_key_on_running_clusters(
+    client_for, alice_admin, carol, acme, rent
+) -> None:
+    """Carol's key sits on a cluster she rented and, saved in her profile, on one alice rented with it."""
+    from accounts.models import SshPublicKey
+    from rentals.models import Rental
+
+    SshPublicKey.objects.create(user=carol, name="home", public_key=CAROL_KEY)
+    hers = rent(acme, pod_name="carols-job")
+    Rental.objects.filter(pk=hers.pk).update(created_by=carol)
+    with_her_key = rent(acme, pod_name="shared-job")
+    keys = f'"user_public_key":["{CAROL_KEY}",'.encode()
+    body = bytes(with_her_key.request_body).replace(b'"user_public_key":[', keys)
+    assert CAROL_KEY.encode() in body
+    Rental.objects.filter(pk=with_her_key.pk).update(request_body=body)
+    clean = rent(acme, pod_name="clean-job")
+    client = client_for(alice_admin)
+    assert 'data-testid="left-keys"' not in client.get(f"/customers/{acme.pk}/team/").content.decode()
+
+    client.post(f"/customers/{acme.pk}/team/members/{_membership(carol).pk}/remove/")
+
+    page = client.get(f"/customers/{acme.pk}/team/").content.decode()
+    assert 'data-testid="left-keys"' in page and "carol" in page
+    assert "carols-job" in page and "shared-job" in page and "clean-job" not in page
+    confirm = f"/rentals/{hers.public_id}/terminate/"
+    assert confirm in page and f"/rentals/{with_her_key.public_id}/terminate/" in page
+    assert client.get(confirm).status_code == 200  # the normal confirmation, then the normal terminate
+    assert client.post(confirm).status_code == 302
+    assert Rental.objects.get(pk=hers.pk).status == "terminating"
+    assert "carols-job" not in client.get(f"/customers/{acme.pk}/team/").content.decode()
+    assert Rental.objects.get(pk=clean.pk).status == "ready"
