@@ -180,3 +180,42 @@ def test_the_team_page_warns_of_a_removed_members_key_on_running_clusters(
     assert Rental.objects.get(pk=hers.pk).status == "terminating"
     assert "carols-job" not in client.get(f"/customers/{acme.pk}/team/").content.decode()
     assert Rental.objects.get(pk=clean.pk).status == "ready"
+
+
+def test_every_other_grant_of_a_removed_member_ends_with_the_membership(
+    client_for, alice_admin, carol, acme, rent
+) -> None:
+    """Her API key and her session stay hers but see nothing of Acme; Acme's e-mails stop reaching her."""
+    from api.keys import api_key_create
+    from notifications.services import email_preference_set
+
+    rental = rent(acme)
+    _key, text = api_key_create(user=carol, name="laptop", scopes=["read", "rent", "manage"])
+    api = Client()
+    carol.email = "carol@example.com"
+    carol.save()
+    email_preference_set(user=carol, events=[ev.RENTAL_READY])
+    assert api.get(f"/api/v1/rentals/{rental.public_id}", headers={"X-API-Key": text}).status_code == 200
+    assert event_emit(customer=acme, type=ev.RENTAL_READY, rental_id=rental.pk) is not None  # she is e-mailed
+
+    client_for(alice_admin).post(f"/customers/{acme.pk}/team/members/{_membership(carol).pk}/remove/")
+
+    assert api.get(f"/api/v1/rentals/{rental.public_id}", headers={"X-API-Key": text}).status_code == 404
+    assert api.get("/api/v1/rentals", headers={"X-API-Key": text}).json()["items"] == []
+    assert api.get("/api/v1/webhooks", headers={"X-API-Key": text}).json()["items"] == []
+    assert event_emit(customer=acme, type=ev.RENTAL_READY, rental_id=rental.pk) is None  # nobody left to tell
+    carol_web = Client()
+    carol_web.force_login(carol)
+    assert carol_web.get(f"/customers/{acme.pk}/team/").status_code == 404
+
+
+def test_a_demoted_admins_api_key_no_longer_changes_webhooks(alice_admin, carol, acme) -> None:
+    from api.keys import api_key_create
+
+    admin_set(membership=_membership(carol), admin=True)
+    _key, text = api_key_create(user=carol, name="k", scopes=["read", "manage"])
+    alices = endpoint_create(customer=acme, url="http://127.0.0.1:9/alice", events=["*"], created_by=alice_admin)[0]
+    admin_set(membership=_membership(carol), admin=False)
+    refused = Client().delete(f"/api/v1/webhooks/{alices.pk}", headers={"X-API-Key": text})
+    assert refused.status_code == 403
+    assert WebhookEndpoint.objects.filter(pk=alices.pk).exists()
