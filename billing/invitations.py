@@ -138,8 +138,13 @@ def member_remove(*, membership: Membership, by: User) -> None:
     if membership.user_id == by.pk:
         raise ValidationError("You cannot remove yourself; ask another admin or an operator.")
     with transaction.atomic():
-        _grants_end(membership, why="is no longer a member")
-        membership.delete()  # its admin role goes with it
+        membership.delete()  # its admin role goes with it; `membership_deleting` ends what they made
+
+
+def membership_deleting(*, instance: Membership, **_kwargs: object) -> None:
+    """End what a member made for the customer, however the membership is deleted (the team page, the Django
+    admin's inline, a customer deleted): a `pre_delete` receiver, in the deletion's transaction."""
+    _grants_end(instance, why="is no longer a member")
 
 
 def admin_set(*, membership: Membership, admin: bool) -> None:

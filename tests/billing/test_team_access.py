@@ -219,3 +219,27 @@ def test_a_demoted_admins_api_key_no_longer_changes_webhooks(alice_admin, carol,
     refused = Client().delete(f"/api/v1/webhooks/{alices.pk}", headers={"X-API-Key": text})
     assert refused.status_code == 403
     assert WebhookEndpoint.objects.filter(pk=alices.pk).exists()
+
+
+def test_a_membership_deleted_in_the_django_admin_ends_the_same_grants(carol, acme) -> None:
+    """A superuser can delete a membership in the customer's admin page (an inline): the same grants end."""
+    root = User.objects.create_superuser("root", "root@example.com", "pw")
+    admin_set(membership=_membership(carol), admin=True)
+    endpoint = _carols_endpoint(carol)
+    token = invitation_create(customer=acme, created_by=carol).token
+    membership = _membership(carol)
+    client = Client()
+    client.force_login(root)
+    page = client.get(f"/admin/accounts/customer/{acme.pk}/change/")
+    assert page.status_code == 200
+    form = page.context["adminform"].form
+    inline = page.context["inline_admin_formsets"][0].formset
+    data = {key: value for key, value in form.initial.items() if value is not None}
+    data.update({f"{inline.prefix}-TOTAL_FORMS": "1", f"{inline.prefix}-INITIAL_FORMS": "1"})
+    data.update({f"{inline.prefix}-0-id": str(membership.pk), f"{inline.prefix}-0-user": str(carol.pk)})
+    data.update({f"{inline.prefix}-0-customer": str(acme.pk), f"{inline.prefix}-0-DELETE": "on"})
+    assert client.post(f"/admin/accounts/customer/{acme.pk}/change/", data).status_code == 302
+    assert not Membership.objects.filter(pk=membership.pk).exists()
+    endpoint.refresh_from_db()
+    assert endpoint.disabled_at is not None and "no longer a member" in endpoint.disabled_reason
+    assert Client().get(f"/invite/{token}/").status_code == 410
