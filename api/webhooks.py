@@ -22,7 +22,7 @@ from api.bodies import json_body
 from api.errors import ApiError
 from api.representations import dumps
 from api.schemas import CustomerId, CustomerName, CustomerOut, ErrorOut
-from notifications import selectors, services
+from notifications import selectors, services, throttles
 from notifications.models import Delivery, WebhookEndpoint
 from rentals.selectors import customer_find
 
@@ -206,8 +206,23 @@ def webhook_test(request: HttpRequest, webhook_id: int) -> HttpResponse:
     """Send a `webhook.test` event to this endpoint; follow it in its deliveries."""
     require_scope(request, "manage")
     require_writer(request)
-    delivery = services.endpoint_send_test(endpoint=_endpoint_for(request, webhook_id, manage=True))
+    endpoint = _endpoint_for(request, webhook_id, manage=True)
+    _throttle(request, endpoint)
+    delivery = services.endpoint_send_test(endpoint=endpoint)
     return _json(_delivery_dict(delivery), status=202)
+
+
+def _throttle(request: HttpRequest, endpoint: WebhookEndpoint) -> None:
+    assert request.user.pk is not None  # authenticated by the key (require_scope ran first)
+    wait = throttles.manual_send_retry_after(user_id=request.user.pk, endpoint_id=endpoint.pk)
+    if wait is not None:
+        raise ApiError(
+            429,
+            "webhook_test_throttled",
+            throttles.throttled_message(wait),
+            hint="Test sends and redeliveries are limited per user and per endpoint.",
+            headers={"Retry-After": str(wait)},
+        )
 
 
 @router.get("/{webhook_id}/deliveries", response={200: DeliveryListOut, **ERRORS}, summary="An endpoint's delivery log")
@@ -232,5 +247,6 @@ def webhook_redeliver(request: HttpRequest, webhook_id: int, delivery_id: int) -
         delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_id)
     except Http404 as exc:
         raise ApiError(404, "not_found", "No such delivery.") from exc
+    _throttle(request, endpoint)
     again = services.delivery_redeliver(delivery=delivery)
     return _json(_delivery_dict(Delivery.objects.select_related("event").get(pk=again.pk)), status=202)

@@ -1,29 +1,27 @@
 """Tell operators about a low runway: a signed POST to OPERATOR_WEBHOOK_URL and an e-mail to each operator.
 
-The webhook follows Standard Webhooks like the customers' (`webhook-id`, `webhook-timestamp`,
-`webhook-signature` with OPERATOR_WEBHOOK_SECRET); the event type is `runway.low`. Each part is recorded on the
-alert when it went, so a later try (the next runway check) sends only what has not gone yet. Tries stop a day
-after the alert was raised.
+The webhook goes through the customers' sender (`notifications.signed_post`: address check and pinning, caps,
+timeouts, Standard Webhooks signature with OPERATOR_WEBHOOK_SECRET); the event type is `runway.low`. Each part
+is recorded on the alert when it went, so a later try (the next runway check) sends only what has not gone yet.
+Tries stop a day after the alert was raised.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-import httpx
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.mail import send_mail
 from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Q
 from django.utils import timezone
-from standardwebhooks.webhooks import Webhook
 
 from accounts.roles import OPERATOR_GROUP
 from billing.models import RunwayAlert
-from notifications.addresses import UnsafeUrl, check_url
+from notifications.signed_post import signed_post
 
 logger = logging.getLogger(__name__)
 
@@ -54,31 +52,16 @@ def alert_body(alert: RunwayAlert) -> str:
 
 
 def _post(alert: RunwayAlert) -> str:
-    """POST the signed event; return "" when it was accepted (2xx), else what went wrong."""
-    body = alert_body(alert)
-    try:
-        target = check_url(settings.OPERATOR_WEBHOOK_URL)
-    except UnsafeUrl as exc:
-        return f"Not sent: {exc}"
-    msg_id = f"msg_runway_{alert.pk}"
-    sent_at = datetime.now(UTC)
-    try:
-        signature = Webhook(settings.OPERATOR_WEBHOOK_SECRET).sign(msg_id, sent_at, body)
-    except Exception as exc:  # a malformed secret: say so, never show it
-        return f"Not sent: OPERATOR_WEBHOOK_SECRET is not a valid whsec_ secret ({type(exc).__name__})."
-    headers = {
-        "webhook-id": msg_id,
-        "webhook-timestamp": str(int(sent_at.timestamp())),
-        "webhook-signature": signature,
-        "content-type": "application/json",
-    }
-    timeout = httpx.Timeout(settings.WEBHOOK_TIMEOUT_SECONDS, connect=settings.WEBHOOK_CONNECT_TIMEOUT_SECONDS)
-    try:
-        with httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client:
-            response = client.post(target.url, content=body.encode(), headers=headers)
-    except httpx.HTTPError as exc:
-        return f"{type(exc).__name__}: {exc}"[:300]
-    return "" if 200 <= response.status_code < 300 else f"HTTP {response.status_code}"
+    """POST the signed event through the customers' sender; return "" when it was accepted (2xx), else why not."""
+    outcome = signed_post(
+        url=settings.OPERATOR_WEBHOOK_URL,
+        secret=settings.OPERATOR_WEBHOOK_SECRET,
+        msg_id=f"msg_runway_{alert.pk}",
+        body=alert_body(alert),
+    )
+    if outcome.ok:
+        return ""
+    return outcome.error or f"HTTP {outcome.status_code}"
 
 
 def _email(alert: RunwayAlert) -> int:

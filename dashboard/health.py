@@ -10,6 +10,7 @@ from django.conf import settings
 from django.db import connection
 from django.utils import timezone
 
+from accounts.secret_rows import secrets_undecryptable
 from rentals.models import Heartbeat
 
 # The sweeper runs every SWEEP_INTERVAL_SECONDS; this many missed runs means beat or the workers are down.
@@ -74,11 +75,39 @@ def check_sweeper() -> str | None:
     return None
 
 
+_secrets_lock = threading.Lock()
+_secrets_result: tuple[float, str | None] | None = None  # (when checked, the answer)
+# Name at most this many rows in the probe's answer; `manage.py check_secrets` lists them all.
+SECRETS_NAMED = 5
+
+
+def forget_secrets_check() -> None:
+    """Drop the remembered secrets answer: the next check reads every row again."""
+    global _secrets_result
+    with _secrets_lock:
+        _secrets_result = None
+
+
+def check_secrets() -> str | None:
+    """Return None when every stored secret decrypts under FIELD_ENCRYPTION_KEYS, else which rows do not.
+
+    A process started with a key missing (dropped before rotating) cannot sign webhooks or call Lium: it is not
+    ready, so a rolling deploy stops there. The answer is reused like the broker's: it reads every secret row.
+    """
+    global _secrets_result
+    with _secrets_lock:
+        if _secrets_result is not None and monotonic() - _secrets_result[0] < settings.READYZ_BROKER_CHECK_SECONDS:
+            return _secrets_result[1]
+        rows = secrets_undecryptable(limit=SECRETS_NAMED + 1)
+        named = ", ".join(str(row) for row in rows[:SECRETS_NAMED]) + (" and more" if len(rows) > SECRETS_NAMED else "")
+        problem = f"secrets: no FIELD_ENCRYPTION_KEYS key decrypts {named}" if rows else None
+        _secrets_result = (monotonic(), problem)
+        return problem
+
+
 def readiness() -> list[str]:
-    """Return the failing parts (empty when ready). The sweeper is not checked when the database is down."""
+    """Return the failing parts (empty when ready). The rows are not checked when the database is down."""
     failures = [problem for problem in (check_database(), check_broker()) if problem]
     if not any(problem.startswith("database") for problem in failures):
-        sweeper = check_sweeper()
-        if sweeper:
-            failures.append(sweeper)
+        failures += [problem for problem in (check_sweeper(), check_secrets()) if problem]
     return failures

@@ -146,6 +146,9 @@ WEBHOOK_SWEEP_INTERVAL_SECONDS = env.float(
 )
 WEBHOOK_MAX_BODY_BYTES = 256 * 1024
 WEBHOOK_MAX_RESPONSE_BYTES = 64 * 1024
+# Test sends and redeliveries POST to a URL a member chose and show the answer: limited per user and endpoint.
+WEBHOOK_TEST_SENDS_PER_USER_PER_MINUTE = env.int("WEBHOOK_TEST_SENDS_PER_USER_PER_MINUTE", 10, validate=POSITIVE)
+WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE = env.int("WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE", 5, validate=POSITIVE)
 # Links in e-mails point here.
 SITE_URL = env.str("SITE_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = env.str(

@@ -1,8 +1,9 @@
 """Where a webhook may go: https only and public addresses only in production (the settings say so).
 
-A URL is checked when it is registered and again before every delivery, after resolving its host: a name
-that resolved to a public address yesterday may resolve to 127.0.0.1 today. Delivery then connects to the
-address that was checked, never resolving the name a second time.
+Where private addresses are refused (production), the host must resolve to public addresses only and the port
+be 443, 80 or 1024 and up. A URL is checked when it is registered and again before every delivery, after
+resolving its host: a name that resolved to a public address yesterday may resolve to 127.0.0.1 today. Delivery
+then connects to the address that was checked, never resolving the name a second time.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ from urllib.parse import SplitResult, urlsplit
 from django.conf import settings
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
+
+# Python's is_global still counts these as public: 6to4 carries any IPv4 address inside (192.168.1.1 in
+# 2002:c0a8:101::), and site-local is private space that was only deprecated.
+NOT_PUBLIC_V6 = (ipaddress.IPv6Network("2002::/16"), ipaddress.IPv6Network("fec0::/10"))
+# Below 1024 only the web's ports: a privileged port on a public host is a mail, SSH or admin service.
+WEB_PORTS = frozenset({80, 443})
 
 
 class UnsafeUrl(ValueError):
@@ -33,6 +40,8 @@ class Target:
 def _is_public(address: IPAddress) -> bool:
     if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped is not None:
         address = address.ipv4_mapped
+    if isinstance(address, ipaddress.IPv6Address) and any(address in network for network in NOT_PUBLIC_V6):
+        return False
     return address.is_global and not (address.is_multicast or address.is_reserved or address.is_unspecified)
 
 
@@ -80,6 +89,8 @@ def check_url(url: str) -> Target:
     if settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
         return Target(url=url, host=host, address=None)
     port = parts.port or (443 if parts.scheme == "https" else 80)
+    if port < 1024 and port not in WEB_PORTS:
+        raise UnsafeUrl(f"Webhooks go to port 443, 80 or a port from 1024 up; port {port} is refused.")
     addresses = _resolve(host, port)
     if not addresses:
         raise UnsafeUrl(f"The host {host} cannot be resolved.")

@@ -10,41 +10,29 @@ from __future__ import annotations
 import json
 import logging
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
-import httpx
 from django.conf import settings
 from django.core.mail import EmailMessage
 from django.db.models import F, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
-from standardwebhooks.webhooks import Webhook
 
 from common.backoff import backoff_seconds
 from notifications import events as ev
-from notifications.addresses import UnsafeUrl, check_url
 from notifications.models import Delivery
 from notifications.queue import enqueue_delivery
+from notifications.signed_post import EXCERPT_CHARS, Outcome, ms_since, signed_post
 
 logger = logging.getLogger(__name__)
 
-EXCERPT_CHARS = 500
-USER_AGENT = "lium-clusters-webhooks/1"
+NO_KEY_OPENS_IT = (
+    "Not sent: the signing secret does not decrypt with FIELD_ENCRYPTION_KEYS; an operator must restore the key "
+    "it was made with (manage.py check_secrets names the rows)."
+)
 # A retry further away than this waits for the sweeper instead of a delayed message: a broker redelivers an
 # unacknowledged message after its visibility timeout (one hour on Redis).
 MAX_COUNTDOWN_SECONDS = 3000
-
-
-@dataclass(frozen=True)
-class Outcome:
-    ok: bool
-    status_code: int | None = None
-    duration_ms: int = 0
-    response: str = ""
-    error: str = ""
-    # No retry can help (the body is over the cap): give up now.
-    final: bool = False
 
 
 def delivery_backoff(attempt: int) -> float:
@@ -127,61 +115,13 @@ def _settle(delivery: Delivery, lease: datetime, outcome: Outcome) -> str:
 def _send_webhook(delivery: Delivery) -> Outcome:
     endpoint, event = delivery.endpoint, delivery.event
     assert endpoint is not None
-    body = event.body.encode()
-    if len(body) > settings.WEBHOOK_MAX_BODY_BYTES:
-        return Outcome(
-            ok=False,
-            error=f"The event is {len(body)} bytes, over the {settings.WEBHOOK_MAX_BODY_BYTES} cap.",
-            final=True,
-        )
     try:
-        target = check_url(endpoint.url)
-    except UnsafeUrl as exc:
-        return Outcome(ok=False, error=f"Not sent: {exc}")
-    sent_at = datetime.now(UTC)
-    headers = {
-        "webhook-id": event.id,
-        "webhook-timestamp": str(int(sent_at.timestamp())),
-        "webhook-signature": Webhook(endpoint.get_secret()).sign(event.id, sent_at, event.body),
-        "content-type": "application/json",
-        "user-agent": USER_AGENT,
-    }
-    url = httpx.URL(target.url)
-    extensions: dict[str, object] = {}
-    if target.address is not None:
-        # Connect to the address that was checked, not to whatever the name resolves to a moment later.
-        headers["host"] = url.netloc.decode()
-        extensions["sni_hostname"] = target.host
-        url = url.copy_with(host=target.address)
-    return _post(url, body, headers, extensions)
-
-
-def _post(url: httpx.URL, body: bytes, headers: dict[str, str], extensions: dict[str, object]) -> Outcome:
-    total = settings.WEBHOOK_TIMEOUT_SECONDS
-    timeout = httpx.Timeout(total, connect=min(settings.WEBHOOK_CONNECT_TIMEOUT_SECONDS, total))
-    started = time.monotonic()
-    deadline = started + total
-    try:
-        with (
-            httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False) as client,
-            client.stream("POST", url, content=body, headers=headers, extensions=extensions) as response,
-        ):
-            received = bytearray()
-            for chunk in response.iter_raw():
-                received += chunk
-                if len(received) >= settings.WEBHOOK_MAX_RESPONSE_BYTES or time.monotonic() > deadline:
-                    break
-            status = response.status_code
-    except httpx.HTTPError as exc:
-        return Outcome(ok=False, duration_ms=_ms(started), error=f"{type(exc).__name__}: {exc}"[:EXCERPT_CHARS])
-    excerpt = bytes(received[: EXCERPT_CHARS * 4]).decode(errors="replace")[:EXCERPT_CHARS]
-    ok = 200 <= status < 300
-    error = "" if ok else (f"Redirects are not followed (status {status})." if 300 <= status < 400 else "")
-    return Outcome(ok=ok, status_code=status, duration_ms=_ms(started), response=excerpt, error=error)
-
-
-def _ms(started: float) -> int:
-    return int((time.monotonic() - started) * 1000)
+        secret = endpoint.get_secret()
+    except ValueError:
+        # The key it was made with is gone (dropped before rotating): loud, and retried while a key may return.
+        logger.error("Webhook endpoint %s: its secret does not decrypt; run manage.py check_secrets.", endpoint.pk)
+        return Outcome(ok=False, error=NO_KEY_OPENS_IT)
+    return signed_post(url=endpoint.url, secret=secret, msg_id=event.id, body=event.body)
 
 
 def _send_email(delivery: Delivery) -> Outcome:
@@ -205,5 +145,5 @@ def _send_email(delivery: Delivery) -> Outcome:
     try:
         message.send()
     except Exception as exc:  # SMTP, socket and TLS errors alike: retry later
-        return Outcome(ok=False, duration_ms=_ms(started), error=f"{type(exc).__name__}: {exc}"[:EXCERPT_CHARS])
-    return Outcome(ok=True, duration_ms=_ms(started), response=f"Sent to {user.email}")
+        return Outcome(ok=False, duration_ms=ms_since(started), error=f"{type(exc).__name__}: {exc}"[:EXCERPT_CHARS])
+    return Outcome(ok=True, duration_ms=ms_since(started), response=f"Sent to {user.email}")

@@ -59,15 +59,18 @@ def endpoint_create(
     except UnsafeUrl as exc:
         raise ValidationError(str(exc), code="unsafe_url") from exc
     cleaned = clean_events(events)
-    if WebhookEndpoint.objects.filter(customer=customer).count() >= MAX_ENDPOINTS_PER_CUSTOMER:
-        raise ValidationError(
-            f"A customer may have at most {MAX_ENDPOINTS_PER_CUSTOMER} webhook endpoints; delete one first.",
-            code="too_many_endpoints",
-        )
-    secret = _secret()
-    endpoint = WebhookEndpoint(customer=customer, url=url, events=cleaned, created_by=created_by)
-    endpoint.set_secret(secret)
-    endpoint.save()
+    with transaction.atomic():
+        # The customer's row is the lock: two registrations at once count one after the other.
+        Customer.objects.select_for_update().filter(pk=customer.pk).first()
+        if WebhookEndpoint.objects.filter(customer=customer).count() >= MAX_ENDPOINTS_PER_CUSTOMER:
+            raise ValidationError(
+                f"A customer may have at most {MAX_ENDPOINTS_PER_CUSTOMER} webhook endpoints; delete one first.",
+                code="too_many_endpoints",
+            )
+        secret = _secret()
+        endpoint = WebhookEndpoint(customer=customer, url=url, events=cleaned, created_by=created_by)
+        endpoint.set_secret(secret)
+        endpoint.save()
     return endpoint, secret
 
 

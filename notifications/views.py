@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
-from notifications import selectors, services
+from notifications import selectors, services, throttles
 from notifications.forms import EmailPreferenceForm, WebhookEndpointForm
 
 READ_ONLY = "Support can look at webhooks but not change them."
@@ -89,6 +89,10 @@ def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint, refused = _managed_endpoint(request, pk)
     if refused:
         return refused
+    wait = throttles.manual_send_retry_after(user_id=_user(request).pk, endpoint_id=endpoint.pk)
+    if wait is not None:
+        messages.error(request, throttles.throttled_message(wait))
+        return redirect("notifications:webhook_detail", pk=endpoint.pk)
     delivery = services.endpoint_send_test(endpoint=endpoint)
     messages.success(request, f"Test event {delivery.event_id} is on its way; its delivery appears below.")
     return redirect("notifications:webhook_detail", pk=endpoint.pk)
@@ -114,6 +118,10 @@ def webhook_redeliver(request: HttpRequest, pk: int, delivery_pk: int) -> HttpRe
     if refused:
         return refused
     delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_pk)
+    wait = throttles.manual_send_retry_after(user_id=_user(request).pk, endpoint_id=endpoint.pk)
+    if wait is not None:
+        messages.error(request, throttles.throttled_message(wait))
+        return redirect("notifications:webhook_detail", pk=endpoint.pk)
     services.delivery_redeliver(delivery=delivery)
     messages.success(request, f"Event {delivery.event_id} will be delivered again (same webhook-id).")
     return redirect("notifications:webhook_detail", pk=endpoint.pk)

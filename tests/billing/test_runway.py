@@ -177,3 +177,50 @@ def test_a_refused_operator_webhook_reason_fits_its_column(
     operator_alerts.alerts_send()
     status = RunwayAlert.objects.get().webhook_status
     assert status.startswith("Not sent: The host hhh") and len(status) <= 300
+
+
+def test_the_operator_webhook_connects_to_the_address_it_checked(
+    acme, credential, rent, clock, lium_balance, operators, operator_hook, settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # DNS rebinding: the name is public when checked and 127.0.0.1 a moment later, when the client connects.
+    import socket
+
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    port = int(operator_hook.url.rsplit(":", 1)[1].split("/")[0])
+    settings.OPERATOR_WEBHOOK_URL = f"http://hooks.example.com:{port}/hook"
+    answers = iter(["93.184.216.34"])
+    real_getaddrinfo = socket.getaddrinfo
+
+    def rebinding(host, port, *args, **kwargs):  # type: ignore[no-untyped-def]
+        if host == "hooks.example.com":
+            return [(socket.AF_INET, socket.SOCK_STREAM, 6, "", (next(answers, "127.0.0.1"), port))]
+        return real_getaddrinfo(host, port, *args, **kwargs)
+
+    connected: list[tuple[str, int]] = []
+
+    def refuse(address, *args, **kwargs):  # type: ignore[no-untyped-def]
+        connected.append(address)
+        raise ConnectionRefusedError("not in a test")
+
+    monkeypatch.setattr(socket, "getaddrinfo", rebinding)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    rent(acme, price="10.00")
+    lium_balance["balance"] = 10.0
+    balances_read_all()
+    operator_alerts.alerts_send()
+    assert connected == [("93.184.216.34", port)]
+    assert not operator_hook.requests and RunwayAlert.objects.get().webhook_delivered_at is None
+
+
+def test_the_operator_webhook_refuses_a_6to4_address_like_the_customers(
+    acme, credential, rent, clock, lium_balance, operators, settings
+) -> None:
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    settings.OPERATOR_WEBHOOK_URL = "https://[2002:a00:1::1]/hook"  # 10.0.0.1 inside
+    settings.OPERATOR_WEBHOOK_SECRET = SECRET
+    settings.RUNWAY_ALERT_HOURS = 24
+    rent(acme, price="10.00")
+    lium_balance["balance"] = 10.0
+    balances_read_all()
+    operator_alerts.alerts_send()
+    assert RunwayAlert.objects.get().webhook_status.startswith("Not sent: The host")

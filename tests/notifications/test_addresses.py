@@ -36,6 +36,13 @@ def production(settings):  # type: ignore[no-untyped-def]
         ("https://93.184.216.34:99999/", "not a valid URL"),
         ("https://exa mple.com/", "without spaces"),
         ("https://no-such-host.invalid/hook", "cannot be resolved"),
+        # 6to4 embeds an IPv4 address (here 192.168.1.1); site-local is private though deprecated.
+        ("https://[2002:c0a8:101::1]/hook", "private, loopback"),
+        ("https://[2002:808:808::1]/hook", "private, loopback"),
+        ("https://[fec0::1]/hook", "private, loopback"),
+        # Privileged ports other than the web's: mail, SSH, databases' admin ports behind a public address.
+        ("https://93.184.216.34:25/hook", "port 25"),
+        ("https://93.184.216.34:22/hook", "port 22"),
     ],
 )
 def test_production_refuses_unsafe_urls(production, url: str, reason: str) -> None:
@@ -46,6 +53,18 @@ def test_production_refuses_unsafe_urls(production, url: str, reason: str) -> No
 def test_production_accepts_https_on_a_public_address_and_pins_it(production) -> None:
     target = check_url("https://93.184.216.34:8443/hooks/lium?x=1")
     assert target.address == "93.184.216.34" and target.host == "93.184.216.34"
+
+
+@pytest.mark.parametrize("url", ["https://93.184.216.34:443/h", "https://93.184.216.34:1024/h"])
+def test_production_accepts_the_https_port_and_unprivileged_ports(production, url: str) -> None:
+    assert check_url(url).address == "93.184.216.34"
+
+
+def test_production_refuses_port_80_only_for_want_of_https(production, settings) -> None:
+    settings.WEBHOOK_REQUIRE_HTTPS = False
+    assert check_url("http://93.184.216.34:80/h").address == "93.184.216.34"
+    with pytest.raises(UnsafeUrl, match="port 8"):
+        check_url("http://93.184.216.34:8/h")
 
 
 def test_development_allows_the_demo_receiver_on_loopback(settings) -> None:
@@ -78,3 +97,46 @@ def test_a_host_name_no_resolver_can_encode_is_refused_when_registered(host: str
     # Without the check, a delivery (or the operators' runway alert) met a UnicodeError in the HTTP client.
     with pytest.raises(UnsafeUrl, match="host name"):
         check_url(f"https://{host}/hook")
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_registrations_at_once_cannot_pass_the_endpoint_limit(alice, monkeypatch: pytest.MonkeyPatch) -> None:
+    import contextlib
+    import threading
+
+    from django.db import connection
+
+    from notifications import services
+
+    if connection.vendor != "postgresql":
+        pytest.skip("threads share one SQLite file badly; PostgreSQL shows the race")
+    monkeypatch.setattr(services, "MAX_ENDPOINTS_PER_CUSTOMER", 1)
+    # Both registrations passed the count before either inserted: meet there, or give up waiting when the
+    # other one is held back by a lock (which is the point).
+    meet = threading.Barrier(2)
+    real_secret = services._secret
+
+    def secret_after_meeting() -> str:
+        with contextlib.suppress(threading.BrokenBarrierError):
+            meet.wait(timeout=3)
+        return real_secret()
+
+    monkeypatch.setattr(services, "_secret", secret_after_meeting)
+    acme = alice.memberships.get().customer
+    refused: list[str] = []
+
+    def register(n: int) -> None:
+        try:
+            endpoint_create(customer=acme, url=f"http://127.0.0.1:9/h{n}", events=["*"], created_by=alice)
+        except ValidationError as exc:
+            refused.append(exc.code or "")
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=register, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert WebhookEndpoint.objects.filter(customer=acme).count() == 1
+    assert refused == ["too_many_endpoints"]
