@@ -84,14 +84,18 @@ def invitation_accept(*, token: str, user: User | None = None, signup: Callable[
     invitation = invitation_find(token=token)
     now = timezone.now()
     with transaction.atomic():
-        # Conditional UPDATE: of two tabs accepting at once exactly one uses the link, and a link revoked or a
-        # customer paused since the lookup above is refused. A demotion revokes with an UPDATE on the same row.
+        # Conditional UPDATE on the row's own columns (a join would not be re-checked under concurrency): of two
+        # tabs accepting at once exactly one uses the link, and a link revoked since the lookup above (a demotion
+        # revokes with an UPDATE on the same row) is refused.
         claimed = Invitation.objects.filter(
-            pk=invitation.pk, used_at__isnull=True, revoked_at__isnull=True, expires_at__gt=now, customer__active=True
+            pk=invitation.pk, used_at__isnull=True, revoked_at__isnull=True, expires_at__gt=now
         ).update(used_at=now)
         if not claimed:
             invitation_find(token=token, now=now)  # raises with the reason
             raise ValidationError("This invitation link is not valid. Ask for a new one.", code="invalid")
+        # The customer row locked: a pause either came first (refused here) or waits for this join to commit.
+        if not Customer.objects.select_for_update().filter(pk=invitation.customer_id, active=True).exists():
+            raise ValidationError("This customer is no longer active.", code="inactive")
         if not _maker_may_invite(invitation):
             raise ValidationError(
                 "Whoever made this invitation can no longer invite to this customer. Ask an admin for a new one.",
