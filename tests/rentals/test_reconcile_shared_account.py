@@ -190,3 +190,24 @@ def test_the_database_refuses_a_second_holder_of_a_cluster_or_a_pod(make_rental,
     ClusterMember.objects.create(rental=acme, pod_id="pod-1")
     with pytest.raises(IntegrityError), transaction.atomic():
         ClusterMember.objects.create(rental=globex, pod_id="pod-1")
+
+
+def test_the_ops_confirmation_of_a_cluster_taken_since_the_look_says_so(
+    acme_unknown: Rental, globex_order, olga, client_for
+) -> None:
+    # An operator's look found cl-g free; Globex's rental has since learned it is its own.
+    RentalEvent.objects.create(
+        rental=acme_unknown,
+        kind=RentalEvent.Kind.RECONCILE,
+        message="Found cluster cl-g matching this order.",
+        data={"result": "match", "cluster_ids": ["cl-g"]},
+    )
+    globex = globex_order(status=RentalStatus.READY, cluster_id="cl-g")
+    response = client_for(olga).post(
+        f"/ops/rentals/{acme_unknown.public_id}/confirm/",
+        {"confirm": "on", "outcome": "cl-g", "reason": "the finding said so"},
+    )
+    assert response.status_code == 200
+    assert f"Cluster cl-g already belongs to rental {globex.public_id}" in response.content.decode()
+    acme = Rental.objects.get(pk=acme_unknown.pk)
+    assert acme.status == RentalStatus.UNKNOWN and acme.cluster_id == ""
