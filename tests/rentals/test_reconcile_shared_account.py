@@ -176,7 +176,7 @@ def test_a_confirmed_answer_naming_a_held_cluster_is_recorded_not_a_crash(
     fake_upstream.script = [rented(cluster_id="cl-g")]
     assert tasks.rental_send(acme.pk) == RentalStatus.RENTED
     acme.refresh_from_db()
-    assert acme.cluster_id == "", "the cluster stays with the rental that holds it; an operator must look"
+    assert acme.cluster_id == "" and acme.pod_ids == [], "the cluster stays with its holder; an operator must look"
     defect = acme.events.get(kind=RentalEvent.Kind.DEFECT)
     assert "cl-g" in defect.message and str(globex.public_id) in defect.message
 
@@ -211,3 +211,15 @@ def test_the_ops_confirmation_of_a_cluster_taken_since_the_look_says_so(
     assert f"Cluster cl-g already belongs to rental {globex.public_id}" in response.content.decode()
     acme = Rental.objects.get(pk=acme_unknown.pk)
     assert acme.status == RentalStatus.UNKNOWN and acme.cluster_id == ""
+
+
+def test_a_pod_that_is_another_rentals_member_stays_that_rentals(
+    make_rental, globex_order, fake_upstream: FakeUpstream
+) -> None:
+    globex = globex_order(status=RentalStatus.READY, cluster_id="cl-g")
+    ClusterMember.objects.create(rental=globex, pod_id="cl-a-exec-a", status="RUNNING")
+    acme = make_rental(status=RentalStatus.RENTED, possibly_sent=True, cluster_id="cl-a")
+    fake_upstream.pods = cluster("cl-a")  # a listing that moved Globex's pod under Acme's cluster id
+    members.credential_pods_sync(credential_id=acme.credential_id, force=True)
+    assert set(acme.members.values_list("pod_id", flat=True)) == {"cl-a-exec-b"}
+    assert ClusterMember.objects.get(pod_id="cl-a-exec-a").rental_id == globex.pk
