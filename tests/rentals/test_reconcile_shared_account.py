@@ -223,3 +223,19 @@ def test_a_pod_that_is_another_rentals_member_stays_that_rentals(
     members.credential_pods_sync(credential_id=acme.credential_id, force=True)
     assert set(acme.members.values_list("pod_id", flat=True)) == {"cl-a-exec-b"}
     assert ClusterMember.objects.get(pod_id="cl-a-exec-a").rental_id == globex.pk
+
+
+def test_pods_named_by_id_are_attached_only_when_they_carry_no_other_cluster_id(
+    make_rental, fake_upstream: FakeUpstream
+) -> None:
+    acme = make_rental(status=RentalStatus.RENTED, possibly_sent=True, cluster_id="cl-a", pod_ids=["p-1", "p-2"])
+    fake_upstream.pods = [{**member("cl-a", "exec-a"), "id": "p-1", "cluster_id": None}]
+    fake_upstream.pods.append({**member("cl-z", "exec-b"), "id": "p-2"})  # named by us, carries another cluster
+    members.credential_pods_sync(credential_id=acme.credential_id, force=True)
+    assert not acme.members.exists(), "a pod carrying cl-z is never cl-a's"
+    fake_upstream.pods = [
+        {**member("cl-a", executor), "id": pod, "cluster_id": None}
+        for pod, executor in (("p-1", "exec-a"), ("p-2", "exec-b"))
+    ]
+    members.credential_pods_sync(credential_id=acme.credential_id, force=True)
+    assert set(acme.members.values_list("pod_id", flat=True)) == {"p-1", "p-2"}
