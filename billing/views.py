@@ -7,7 +7,6 @@ support changes nothing.
 
 from __future__ import annotations
 
-import csv
 from typing import Any
 from urllib.parse import urlencode
 
@@ -29,6 +28,7 @@ from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, Si
 from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
 from billing.usage import Month, UsageReport
+from common.csv_export import csv_response
 from rentals.removal_policy import policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
@@ -79,40 +79,24 @@ def usage(request: HttpRequest) -> HttpResponse:
 def usage_csv(request: HttpRequest) -> HttpResponse:
     """The same lines and total as the page, as CSV."""
     _form, report, _customer = _usage(request)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="usage-{report.month.label}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(
+    header = ["id", "pod_name", "customer", "customer_ref", "started", "ended", "hours", "price_per_hour", "cost_usd"]
+    rows: list[list[object]] = [
         [
-            "id",
-            "pod_name",
-            "customer",
-            "customer_ref",
-            "started",
-            "ended",
-            "hours",
-            "price_per_hour",
-            "cost_usd",
-            "estimate",
+            line.rental_id,
+            line.pod_name,
+            line.customer_name,
+            line.customer_ref,
+            line.started.isoformat(),
+            line.ended.isoformat() if line.ended else "",
+            line.hours,
+            line.price_per_hour,
+            line.cost_usd,
+            "yes" if line.estimate else "no",
         ]
-    )
-    for line in report.lines:
-        writer.writerow(
-            [
-                line.rental_id,
-                line.pod_name,
-                line.customer_name,
-                line.customer_ref,
-                line.started.isoformat(),
-                line.ended.isoformat() if line.ended else "",
-                line.hours,
-                line.price_per_hour,
-                line.cost_usd,
-                "yes" if line.estimate else "no",
-            ]
-        )
-    writer.writerow(["total", "", "", "", "", "", "", "", report.total_usd, ""])
-    return response
+        for line in report.lines
+    ]
+    rows.append(["total", "", "", "", "", "", "", "", report.total_usd, ""])
+    return csv_response(filename=f"usage-{report.month.label}.csv", header=[*header, "estimate"], rows=rows)
 
 
 def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dict[str, Any]:

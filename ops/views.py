@@ -6,7 +6,6 @@ the 404 rule for rentals does not apply). Support reads everything; every write 
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -22,6 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import is_operator, is_staff_reader
+from common.csv_export import csv_response
 from ops import search as support_search
 from ops import selectors, services
 from ops.actions import ACTIONS, actions_offered, operator_action_run
@@ -184,17 +184,9 @@ def usage_csv(request: HttpRequest) -> HttpResponse:
     """The usage table as CSV."""
     start, end = UsageForm(request.GET or None).period()
     rows = selectors.usage_by_customer_ref(start=start, end=end)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="usage-{start}-{end}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(["customer_ref", "rentals", "node_hours", "estimated_cost_usd", "period_start", "period_end"])
-    for row in rows:
-        # A leading = + - @ would make a spreadsheet run the cell as a formula; customer refs may start with -.
-        ref = row.customer_ref or "(none)"
-        if ref[:1] in ("=", "+", "-", "@"):
-            ref = "'" + ref
-        writer.writerow([ref, row.rentals, row.node_hours, row.cost, start, end])
-    return response
+    header = ["customer_ref", "rentals", "node_hours", "estimated_cost_usd", "period_start", "period_end"]
+    lines = [[row.customer_ref or "(none)", row.rentals, row.node_hours, row.cost, start, end] for row in rows]
+    return csv_response(filename=f"usage-{start}-{end}.csv", header=header, rows=lines)
 
 
 @require_GET
