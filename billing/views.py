@@ -82,7 +82,10 @@ def usage(request: HttpRequest) -> HttpResponse:
 def usage_csv(request: HttpRequest) -> HttpResponse:
     """The same lines and total as the page, as CSV."""
     _form, report, _customer = _usage(request, what="usage CSV")
-    header = ["id", "pod_name", "customer", "customer_ref", "started", "ended", "hours", "price_per_hour", "cost_usd"]
+    header = [
+        *("id", "pod_name", "customer", "customer_ref", "started", "ended"),
+        *("hours", "price_per_hour", "cost_usd", "estimate"),
+    ]
     rows: list[list[object]] = [
         [
             line.rental_id,
@@ -99,7 +102,7 @@ def usage_csv(request: HttpRequest) -> HttpResponse:
         for line in report.lines
     ]
     rows.append(["total", "", "", "", "", "", "", "", report.total_usd, ""])
-    return csv_response(filename=f"usage-{report.month.label}.csv", header=[*header, "estimate"], rows=rows)
+    return csv_response(filename=f"usage-{report.month.label}.csv", header=header, rows=rows)
 
 
 def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dict[str, Any]:
