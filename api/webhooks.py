@@ -15,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictStr
 
+from accounts.audit import support_read_record
 from accounts.models import Customer
 from accounts.roles import is_operator
 from api.auth import require_scope, require_writer
@@ -188,7 +189,10 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
 def webhook_list(request: HttpRequest) -> HttpResponse:
     """The endpoints you may see (never their secrets)."""
     require_scope(request, "read")
-    endpoints = selectors.endpoint_list_for_user(user=request.user)[:500]
+    endpoints = list(selectors.endpoint_list_for_user(user=request.user)[:500])
+    support_read_record(
+        user=request.user, customer_ids=[e.customer_id for e in endpoints], what="webhook endpoints (API)"
+    )
     return _json({"items": [_endpoint_dict(endpoint) for endpoint in endpoints]})
 
 
@@ -230,6 +234,8 @@ def webhook_deliveries(request: HttpRequest, webhook_id: int) -> HttpResponse:
     """The endpoint's latest 100 deliveries, newest first."""
     require_scope(request, "read")
     endpoint = _endpoint_for(request, webhook_id)
+    what = f"deliveries of webhook {endpoint.pk} (API)"
+    support_read_record(user=request.user, customer_ids=[endpoint.customer_id], what=what)
     return _json({"items": [_delivery_dict(d) for d in selectors.delivery_list_for_endpoint(endpoint=endpoint)]})
 
 

@@ -7,7 +7,6 @@ support changes nothing.
 
 from __future__ import annotations
 
-import csv
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,6 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.audit import support_read_record
 from accounts.models import Customer, Membership
 from accounts.roles import is_operator, is_staff_reader
 from billing import invitations, selectors, services
@@ -30,6 +30,7 @@ from billing.left_keys import left_key_clusters
 from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
 from billing.usage import Month, UsageReport
+from common.csv_export import csv_response
 from rentals.removal_policy import policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
@@ -45,12 +46,14 @@ def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
     return render(request, "ops/forbidden.html", {"message": message}, status=403)
 
 
-def _usage(request: HttpRequest) -> tuple[UsageFilterForm, UsageReport, Customer | None]:
+def _usage(request: HttpRequest, *, what: str) -> tuple[UsageFilterForm, UsageReport, Customer | None]:
     customers = list(selectors.customers_for_user(user=request.user).order_by("name").values_list("pk", "name"))
     form = UsageFilterForm(request.GET or None, customers=customers, initial={"month": Month.of(timezone.now()).label})
     month, customer_id, as_of = form.chosen()
     customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id) if customer_id else None
     report = selectors.usage_for_user(user=request.user, month=month, customer=customer, now=as_of)
+    shown = {line.customer_id for line in report.lines} | ({customer.pk} if customer else set())
+    support_read_record(user=request.user, customer_ids=shown, what=what)
     return form, report, customer
 
 
@@ -58,7 +61,7 @@ def _usage(request: HttpRequest) -> tuple[UsageFilterForm, UsageReport, Customer
 @login_required
 def usage(request: HttpRequest) -> HttpResponse:
     """The month's cost lines and total, with each visible customer's budget (staff: the chosen one's)."""
-    form, report, customer = _usage(request)
+    form, report, customer = _usage(request, what="usage page")
     if customer is not None:
         shown = [customer]
     elif is_staff_reader(request.user):
@@ -80,41 +83,28 @@ def usage(request: HttpRequest) -> HttpResponse:
 @login_required
 def usage_csv(request: HttpRequest) -> HttpResponse:
     """The same lines and total as the page, as CSV."""
-    _form, report, _customer = _usage(request)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="usage-{report.month.label}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(
+    _form, report, _customer = _usage(request, what="usage CSV")
+    header = [
+        *("id", "pod_name", "customer", "customer_ref", "started", "ended"),
+        *("hours", "price_per_hour", "cost_usd", "estimate"),
+    ]
+    rows: list[list[object]] = [
         [
-            "id",
-            "pod_name",
-            "customer",
-            "customer_ref",
-            "started",
-            "ended",
-            "hours",
-            "price_per_hour",
-            "cost_usd",
-            "estimate",
+            line.rental_id,
+            line.pod_name,
+            line.customer_name,
+            line.customer_ref,
+            line.started.isoformat(),
+            line.ended.isoformat() if line.ended else "",
+            line.hours,
+            line.price_per_hour,
+            line.cost_usd,
+            "yes" if line.estimate else "no",
         ]
-    )
-    for line in report.lines:
-        writer.writerow(
-            [
-                line.rental_id,
-                line.pod_name,
-                line.customer_name,
-                line.customer_ref,
-                line.started.isoformat(),
-                line.ended.isoformat() if line.ended else "",
-                line.hours,
-                line.price_per_hour,
-                line.cost_usd,
-                "yes" if line.estimate else "no",
-            ]
-        )
-    writer.writerow(["total", "", "", "", "", "", "", "", report.total_usd, ""])
-    return response
+        for line in report.lines
+    ]
+    rows.append(["total", "", "", "", "", "", "", "", report.total_usd, ""])
+    return csv_response(filename=f"usage-{report.month.label}.csv", header=header, rows=rows)
 
 
 def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dict[str, Any]:
@@ -149,6 +139,7 @@ def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dic
 def team(request: HttpRequest, customer_id: int) -> HttpResponse:
     """A customer's members, open invitations and budget; admins and operators act here."""
     customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id)
+    support_read_record(user=request.user, customer_ids=[customer.pk], what="team page")
     # A new invitation's link, kept in the session only until this page shows it (once; a reload shows none).
     shown = request.session.pop(NEW_INVITATION_KEY, None)
     extra: dict[str, Any] = {}

@@ -70,10 +70,13 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Throttle password guessing: 5 failures for one username from one address lock it for 15 minutes.
+# Throttle password guessing: 5 failures for one username from one address lock it for 15 minutes, and 30
+# failures from one address over any usernames lock that address (`common.login_lockout`).
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", 5, validate=POSITIVE)
+LOGIN_ADDRESS_FAILURE_LIMIT = env.int("LOGIN_ADDRESS_FAILURE_LIMIT", 30, validate=POSITIVE)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", 15, validate=POSITIVE))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "common.login_lockout.LoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # Proxies in front of the app (each appends to X-Forwarded-For): the login and API-key throttles count
