@@ -114,8 +114,12 @@ QUIET_BEFORE_NOT_RENTED = timedelta(seconds=20)
 FINAL_PASS_SECONDS = 75.0
 # Shared-account: more "outcome unknown" answers (half rent nothing), so more reconciliations look at an account
 # whose other customers rent the same nodes under the same pod names; and the fabrics they all order on.
-SHARED_OUTCOME_UNKNOWN = 0.05
+SHARED_OUTCOME_UNKNOWN = 0.1
 CONTESTED_FABRICS = 2
+# Cluster sizes drawn per order (nodes). Shared-account: mostly one shape, so an order that rented nothing is
+# often followed on its nodes by one of the same size, which a reconciliation could take for its own.
+SIZES = (2, 2, 2, 3, 4)
+SHARED_SIZES = (2, 2, 2, 2, 3)
 
 
 def fault_rules(seed: int, scale: float, outcome_unknown: float = 0.01) -> dict[str, Any]:
@@ -1094,7 +1098,7 @@ class Storm:
         from rentals.services import RentOrder, rental_submit
 
         customer, credential, offers = self.people.tenants[self.pick_tenant()]
-        size = self.rng.choice((2, 2, 2, 3, 4))
+        size = self.rng.choice(SHARED_SIZES if self.shared else SIZES)
         picked = offers.pick(size) or offers.pick(2)
         if picked is None:
             return False
