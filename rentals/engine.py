@@ -256,13 +256,14 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
     # A cluster belongs to one rental: one that another rental holds is not taken, whatever the answer says.
     cluster_id = settle.get("cluster_id") or ""
     taken = holding.cluster_holder(cluster_id=cluster_id, other_than=rental.pk)
+    without = {**settle, "cluster_id": "", "pod_ids": []}  # its pods are the holder's too
     try:
-        moved = rental_transition(**({**settle, "cluster_id": ""} if taken else settle))
+        moved = rental_transition(**(without if taken else settle))
     except IntegrityError:  # another rental took it between the check and this write
         taken = holding.cluster_holder(cluster_id=cluster_id, other_than=rental.pk)
-        moved = rental_transition(**{**settle, "cluster_id": ""})
+        moved = rental_transition(**without)
     if moved and cluster_id and taken is not None:
-        _record_cluster_held(rental, cluster_id=cluster_id, holder=taken)
+        _record_cluster_held(rental, cluster_id=cluster_id, pod_ids=settle.get("pod_ids") or [], holder=taken)
     if not moved:
         return None
     if decided.status == RentalStatus.RENTED:
@@ -298,7 +299,7 @@ def _store_attempt(claim: Claim, result: RentResult, *, started_at: datetime, du
         rental_touch(rental_id=rental.pk)  # the page shows attempts: a new version, so polls fetch it
 
 
-def _record_cluster_held(rental: Rental, *, cluster_id: str, holder: Rental | None) -> None:
+def _record_cluster_held(rental: Rental, *, cluster_id: str, pod_ids: list[str], holder: Rental | None) -> None:
     """Record as a defect that Lium confirmed our order with a cluster another rental holds: it stays with that
     rental (one holder only), and an operator asks Lium which order created it."""
     logger.error("Defect: rental %s was confirmed as cluster %s, which another rental holds.", rental.pk, cluster_id)
@@ -308,7 +309,7 @@ def _record_cluster_held(rental: Rental, *, cluster_id: str, holder: Rental | No
         message=f"Lium confirmed this order as cluster {cluster_id}, but "
         + holding.held_message(cluster_id=cluster_id, holder=holder)
         + " Ask Lium which order created it; this rental tracks no member until then.",
-        data={"cluster_id": cluster_id, "held_by": str(holder.public_id) if holder else None},
+        data={"cluster_id": cluster_id, "pod_ids": pod_ids, "held_by": str(holder.public_id) if holder else None},
     )
 
 

@@ -104,19 +104,20 @@ def credential_pods_sync(*, credential_id: int, force: bool = False) -> int | No
 
 
 def _rows_of(rental: Rental, by_cluster: dict[str, list[PodRow]], by_pod: dict[str, PodRow]) -> list[PodRow]:
-    """Return the listed pods of the rental's cluster; by pod id while its cluster id is not known.
+    """Return the listed pods of the rental's cluster, else those its rent answer named by id.
 
-    Pods named by id must all carry one cluster id that no other rental holds: a pod of another rental's cluster
-    is never attached here, whatever our rent answer said.
+    Pods named by id must carry no cluster id but the rental's own (or one no other rental holds, while its own is
+    not known), and be no other rental's members: a pod of another rental's cluster is never attached here.
     """
-    if rental.cluster_id:
-        return by_cluster.get(rental.cluster_id, [])
+    rows = by_cluster.get(rental.cluster_id, []) if rental.cluster_id else []
+    if rows:
+        return rows
     rows = [by_pod[pod_id] for pod_id in rental.pod_ids or [] if pod_id in by_pod]
-    if not rows:
-        return []
-    clusters = {row.cluster_id or "" for row in rows}
-    if len(clusters) > 1 or holder_of(
-        cluster_id=clusters.pop() if clusters else "", pod_ids=[row.id for row in rows], other_than=rental.pk
+    carried = {row.cluster_id for row in rows if row.cluster_id}
+    own = {rental.cluster_id} if rental.cluster_id else set()
+    if rows and (
+        len(carried | own) > 1
+        or holder_of(cluster_id=next(iter(carried), ""), pod_ids=[row.id for row in rows], other_than=rental.pk)
     ):
         logger.warning("Rental %s: its pods belong to another rental's cluster; not attached.", rental.pk)
         return []
@@ -128,8 +129,9 @@ def _sync_rental_with_pods(rental: Rental, rows: list[PodRow]) -> bool:
     now = timezone.now()
     existing = {member.pod_id: member for member in rental.members.all()}
     with transaction.atomic():
-        learned = bool(rows and not rental.cluster_id and rows[0].cluster_id)
-        if learned and not _learn_cluster_id(rental, str(rows[0].cluster_id)):
+        carried = {row.cluster_id for row in rows if row.cluster_id}
+        learned = not rental.cluster_id and len(carried) == 1
+        if learned and not _learn_cluster_id(rental, carried.pop()):
             return False
         stored = _store_listed_members(rental, rows, existing, now)
         missed, gone = _mark_unlisted_members(existing, listed={row.id for row in rows}, now=now)

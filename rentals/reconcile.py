@@ -60,7 +60,9 @@ def look_delay(*, looks_done: int) -> float:
 
 @dataclass(frozen=True)
 class LookResult:
-    outcome: str  # "not-due", "rented", "found" (a rented rental's cluster), "no_match", "ambiguous", "listing_failed"
+    # "not-due", "rented", "found" (a rented rental's cluster), "listing_failed", or a finding's other results:
+    # "no_match", "held", "contested", "ambiguous" (`ReconcileFinding`).
+    outcome: str
     next_in: float | None = None  # seconds until the next automatic look, when one should be enqueued
 
 
@@ -125,8 +127,8 @@ def rental_look(*, rental: Rental, actor: User | None) -> LookResult:
                 rental_id=rental.pk,
                 kind=RentalEvent.Kind.RECONCILE,
                 message=(
-                    f"Stopped looking after {looks} looks without finding the cluster. Reconcile again by hand, "
-                    "ask Lium, or confirm it not rented."
+                    f"Stopped looking after {looks} looks without a cluster this rental alone could claim. "
+                    "Reconcile again by hand, ask Lium, or confirm it not rented."
                 ),
                 data={"result": "stopped", "looks": looks},
             )

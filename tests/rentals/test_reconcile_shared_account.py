@@ -176,7 +176,7 @@ def test_a_confirmed_answer_naming_a_held_cluster_is_recorded_not_a_crash(
     fake_upstream.script = [rented(cluster_id="cl-g")]
     assert tasks.rental_send(acme.pk) == RentalStatus.RENTED
     acme.refresh_from_db()
-    assert acme.cluster_id == "", "the cluster stays with the rental that holds it; an operator must look"
+    assert acme.cluster_id == "" and acme.pod_ids == [], "the cluster stays with its holder; an operator must look"
     defect = acme.events.get(kind=RentalEvent.Kind.DEFECT)
     assert "cl-g" in defect.message and str(globex.public_id) in defect.message
 
@@ -190,3 +190,52 @@ def test_the_database_refuses_a_second_holder_of_a_cluster_or_a_pod(make_rental,
     ClusterMember.objects.create(rental=acme, pod_id="pod-1")
     with pytest.raises(IntegrityError), transaction.atomic():
         ClusterMember.objects.create(rental=globex, pod_id="pod-1")
+
+
+def test_the_ops_confirmation_of_a_cluster_taken_since_the_look_says_so(
+    acme_unknown: Rental, globex_order, olga, client_for
+) -> None:
+    # An operator's look found cl-g free; Globex's rental has since learned it is its own.
+    RentalEvent.objects.create(
+        rental=acme_unknown,
+        kind=RentalEvent.Kind.RECONCILE,
+        message="Found cluster cl-g matching this order.",
+        data={"result": "match", "cluster_ids": ["cl-g"]},
+    )
+    globex = globex_order(status=RentalStatus.READY, cluster_id="cl-g")
+    response = client_for(olga).post(
+        f"/ops/rentals/{acme_unknown.public_id}/confirm/",
+        {"confirm": "on", "outcome": "cl-g", "reason": "the finding said so"},
+    )
+    assert response.status_code == 200
+    assert f"Cluster cl-g already belongs to rental {globex.public_id}" in response.content.decode()
+    acme = Rental.objects.get(pk=acme_unknown.pk)
+    assert acme.status == RentalStatus.UNKNOWN and acme.cluster_id == ""
+
+
+def test_a_pod_that_is_another_rentals_member_stays_that_rentals(
+    make_rental, globex_order, fake_upstream: FakeUpstream
+) -> None:
+    globex = globex_order(status=RentalStatus.READY, cluster_id="cl-g")
+    ClusterMember.objects.create(rental=globex, pod_id="cl-a-exec-a", status="RUNNING")
+    acme = make_rental(status=RentalStatus.RENTED, possibly_sent=True, cluster_id="cl-a")
+    fake_upstream.pods = cluster("cl-a")  # a listing that moved Globex's pod under Acme's cluster id
+    members.credential_pods_sync(credential_id=acme.credential_id, force=True)
+    assert set(acme.members.values_list("pod_id", flat=True)) == {"cl-a-exec-b"}
+    assert ClusterMember.objects.get(pod_id="cl-a-exec-a").rental_id == globex.pk
+
+
+def test_pods_named_by_id_are_attached_only_when_they_carry_no_other_cluster_id(
+    make_rental, fake_upstream: FakeUpstream
+) -> None:
+    acme = make_rental(status=RentalStatus.RENTED, possibly_sent=True, cluster_id="cl-a", pod_ids=["p-1", "p-2"])
+    fake_upstream.pods = [{**member("cl-a", "exec-a"), "id": "p-1", "cluster_id": None}]
+    fake_upstream.pods.append({**member("cl-z", "exec-b"), "id": "p-2"})  # named by us, carries another cluster
+    members.credential_pods_sync(credential_id=acme.credential_id, force=True)
+    assert not acme.members.exists(), "a pod carrying cl-z is never cl-a's"
+    fake_upstream.pods = [
+        {**member("cl-a", executor), "id": pod, "cluster_id": None}
+        for pod, executor in (("p-1", "exec-a"), ("p-2", "exec-b"))
+    ]
+    members.credential_pods_sync(credential_id=acme.credential_id, force=True)
+    assert set(acme.members.values_list("pod_id", flat=True)) == {"p-1", "p-2"}
