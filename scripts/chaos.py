@@ -769,6 +769,10 @@ def start_simulators(run: ChaosRun, child_env: dict[str, str]) -> tuple[list[Sim
     args = run.args
     fabrics = 8
     nodes_per_fabric = max(32, min(128, args.rentals * 4 // fabrics))
+    if run.shared:
+        # Orders take the first free nodes of two fabrics and the simulator adds a node for each one rented, so
+        # 32 suffice; a shorter listing keeps the fresh read before every order cheap.
+        nodes_per_fabric = 32
     sims = [
         Simulator(
             run.procs,
@@ -882,8 +886,8 @@ def shared_account_people(run: ChaosRun, sim: Simulator, tag: str, user: Any) ->
     credential = UpstreamCredential(name=f"{tag}-shared", base_url=f"{sim.url}/api")
     credential.set_secret(SIM_KEY)
     credential.save()
-    offers = ContestedOffers(sim.url, run.rng, fabrics=CONTESTED_FABRICS)
     people = People(user=user, tenants=[])
+    offers = ContestedOffers(sim.url, run.rng, fabrics=CONTESTED_FABRICS, waiting=partial(queued_nodes, people))
     for index in range(run.args.customers):
         name = f"{tag}-c{index}"
         customer = Customer.objects.create(name=name, customer_ref=name, default_credential=credential)
@@ -892,6 +896,14 @@ def shared_account_people(run: ChaosRun, sim: Simulator, tag: str, user: Any) ->
         people.members[customer.pk] = member
         people.tenants.append((customer, credential, offers))
     return people
+
+
+def queued_nodes(people: People) -> set[str]:
+    """Return the nodes of the run's orders that no worker has sent yet."""
+    from rentals.models import Rental
+
+    rows = Rental.objects.filter(customer__in=people.customers, status="queued").values_list("executor_ids", flat=True)
+    return {str(node) for nodes in rows for node in nodes or []}
 
 
 def delete_rows(people: People) -> None:
