@@ -6,7 +6,7 @@ cancel              │  ├─ inconclusive ──▶ retrying ─┘(due: clai
   ▼                 │  └─ outcome unknown / key reused / window over ─▶ unknown ──reconcile──▶ rented | not_rented
 cancelled           └─ never reached the server (all attempts) ─────▶ failed
 ready/degraded/rented ─terminate▶ terminating ─▶ terminated
-sending ──lease expired, taken over──▶ sending;  unknown ──exactly one cluster found (automatic look)──▶ rented
+sending ──lease expired, taken over──▶ sending;  unknown ──one cluster only it can claim (automatic look)──▶ rented
 """
 
 from django.db import models
