@@ -321,3 +321,45 @@ def test_an_unknown_rental_with_a_cluster_is_unrivalled_unless_another_rental_or
 
     assert sorted(r.pk for r in found.unknown_with_cluster) == [1, 3]
     assert [r.pk for r in found.unknown_unrivalled] == [3]
+
+
+def contested_offers(listing: list[dict], *, waiting: set[str], hold: float) -> harness.ContestedOffers:
+    """Offers over a fake listing route, as the shared-account profile picks nodes."""
+    import random
+
+    offers = harness.ContestedOffers(
+        "http://sim.invalid", random.Random(1), fabrics=2, hold=hold, waiting=lambda: waiting
+    )
+    offers.http = httpx.Client(
+        base_url="http://sim.invalid", transport=httpx.MockTransport(lambda request: httpx.Response(200, json=listing))
+    )
+    return offers
+
+
+def node(node_id: str) -> dict:
+    return {"id": node_id, "gpu_count": 8, "available_gpu_count": 8}
+
+
+def test_every_customer_is_offered_the_first_free_nodes_of_the_same_fabrics_unless_an_order_waits_on_them():
+    listing = [
+        {"fabric_id": "f1", "nodes": [node("a1"), node("a2"), node("a3")]},
+        {"fabric_id": "f2", "nodes": [node("b1"), node("b2"), node("b3")]},
+        {"fabric_id": "f3", "nodes": [node("c1"), node("c2"), node("c3")]},  # not one of the two contested
+    ]
+    waiting: set[str] = set()
+    offers = contested_offers(listing, waiting=waiting, hold=0)
+
+    picked = [pick for _ in range(20) if (pick := offers.pick(2)) is not None]
+    # Two customers in a row get the same nodes while the listing shows them free: they compete for them.
+    assert {(fabric, tuple(n["id"] for n in nodes)) for fabric, nodes in picked} == {
+        ("f1", ("a1", "a2")),
+        ("f2", ("b1", "b2")),
+    }
+
+    waiting.update({"a1", "b2"})  # orders on these nodes have not been sent yet
+    picked = [pick for _ in range(20) if (pick := offers.pick(2)) is not None]
+    assert {(fabric, tuple(n["id"] for n in nodes)) for fabric, nodes in picked} == {
+        ("f1", ("a2", "a3")),
+        ("f2", ("b1", "b3")),
+    }
+    assert offers.pick(3) is None  # no contested fabric has 3 nodes free of waiting orders
