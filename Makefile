@@ -32,7 +32,7 @@ run: install ## Run simulator, the rent, tracking and housekeeping workers (beat
 test: install ## Run the whole test suite (again on PostgreSQL + Redis when they are reachable)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/test.sh
 
-chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the database with the simulator's ledger (CHAOS_ARGS="--profile adversarial": a lying upstream and an operator)
+chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the database with the simulator's ledger (CHAOS_ARGS="--profile adversarial": a lying upstream and an operator; "--profile shared-account": 4 customers on one Lium account, pod names shared)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
 # The soak (not in CI): the chaos run at 10,000 rentals on PostgreSQL (a scratch database on SOAK_DATABASE_URL's
