@@ -7,8 +7,13 @@ A connection never made and a 429 did not run the order, so those are retried on
 
 from __future__ import annotations
 
+import time
+from typing import Any
+
 import httpx
 import pytest
+from django.conf import settings
+from django.core.cache.backends import locmem
 
 from rentals import tasks
 from rentals.idempotency_promise import idempotency_promise_for_display, upstream_promises_idempotency
@@ -114,3 +119,48 @@ def test_a_page_shows_a_yes_without_asking_again(acme, fake_upstream: FakeUpstre
     assert idempotency_promise_for_display(acme.default_credential) is True
     assert idempotency_promise_for_display(acme.default_credential) is True
     assert version_asks(fake_upstream) == 1
+
+
+class CacheClock:
+    """`time` as the local-memory cache reads it, with `time()` moved by hand (nothing else sees it)."""
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def cache_clock(monkeypatch: pytest.MonkeyPatch) -> CacheClock:
+    if not settings.CACHES["default"]["BACKEND"].endswith("LocMemCache"):
+        pytest.skip("only the local-memory cache's expiry can be moved by hand (Redis expires keys itself)")
+    clock = CacheClock()
+    monkeypatch.setattr(locmem, "time", clock)
+    return clock
+
+
+def test_a_yes_is_asked_again_after_ten_minutes(acme, fake_upstream: FakeUpstream, cache_clock: CacheClock) -> None:
+    fake_upstream.features = ["rent_idempotency"]
+    upstream_promises_idempotency(acme.default_credential)
+    cache_clock.now += 599.5
+    upstream_promises_idempotency(acme.default_credential)
+    assert version_asks(fake_upstream) == 1, "still remembered just before ten minutes"
+    cache_clock.now += 1
+    fake_upstream.features = []  # withdrawn: a backend that stopped promising is believed within ten minutes
+    assert upstream_promises_idempotency(acme.default_credential) is False
+    assert version_asks(fake_upstream) == 2
+
+
+def test_a_page_asks_again_a_minute_after_a_no(acme, fake_upstream: FakeUpstream, cache_clock: CacheClock) -> None:
+    idempotency_promise_for_display(acme.default_credential)
+    cache_clock.now += 59.5
+    assert idempotency_promise_for_display(acme.default_credential) is False
+    assert version_asks(fake_upstream) == 1
+    cache_clock.now += 1
+    fake_upstream.features = ["rent_idempotency"]
+    assert idempotency_promise_for_display(acme.default_credential) is True
+    assert version_asks(fake_upstream) == 2
