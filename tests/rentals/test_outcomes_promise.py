@@ -12,7 +12,7 @@ from typing import Any
 
 import httpx
 import pytest
-from django.conf import settings
+from django.core.cache import caches
 from django.core.cache.backends import locmem
 
 from rentals import tasks
@@ -136,7 +136,7 @@ class CacheClock:
 
 @pytest.fixture
 def cache_clock(monkeypatch: pytest.MonkeyPatch) -> CacheClock:
-    if not settings.CACHES["default"]["BACKEND"].endswith("LocMemCache"):
+    if not isinstance(caches["default"], locmem.LocMemCache):
         pytest.skip("only the local-memory cache's expiry can be moved by hand (Redis expires keys itself)")
     clock = CacheClock()
     monkeypatch.setattr(locmem, "time", clock)
