@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ast
 import difflib
+import hashlib
 import json
 import os
 import signal
@@ -112,19 +113,25 @@ def test_environment() -> None:
 
 def coverage_file() -> Path:
     """Return the per-test coverage of the suites. Measured again in full when a source file or a test helper
-    changed since; when only test files did, just those are measured and added."""
-    data = RUN / "coverage.sqlite"
-    if data.exists() and not os.environ.get("MUTATION_FRESH_COVERAGE"):
-        stamp = data.stat().st_mtime
-        changed = [p for d in SUITES + SOURCES for p in (ROOT / d).rglob("*.py") if p.stat().st_mtime > stamp]
-        if not changed:
-            return data
-        if all(p.name.startswith("test_") and str(p.relative_to(ROOT)).startswith("tests/") for p in changed):
-            measure_coverage(data, [str(p.relative_to(ROOT)) for p in changed], append=True)
-            return data
-    data.unlink(missing_ok=True)
-    measure_coverage(data, SUITES, append=False)
+    changed since (by content: each mutant rewrites its module), and for changed test files only otherwise."""
+    data, manifest = RUN / "coverage.sqlite", RUN / "coverage.sums.json"
+    sums = {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest() for p in _measured_files()}
+    known = json.loads(manifest.read_text()) if manifest.exists() and data.exists() else {}
+    changed = [path for path, digest in sums.items() if known.get(path) != digest]
+    fresh = bool(os.environ.get("MUTATION_FRESH_COVERAGE"))
+    if known and not changed and not fresh:
+        return data
+    if known and not fresh and all(Path(p).name.startswith("test_") and p.startswith("tests/") for p in changed):
+        measure_coverage(data, changed, append=True)
+    else:
+        data.unlink(missing_ok=True)
+        measure_coverage(data, SUITES, append=False)
+    manifest.write_text(json.dumps(sums))
     return data
+
+
+def _measured_files() -> list[Path]:
+    return sorted(p for d in SUITES + SOURCES for p in (ROOT / d).rglob("*.py"))
 
 
 def measure_coverage(data: Path, tests: list[str], *, append: bool) -> None:
@@ -140,7 +147,6 @@ def measure_coverage(data: Path, tests: list[str], *, append: bool) -> None:
         # A failing test would kill every mutant it reaches, and flatter the figures: the tests must pass first.
         data.unlink(missing_ok=True)
         sys.exit(f"The coverage run failed (pytest exit {finished.returncode}): make these pass first: {tests}")
-    data.touch()
 
 
 @dataclass
