@@ -9,6 +9,7 @@ one listed in bench/mutation-equivalent.txt (with the reason) is equivalent and 
 
     python scripts/mutation.py                       # every module; the last line is one JSON object
     python scripts/mutation.py rentals/states.py     # only the modules named
+    python scripts/mutation.py --list rentals/states.py   # the mutants' keys, nothing run
     MUTATION_FRESH_COVERAGE=1 python scripts/mutation.py   # measure which tests reach what again
 
 Survivors are listed in .run/mutation/<module>.survivors, one line each, in the equivalent file's format.
@@ -29,6 +30,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -36,7 +38,7 @@ sys.dont_write_bytecode = True  # a mutant's bytecode must never be cached besid
 
 import cosmic_ray.plugins  # noqa: E402
 from cosmic_ray.commands.init import _all_work_items  # noqa: E402
-from cosmic_ray.mutating import use_mutation  # noqa: E402
+from cosmic_ray.mutating import mutate_code, use_mutation  # noqa: E402
 from coverage import CoverageData  # noqa: E402
 from mutation_operators import OPERATORS  # noqa: E402
 
@@ -68,29 +70,36 @@ EQUIVALENT_FILE = ROOT / "bench" / "mutation-equivalent.txt"
 RUN = ROOT / ".run" / "mutation"
 TIMEOUT_SECONDS = 300
 
-# cosmic-ray's operators kept: arithmetic among themselves, every comparison but the identity tests of values,
-# numbers ±1, True/False, `not` added or removed, and/or, exception types, loops run zero times.
-ARITHMETIC = ("Add", "Sub", "Mul", "Div", "FloorDiv", "Mod", "Pow")
+# cosmic-ray's operators kept, one variant each where it has many: an arithmetic operator into its inverse, a
+# comparison into its boundary partner and its negation, numbers ±1, True/False, `not` added or removed,
+# and/or swapped, exception types replaced, loops run zero times.
+ARITHMETIC = {("Add", "Sub"), ("Sub", "Add"), ("Mul", "Div"), ("Div", "Mul"), ("FloorDiv", "Mul"), ("Pow", "Mul")}
+COMPARISON = {
+    ("Lt", "LtE"), ("Lt", "GtE"), ("LtE", "Lt"), ("LtE", "Gt"), ("Gt", "GtE"), ("Gt", "LtE"), ("GtE", "Gt"),
+    ("GtE", "Lt"), ("Eq", "NotEq"), ("NotEq", "Eq"), ("In", "NotIn"), ("NotIn", "In"), ("Is", "IsNot"),
+    ("IsNot", "Is"),
+}  # fmt: skip
+KEPT = {
+    "NumberReplacer",
+    "ReplaceTrueWithFalse",
+    "ReplaceFalseWithTrue",
+    "AddNot",
+    "ReplaceUnaryOperator",
+    "ReplaceAndWithOr",
+    "ReplaceOrWithAnd",
+    "ExceptionReplacer",
+    "ZeroIterationForLoop",
+}
 
 
 def core_operator_kept(name: str) -> bool:
     kind, _, rest = name.removeprefix("core/").partition("_")
+    source, _, target = rest.partition("_")
     if kind == "ReplaceBinaryOperator":
-        return all(part in ARITHMETIC for part in rest.split("_"))
+        return (source, target) in ARITHMETIC
     if kind == "ReplaceComparisonOperator":
-        source, _, target = rest.partition("_")
-        return target not in ("Is", "IsNot") or source in ("Is", "IsNot")
-    return kind in {
-        "NumberReplacer",
-        "ReplaceTrueWithFalse",
-        "ReplaceFalseWithTrue",
-        "AddNot",
-        "ReplaceUnaryOperator",
-        "ReplaceAndWithOr",
-        "ReplaceOrWithAnd",
-        "ExceptionReplacer",
-        "ZeroIterationForLoop",
-    }
+        return (source, target) in COMPARISON
+    return kind in KEPT
 
 
 def operators() -> list[str]:
@@ -319,21 +328,19 @@ def mutate_module(path: str, reach: Reach, operator_names: list[str], equivalent
     """Apply each mutant of one module in turn, run the tests that reach it, and count."""
     tally = Tally()
     allowed = function_lines(ROOT / path, MODULES[path])
-    items = [item for item in _all_work_items([ROOT / path], {}) if item.mutations[0].operator_name in operator_names]
-    for item in items:
-        spec = item.mutations[0]
+    original = (ROOT / path).read_text()
+    for spec in mutants(path, operator_names, allowed):
         first, last = spec.start_pos[0], spec.end_pos[0]
-        if allowed is not None and first not in allowed:
+        mutated = mutated_code(original, spec)
+        if mutated is None:
+            continue
+        key = mutant_key(path, original, mutated, spec.operator_name)
+        tally.mutants += 1
+        if key in equivalents:
+            tally.equivalent += 1
             continue
         operator = cosmic_ray.plugins.get_operator(spec.operator_name)()
-        with use_mutation(Path(spec.module_path), operator, spec.occurrence) as (original, mutated):
-            if mutated is None:
-                continue
-            key = mutant_key(path, original, mutated, spec.operator_name)
-            tally.mutants += 1
-            if key in equivalents:
-                tally.equivalent += 1
-                continue
+        with use_mutation(Path(spec.module_path), operator, spec.occurrence):
             tests = reach.tests_for(path, first, last)
             started = time.monotonic()
             if tests and run_tests(reach.ordered(path, tests)):
@@ -362,7 +369,40 @@ def warm() -> None:
     import pytest  # noqa: F401
 
 
+def list_mutants(path: str, operator_names: list[str]) -> None:
+    """Print each mutant's key, without running anything (to write the equivalent file)."""
+    allowed = function_lines(ROOT / path, MODULES[path])
+    original = (ROOT / path).read_text()
+    for spec in mutants(path, operator_names, allowed):
+        mutated = mutated_code(original, spec)
+        if mutated is not None:
+            print(mutant_key(path, original, mutated, spec.operator_name))
+
+
+def mutants(path: str, operator_names: list[str], allowed: set[int] | None) -> list[Any]:
+    """Return cosmic-ray's mutation specs for `path`, with the operators kept, on the allowed lines."""
+    return [
+        item.mutations[0]
+        for item in _all_work_items([ROOT / path], {})
+        if item.mutations[0].operator_name in operator_names
+        and (allowed is None or item.mutations[0].start_pos[0] in allowed)
+    ]
+
+
+def mutated_code(original: str, spec: Any) -> str | None:
+    """Return the module with this mutation applied, or None where the operator cannot apply it."""
+    try:
+        return mutate_code(original, cosmic_ray.plugins.get_operator(spec.operator_name)(), spec.occurrence)
+    except AttributeError:  # cosmic-ray's ExceptionReplacer on a dotted exception name (`upstream.UpstreamError`)
+        return None
+
+
 def main(requested: list[str]) -> int:
+    if requested[:1] == ["--list"]:
+        names = operators()
+        for path in requested[1:] or list(MODULES):
+            list_mutants(path, names)
+        return 0
     modules = requested or list(MODULES)
     unknown = [m for m in modules if m not in MODULES]
     if unknown:
