@@ -18,6 +18,7 @@ Survivors are listed in .run/mutation/<module>.survivors, one line each, in the 
 from __future__ import annotations
 
 import ast
+import contextlib
 import difflib
 import hashlib
 import json
@@ -299,14 +300,17 @@ def run_tests(tests: list[str]) -> bool:
         args = ["-p", "pytest_django.plugin", "-x", "-q", "-p", "no:cacheprovider", "--reuse-db", f"@{argsfile}"]
         os._exit(int(pytest.main(args)))
     deadline = time.monotonic() + TIMEOUT_SECONDS
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status) != 0
-        time.sleep(0.05)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    return True  # a mutant that hangs the tests is caught
+    try:
+        while time.monotonic() < deadline:
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                return os.waitstatus_to_exitcode(status) != 0
+            time.sleep(0.05)
+        return True  # a mutant that hangs the tests is caught
+    finally:
+        with contextlib.suppress(ChildProcessError, ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # timed out, or this run was stopped: the child goes too
+            os.waitpid(pid, 0)
 
 
 @dataclass
