@@ -2,7 +2,8 @@
 
 HOLDS_CLUSTER_STATES: a customer can remove the cluster (and a budget stops it). FINAL_STATES: nothing more
 will happen, so it no longer counts in the customer's hourly spend and its page stops polling. IN_FLIGHT_STATES:
-the page polls fast because a worker or the poller moves the rental on by itself.
+the page polls fast because a worker or the poller moves the rental on by itself. CUSTOMER_EXPLANATIONS: the
+words each state's page says.
 """
 
 from __future__ import annotations
@@ -10,12 +11,14 @@ from __future__ import annotations
 from decimal import Decimal
 
 import pytest
+from django.utils import timezone
+from django.utils.html import escape
 
 from rentals.models import Rental
 from rentals.progress import POLL_FAST_SECONDS, POLL_SLOW_SECONDS, next_interval
 from rentals.selectors import customer_hourly_spend
 from rentals.services import rental_terminate
-from rentals.states import RentalStatus
+from rentals.states import CUSTOMER_EXPLANATIONS, RentalStatus
 
 pytestmark = pytest.mark.django_db
 
@@ -63,3 +66,13 @@ def test_a_final_rentals_page_stops_polling(make_rental, alice, client_for, stat
 
     assert page.status_code == 200
     assert (b"hx-trigger" in page.content) is (status not in FINAL), "a final rental's page stops polling"
+
+
+@pytest.mark.parametrize("status", ALL)
+def test_every_state_tells_the_customer_in_plain_words_what_it_means(make_rental, alice, client_for, status) -> None:
+    rental: Rental = make_rental(status=status, rented_at=timezone.now())
+
+    page = client_for(alice).get(f"/rentals/{rental.public_id}/")
+
+    said = CUSTOMER_EXPLANATIONS[status]
+    assert said and escape(said) in page.content.decode()
