@@ -27,7 +27,7 @@ def upstream_promises_idempotency(credential: UpstreamCredential) -> bool:
     official client does), and meanwhile counts as no.
     """
     cache_key = f"rent-idempotency:{credential.pk}"
-    if not cache.get(cache_key):
+    if cache.get(cache_key):
         return True
     try:
         promised = "rent_idempotency" in upstream.client_for(credential).version()
