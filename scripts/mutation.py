@@ -38,6 +38,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 sys.dont_write_bytecode = True  # a mutant's bytecode must never be cached beside the real module
 
 import cosmic_ray.plugins  # noqa: E402
+import parso  # noqa: E402
 from cosmic_ray.commands.init import _all_work_items  # noqa: E402
 from cosmic_ray.mutating import mutate_code, use_mutation  # noqa: E402
 from coverage import CoverageData  # noqa: E402
@@ -385,12 +386,23 @@ def list_mutants(path: str, operator_names: list[str]) -> None:
 
 def mutants(path: str, operator_names: list[str], allowed: set[int] | None) -> list[Any]:
     """Return cosmic-ray's mutation specs for `path`, with the operators kept, on the allowed lines."""
+    module = parso.parse((ROOT / path).read_text())
     return [
         item.mutations[0]
         for item in _all_work_items([ROOT / path], {})
         if item.mutations[0].operator_name in operator_names
         and (allowed is None or item.mutations[0].start_pos[0] in allowed)
+        and _arithmetic_if_binary(module, item.mutations[0])
     ]
+
+
+def _arithmetic_if_binary(module: Any, spec: Any) -> bool:
+    """Leave out cosmic-ray's "binary operators" that are not arithmetic: the `*` that makes the arguments after
+    it keyword-only, and `*`/`**` unpacking (`/` there is a positional-only marker or a syntax error)."""
+    if "ReplaceBinaryOperator" not in spec.operator_name:
+        return True
+    leaf = module.get_leaf_for_position(tuple(spec.start_pos))
+    return leaf is not None and leaf.parent is not None and leaf.parent.type in ("term", "arith_expr", "power")
 
 
 def mutated_code(original: str, spec: Any) -> str | None:
