@@ -107,7 +107,7 @@ def make_rental():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def rent(make_rental):  # type: ignore[no-untyped-def]
+def move_rental(make_rental):  # type: ignore[no-untyped-def]
     """Return a function that moves a rental sending → rented through the one transition function."""
     from rentals.models import Rental
     from rentals.transitions import rental_transition

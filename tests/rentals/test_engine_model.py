@@ -593,7 +593,13 @@ def test_an_operator_reconcile_during_an_unreadable_listing_is_answered_not_a_se
 
 
 def test_an_operator_retry_now_on_a_retrying_rental_leaves_one_live_retry_chain(
-    make_rental, fake_upstream: FakeUpstream, enqueued: Enqueued, clock: Clock, olga, django_capture_on_commit_callbacks
+    promising_backend,
+    make_rental,
+    fake_upstream: FakeUpstream,
+    enqueued: Enqueued,
+    clock: Clock,
+    olga,
+    django_capture_on_commit_callbacks,
 ) -> None:
     rental = make_rental()
     enqueued.calls.clear()
