@@ -6,7 +6,7 @@ PORT ?= 8000
 UV_VERSION := 0.13.8
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
-.PHONY: install run test lint chaos soak bench clean
+.PHONY: install run test lint chaos soak bench mutation clean
 
 $(BIN)/uv:
 	$(PYTHON) -m venv $(VENV)
@@ -32,7 +32,7 @@ run: install ## Run simulator, the rent, tracking and housekeeping workers (beat
 test: install ## Run the whole test suite (again on PostgreSQL + Redis when they are reachable)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/test.sh
 
-chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the database with the simulator's ledger (CHAOS_ARGS="--profile adversarial": a lying upstream and an operator)
+chaos: install ## Chaos run: faults, SIGKILLed workers, then compare the database with the simulator's ledger (CHAOS_ARGS="--profile adversarial": a lying upstream and an operator; "--profile shared-account": 4 customers on one Lium account, pod names shared)
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python scripts/chaos.py $(CHAOS_ARGS)
 
 # The soak (not in CI): the chaos run at 10,000 rentals on PostgreSQL (a scratch database on SOAK_DATABASE_URL's
@@ -47,6 +47,10 @@ soak: install ## Soak: chaos with 10,000 rentals on PostgreSQL + Redis, workers 
 
 bench: install ## Benchmarks: latency, poll cost, page cost, search, engine throughput, memory
 	PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/python bench/run.py $(BENCH_ARGS)
+
+# Not in CI (.ci/run): it runs the tests that reach each mutant, one mutant at a time (minutes per module).
+mutation: install ## Mutation testing of the decision modules (MODULES="rentals/states.py" for some); last line: JSON per module
+	$(BIN)/python scripts/mutation.py $(MODULES)
 
 lint: install ## Ruff, mypy, import cycles, module and function sizes
 	$(BIN)/ruff check .

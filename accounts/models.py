@@ -4,12 +4,15 @@ from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.core.validators import RegexValidator
 from django.db import models
+from django.utils import timezone
 
 from accounts.crypto import decrypt_secret, encrypt_secret
 
 # What we accept for X-Customer-Ref: a short label of safe characters (the simulator enforces the same
 # rule). No spaces or control characters, so a header can never be split or smuggled.
 CUSTOMER_REF_MAX_LENGTH = 64
+# What a support read names ("team page", "deliveries of webhook 12 (API)"): cut to this length.
+SUPPORT_READ_WHAT_MAX_LENGTH = 100
 customer_ref_validator = RegexValidator(
     regex=r"\A[A-Za-z0-9._:@-]{1,64}\Z",
     message=(
@@ -120,3 +123,24 @@ class SshPublicKey(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+
+class SupportRead(models.Model):
+    """Support reading a customer's data that is not one rental's page (`accounts.audit`): a list of its
+    webhook endpoints or deliveries, its team, its usage. One rental's reads are on the rental's timeline."""
+
+    customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="+")
+    # Kept when the reader's account is deleted (the row still says a read happened), like a timeline's actor.
+    actor = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
+    what = models.CharField(max_length=SUPPORT_READ_WHAT_MAX_LENGTH)
+    at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [
+            # The interval check ("read within 10 minutes?") and the audit page's newest first.
+            models.Index(fields=["actor", "what", "at"], name="support_read_recent"),
+            models.Index(fields=["-at", "-id"], name="support_read_newest"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.actor} read {self.what} of {self.customer} at {self.at:%Y-%m-%d %H:%M}"

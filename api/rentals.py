@@ -100,7 +100,7 @@ def rental_list(
             hint = "Use next_cursor from the previous page as is."
             raise ApiError(422, "invalid_cursor", "The cursor is not valid.", hint=hint) from exc
     page, next_cursor = rentals_page(_with_details(rentals), limit=limit)
-    support_reads(user=request.user, rentals=page)
+    support_reads(user=request.user, rentals=page, where="rental list (API)")
     return json_response({"items": [rental_dict(rental) for rental in page], "next_cursor": next_cursor})
 
 

@@ -14,6 +14,7 @@ from django.utils import timezone
 from ninja import Query, Router, Schema
 from pydantic import Field
 
+from accounts.audit import support_read_record
 from api.auth import require_scope
 from api.errors import ApiError
 from api.representations import dumps
@@ -68,6 +69,7 @@ def usage(
     except ValueError as exc:
         raise ApiError(422, "validation_error", f"month: {exc}") from exc
     report = usage_for_user(user=request.user, month=chosen, now=min(as_of, now) if as_of else now)
+    support_read_record(user=request.user, customer_ids={line.customer_id for line in report.lines}, what="usage (API)")
     body = {
         "month": report.month.label,
         "as_of": report.as_of,

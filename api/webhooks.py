@@ -1,7 +1,8 @@
 """Webhook endpoints in the JSON API (a django-ninja Router, added to api.v1 at /webhooks).
 
 An endpoint belongs to a customer: the key's user's customer, or, for an operator, the one named in the body.
-Reads need the `read` scope, changes the `manage` scope; support reads every endpoint and changes none.
+Reads need the `read` scope, changes the `manage` scope; only the customer's admins (and operators) change
+endpoints, its other members read them; support reads every endpoint and changes none.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictStr
 
+from accounts.audit import support_read_record
 from accounts.models import Customer
 from accounts.roles import is_operator
 from api.auth import require_scope, require_writer
@@ -46,6 +48,10 @@ class WebhookOut(Schema):
     events: list[str]
     customer: CustomerOut
     created_at: datetime
+    created_by: str | None = Field(None, description="The username of whoever added it.")
+    disabled_at: datetime | None = Field(
+        None, description="When it stopped receiving events: its maker left the customer or stopped being its admin."
+    )
 
 
 class WebhookCreatedOut(WebhookOut):
@@ -86,6 +92,8 @@ def _endpoint_dict(endpoint: WebhookEndpoint) -> dict[str, Any]:
         "events": endpoint.events,
         "customer": {"id": endpoint.customer_id, "name": endpoint.customer.name},
         "created_at": endpoint.created_at,
+        "created_by": endpoint.created_by.get_username() if endpoint.created_by else None,
+        "disabled_at": endpoint.disabled_at,
     }
 
 
@@ -119,6 +127,8 @@ def _field_error(field: str, code: str, message: str) -> ApiError:
 def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Customer:
     """The customer an endpoint is for: as `api.orders` resolves it for a rent (operators must name one)."""
     customers = selectors.customers_for_endpoints(user=request.user)
+    if not customers.exists():
+        raise ApiError(403, "forbidden", "Only a customer's admins add webhook endpoints; ask one of them.")
     if wanted is None:
         mine = list(customers[:2])
         if len(mine) != 1 or is_operator(request.user):
@@ -179,7 +189,10 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
 def webhook_list(request: HttpRequest) -> HttpResponse:
     """The endpoints you may see (never their secrets)."""
     require_scope(request, "read")
-    endpoints = selectors.endpoint_list_for_user(user=request.user)[:500]
+    endpoints = list(selectors.endpoint_list_for_user(user=request.user)[:500])
+    support_read_record(
+        user=request.user, customer_ids=[e.customer_id for e in endpoints], what="webhook endpoints (API)"
+    )
     return _json({"items": [_endpoint_dict(endpoint) for endpoint in endpoints]})
 
 
@@ -221,6 +234,8 @@ def webhook_deliveries(request: HttpRequest, webhook_id: int) -> HttpResponse:
     """The endpoint's latest 100 deliveries, newest first."""
     require_scope(request, "read")
     endpoint = _endpoint_for(request, webhook_id)
+    what = f"deliveries of webhook {endpoint.pk} (API)"
+    support_read_record(user=request.user, customer_ids=[endpoint.customer_id], what=what)
     return _json({"items": [_delivery_dict(d) for d in selectors.delivery_list_for_endpoint(endpoint=endpoint)]})
 
 

@@ -8,8 +8,13 @@ class BillingConfig(AppConfig):
     def ready(self) -> None:
         # Rentals never import billing: the submit service sends `order_checking` with the customer row locked,
         # and the budget check answers it here (rentals → billing → rentals would be an import cycle).
-        from accounts.models import Customer
+        from django.db.models.signals import pre_delete
+
+        from accounts.models import Customer, Membership
+        from billing.invitations import membership_deleting
         from billing.services import budget_check_receiver
         from rentals.signals import order_checking
 
         order_checking.connect(budget_check_receiver, sender=Customer, dispatch_uid="billing-budget-check")
+        # A membership deleted by any path ends the invitation links and webhook endpoints its member made.
+        pre_delete.connect(membership_deleting, sender=Membership, dispatch_uid="billing-membership-grants")

@@ -5,17 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import Customer, Membership
 from billing.models import CustomerAdmin, Invitation
+from billing.roles import may_manage_team
+from notifications.services import endpoints_disable_made_by
 
 TOKEN_PREFIX = "inv_"  # noqa: S105 (a label, not a secret)
 
@@ -62,37 +65,98 @@ def invitation_find(*, token: str, now: datetime | None = None) -> Invitation:
     return invitation
 
 
-def invitation_accept(*, token: str, user: User) -> Membership:
-    """Use the invitation once: the user joins that customer (and only it), as member or admin."""
+def _maker_may_invite(invitation: Invitation) -> bool:
+    """Whether whoever made the invitation may still make it: an admin of its customer or an operator.
+
+    The same rule for member and admin links (only admins and operators make either): a demoted or removed admin's
+    links die with their role, whatever they invite to.
+    """
+    maker = invitation.created_by
+    return maker is not None and maker.is_active and may_manage_team(maker, invitation.customer_id)
+
+
+def invitation_accept(*, token: str, user: User | None = None, signup: Callable[[], User] | None = None) -> Membership:
+    """Use the invitation once: the user (or the account `signup` creates) joins that customer, as member or admin.
+
+    Everything is re-checked in one transaction with the membership and the new account: the link unused,
+    unrevoked, unexpired, its customer active and its maker still entitled; a refusal leaves no account behind.
+    """
     invitation = invitation_find(token=token)
     now = timezone.now()
     with transaction.atomic():
-        # Conditional UPDATE: of two tabs accepting at once, exactly one uses the link.
-        claimed = Invitation.objects.filter(pk=invitation.pk, used_at__isnull=True, expires_at__gt=now).update(
-            used_at=now, used_by=user
-        )
+        # Conditional UPDATE on the row's own columns (a join would not be re-checked under concurrency): of two
+        # tabs accepting at once exactly one uses the link, and a link revoked since the lookup above (a demotion
+        # revokes with an UPDATE on the same row) is refused.
+        claimed = Invitation.objects.filter(
+            pk=invitation.pk, used_at__isnull=True, revoked_at__isnull=True, expires_at__gt=now
+        ).update(used_at=now)
         if not claimed:
-            raise ValidationError("This invitation link was already used. Ask for a new one.", code="used")
-        membership, _ = Membership.objects.get_or_create(user=user, customer=invitation.customer)
+            invitation_find(token=token, now=now)  # raises with the reason
+            raise ValidationError("This invitation link is not valid. Ask for a new one.", code="invalid")
+        # The customer row locked: a pause either came first (refused here) or waits for this join to commit.
+        if not Customer.objects.select_for_update().filter(pk=invitation.customer_id, active=True).exists():
+            raise ValidationError("This customer is no longer active.", code="inactive")
+        if not _maker_may_invite(invitation):
+            raise ValidationError(
+                "Whoever made this invitation can no longer invite to this customer. Ask an admin for a new one.",
+                code="maker",
+            )
+        joiner = user if user is not None else _signed_up(signup)
+        Invitation.objects.filter(pk=invitation.pk).update(used_by=joiner)
+        membership, _ = Membership.objects.get_or_create(user=joiner, customer=invitation.customer)
         if invitation.role == Invitation.Role.ADMIN:
             CustomerAdmin.objects.get_or_create(membership=membership)
     return membership
+
+
+def _signed_up(signup: Callable[[], User] | None) -> User:
+    if signup is None:
+        raise ValueError("Give the user who joins, or how to create their account.")
+    try:
+        with transaction.atomic():
+            return signup()
+    except IntegrityError as exc:  # the username was taken since the form checked it
+        raise ValidationError("That username was just taken; choose another.", code="username") from exc
 
 
 def invitation_revoke(*, invitation: Invitation) -> None:
     Invitation.objects.filter(pk=invitation.pk, used_at__isnull=True).update(revoked_at=timezone.now())
 
 
+def _grants_end(membership: Membership, *, why: str) -> None:
+    """End what the person made as a member or admin of this customer: their open invitation links and their
+    webhook endpoints (which would keep receiving the customer's events, SSH lines included)."""
+    Invitation.objects.filter(
+        customer_id=membership.customer_id,
+        created_by_id=membership.user_id,
+        used_at__isnull=True,
+        revoked_at__isnull=True,
+    ).update(revoked_at=timezone.now())
+    endpoints_disable_made_by(
+        customer_id=membership.customer_id, user_id=membership.user_id, reason=f"{membership.user} {why}"
+    )
+
+
 def member_remove(*, membership: Membership, by: User) -> None:
-    """Remove a member from the customer; nobody removes themselves (ask another admin or an operator)."""
+    """Remove a member from the customer and end what they made for it; nobody removes themselves."""
     if membership.user_id == by.pk:
         raise ValidationError("You cannot remove yourself; ask another admin or an operator.")
-    membership.delete()  # its admin role goes with it
+    with transaction.atomic():
+        membership.delete()  # its admin role goes with it; `membership_deleting` ends what they made
+
+
+def membership_deleting(*, instance: Membership, **_kwargs: object) -> None:
+    """End what a member made for the customer, however the membership is deleted (the team page, the Django
+    admin's inline, a customer deleted): a `pre_delete` receiver, in the deletion's transaction."""
+    _grants_end(instance, why="is no longer a member")
 
 
 def admin_set(*, membership: Membership, admin: bool) -> None:
-    """Make a member an admin of their customer, or a plain member again."""
+    """Make a member an admin of their customer, or a plain member again (ending what they made as admin)."""
     if admin:
         CustomerAdmin.objects.get_or_create(membership=membership)
-    else:
-        CustomerAdmin.objects.filter(membership=membership).delete()
+        return
+    with transaction.atomic():
+        demoted, _ = CustomerAdmin.objects.filter(membership=membership).delete()
+        if demoted:
+            _grants_end(membership, why="is no longer an admin")

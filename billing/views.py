@@ -7,7 +7,6 @@ support changes nothing.
 
 from __future__ import annotations
 
-import csv
 from typing import Any
 from urllib.parse import urlencode
 
@@ -22,16 +21,20 @@ from django.urls import reverse
 from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from accounts.audit import support_read_record
 from accounts.models import Customer, Membership
 from accounts.roles import is_operator, is_staff_reader
 from billing import invitations, selectors, services
 from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, SignupForm, UsageFilterForm
+from billing.left_keys import left_key_clusters
 from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
 from billing.usage import Month, UsageReport
+from common.csv_export import csv_response
 from rentals.removal_policy import policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
+INVITATION_TOKEN_KEY = "billing_invitation_token"  # noqa: S105 (a session key's name)
 
 
 def _user(request: HttpRequest) -> User:
@@ -43,12 +46,14 @@ def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
     return render(request, "ops/forbidden.html", {"message": message}, status=403)
 
 
-def _usage(request: HttpRequest) -> tuple[UsageFilterForm, UsageReport, Customer | None]:
+def _usage(request: HttpRequest, *, what: str) -> tuple[UsageFilterForm, UsageReport, Customer | None]:
     customers = list(selectors.customers_for_user(user=request.user).order_by("name").values_list("pk", "name"))
     form = UsageFilterForm(request.GET or None, customers=customers, initial={"month": Month.of(timezone.now()).label})
     month, customer_id, as_of = form.chosen()
     customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id) if customer_id else None
     report = selectors.usage_for_user(user=request.user, month=month, customer=customer, now=as_of)
+    shown = {line.customer_id for line in report.lines} | ({customer.pk} if customer else set())
+    support_read_record(user=request.user, customer_ids=shown, what=what)
     return form, report, customer
 
 
@@ -56,7 +61,7 @@ def _usage(request: HttpRequest) -> tuple[UsageFilterForm, UsageReport, Customer
 @login_required
 def usage(request: HttpRequest) -> HttpResponse:
     """The month's cost lines and total, with each visible customer's budget (staff: the chosen one's)."""
-    form, report, customer = _usage(request)
+    form, report, customer = _usage(request, what="usage page")
     if customer is not None:
         shown = [customer]
     elif is_staff_reader(request.user):
@@ -78,41 +83,28 @@ def usage(request: HttpRequest) -> HttpResponse:
 @login_required
 def usage_csv(request: HttpRequest) -> HttpResponse:
     """The same lines and total as the page, as CSV."""
-    _form, report, _customer = _usage(request)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="usage-{report.month.label}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(
+    _form, report, _customer = _usage(request, what="usage CSV")
+    header = [
+        *("id", "pod_name", "customer", "customer_ref", "started", "ended"),
+        *("hours", "price_per_hour", "cost_usd", "estimate"),
+    ]
+    rows: list[list[object]] = [
         [
-            "id",
-            "pod_name",
-            "customer",
-            "customer_ref",
-            "started",
-            "ended",
-            "hours",
-            "price_per_hour",
-            "cost_usd",
-            "estimate",
+            line.rental_id,
+            line.pod_name,
+            line.customer_name,
+            line.customer_ref,
+            line.started.isoformat(),
+            line.ended.isoformat() if line.ended else "",
+            line.hours,
+            line.price_per_hour,
+            line.cost_usd,
+            "yes" if line.estimate else "no",
         ]
-    )
-    for line in report.lines:
-        writer.writerow(
-            [
-                line.rental_id,
-                line.pod_name,
-                line.customer_name,
-                line.customer_ref,
-                line.started.isoformat(),
-                line.ended.isoformat() if line.ended else "",
-                line.hours,
-                line.price_per_hour,
-                line.cost_usd,
-                "yes" if line.estimate else "no",
-            ]
-        )
-    writer.writerow(["total", "", "", "", "", "", "", "", report.total_usd, ""])
-    return response
+        for line in report.lines
+    ]
+    rows.append(["total", "", "", "", "", "", "", "", report.total_usd, ""])
+    return csv_response(filename=f"usage-{report.month.label}.csv", header=header, rows=rows)
 
 
 def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dict[str, Any]:
@@ -124,6 +116,8 @@ def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dic
         "invitations": selectors.open_invitations(customer=customer) if manage or is_staff_reader(request.user) else [],
         "status": selectors.budget_status(customer=customer),
         "may_manage": manage,
+        # Whoever may act on the team is told which running clusters still let a former member in.
+        "left_keys": left_key_clusters(customer=customer) if manage or is_staff_reader(request.user) else [],
         "is_admin": is_customer_admin(request.user, customer),
         "invite_form": InviteForm(),
         "customer_budget_form": CustomerBudgetForm(
@@ -145,6 +139,7 @@ def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dic
 def team(request: HttpRequest, customer_id: int) -> HttpResponse:
     """A customer's members, open invitations and budget; admins and operators act here."""
     customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id)
+    support_read_record(user=request.user, customer_ids=[customer.pk], what="team page")
     # A new invitation's link, kept in the session only until this page shows it (once; a reload shows none).
     shown = request.session.pop(NEW_INVITATION_KEY, None)
     extra: dict[str, Any] = {}
@@ -170,7 +165,7 @@ def invite_create(request: HttpRequest, customer_id: int) -> HttpResponse:
     form = InviteForm(request.POST)
     role = form.cleaned_data["role"] if form.is_valid() else Invitation.Role.MEMBER
     new = invitations.invitation_create(customer=customer, created_by=_user(request), role=role)
-    link = request.build_absolute_uri(reverse("billing:invite_accept", args=[new.token]))
+    link = request.build_absolute_uri(reverse("billing:invite_landing", args=[new.token]))
     request.session[NEW_INVITATION_KEY] = {"customer_id": customer.pk, "id": new.invitation.pk, "link": link}
     return redirect("billing:team", customer_id=customer.pk)
 
@@ -259,28 +254,62 @@ def budget_set(request: HttpRequest, customer_id: int) -> HttpResponse:
     return redirect("billing:team", customer_id=customer.pk)
 
 
+def _no_referrer(response: HttpResponse) -> HttpResponse:
+    # The invitation pages never hand their address (a token, on the landing) to another site, nor get cached.
+    response["Referrer-Policy"] = "no-referrer"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _invite_problem(request: HttpRequest, message: str) -> HttpResponse:
+    return _no_referrer(render(request, "billing/invite_accept.html", {"problem": message}, status=410))
+
+
 @require_http_methods(["GET", "POST"])
-def invite_accept(request: HttpRequest, token: str) -> HttpResponse:
+def invite_landing(request: HttpRequest, token: str) -> HttpResponse:
+    """The link's landing: keep the token in this browser's session and move on to `/invite/`, whose address
+    holds no token (history, bookmarks, a Referer never see it; the log line of this request is redacted).
+    A POST here (an old form) is still accepted."""
+    if request.method == "POST":
+        return _invite_answer(request, token)
+    try:
+        invitations.invitation_find(token=token)
+    except ValidationError as exc:
+        return _invite_problem(request, exc.messages[0])
+    request.session[INVITATION_TOKEN_KEY] = token
+    return _no_referrer(redirect("billing:invite_accept"))
+
+
+@require_http_methods(["GET", "POST"])
+def invite_accept(request: HttpRequest) -> HttpResponse:
     """Join the inviting customer: logged in, with one click; otherwise by creating an account here."""
+    token = request.session.get(INVITATION_TOKEN_KEY)
+    if not isinstance(token, str):
+        return _invite_problem(request, "Open your invitation link again: this browser has none.")
+    return _invite_answer(request, token)
+
+
+def _invite_answer(request: HttpRequest, token: str) -> HttpResponse:
     try:
         invitation = invitations.invitation_find(token=token)
     except ValidationError as exc:
-        return render(request, "billing/invite_accept.html", {"problem": exc.messages[0]}, status=410)
-    form = SignupForm(request.POST if request.method == "POST" and not request.user.is_authenticated else None)
-    if request.method == "POST":
-        user: User | None = _user(request) if request.user.is_authenticated else None
-        if user is None and form.is_valid():
-            user = form.save()
-        if user is not None:
-            try:
-                invitations.invitation_accept(token=token, user=user)
-            except ValidationError as exc:
-                return render(request, "billing/invite_accept.html", {"problem": exc.messages[0]}, status=410)
-            if not request.user.is_authenticated:
-                login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-            messages.success(request, f"You are now a member of {invitation.customer.name}.")
-            return redirect("rentals:rental_list")
-    return render(request, "billing/invite_accept.html", {"invitation": invitation, "form": form})
+        return _invite_problem(request, exc.messages[0])
+    anonymous = not request.user.is_authenticated
+    form = SignupForm(request.POST if request.method == "POST" and anonymous else None)
+    if request.method == "POST" and (not anonymous or form.is_valid()):
+        try:
+            # The account is created inside the claim's transaction: a refused claim leaves none behind.
+            user = invitations.invitation_accept(
+                token=token, user=None if anonymous else _user(request), signup=form.save
+            ).user
+        except ValidationError as exc:
+            return _invite_problem(request, exc.messages[0])
+        request.session.pop(INVITATION_TOKEN_KEY, None)
+        if anonymous:
+            login(request, user, backend="django.contrib.auth.backends.ModelBackend")
+        messages.success(request, f"You are now a member of {invitation.customer.name}.")
+        return redirect("rentals:rental_list")
+    return _no_referrer(render(request, "billing/invite_accept.html", {"invitation": invitation, "form": form}))
 
 
 @require_GET

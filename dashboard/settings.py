@@ -70,10 +70,13 @@ AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
-# Throttle password guessing: 5 failures for one username from one address lock it for 15 minutes.
+# Throttle password guessing: 5 failures for one username from one address lock it for 15 minutes, and 30
+# failures from one address over any usernames lock that address (`common.login_lockout`).
 AXES_FAILURE_LIMIT = env.int("AXES_FAILURE_LIMIT", 5, validate=POSITIVE)
+LOGIN_ADDRESS_FAILURE_LIMIT = env.int("LOGIN_ADDRESS_FAILURE_LIMIT", 30, validate=POSITIVE)
 AXES_COOLOFF_TIME = timedelta(minutes=env.int("AXES_COOLOFF_MINUTES", 15, validate=POSITIVE))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_HANDLER = "common.login_lockout.LoginLockoutHandler"
 AXES_RESET_ON_SUCCESS = True
 AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # Proxies in front of the app (each appends to X-Forwarded-For): the login and API-key throttles count
@@ -235,7 +238,10 @@ LOG_LEVEL = env.str("LOG_LEVEL", "INFO", validate=OneOf(["DEBUG", "INFO", "WARNI
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "filters": {"context": {"()": "common.logcontext.ContextFilter"}},
+    "filters": {
+        "context": {"()": "common.logcontext.ContextFilter"},
+        "invitation_tokens": {"()": "common.logredact.RedactInvitationTokens"},
+    },
     "formatters": {
         "plain": {"format": "%(asctime)s %(levelname)s %(name)s %(message)s"},
         "json": {
@@ -245,7 +251,11 @@ LOGGING = {
         },
     },
     "handlers": {
-        "console": {"class": "logging.StreamHandler", "formatter": LOG_FORMAT, "filters": ["context"]},
+        "console": {
+            "class": "logging.StreamHandler",
+            "formatter": LOG_FORMAT,
+            "filters": ["context", "invitation_tokens"],
+        },
     },
     "root": {"handlers": ["console"], "level": LOG_LEVEL},
     "loggers": {
@@ -253,6 +263,8 @@ LOGGING = {
         # key can never reach a log through them.
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        # The dev server's request lines go through the console handler too, so its filters apply to them.
+        "django.server": {"handlers": ["console"], "level": "INFO", "propagate": False},
     },
 }
 

@@ -97,6 +97,8 @@ errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOG_LEVEL", "info")
 access_log_format = '%(h)s fwd="%({x-forwarded-for}i)s" "%(r)s" %(s)s %(B)s %(M)sms "%(a)s"'
 capture_output = False
+# Invitation links carry a token in their path: it never reaches these logs (common/logredact.py).
+logger_class = "common.gunicorn_logger.RedactingLogger"
 proc_name = "lium-dashboard"
 
 

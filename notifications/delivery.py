@@ -56,6 +56,8 @@ def delivery_attempt(*, delivery_id: int) -> str:
     delivery = Delivery.objects.select_related("event", "endpoint", "recipient").filter(pk=delivery_id).first()
     if delivery is None:  # its endpoint was deleted meanwhile
         return "gone"
+    if delivery.endpoint is not None and delivery.endpoint.disabled_at is not None:  # its maker left the team
+        return _settle(delivery, lease, Outcome(ok=False, error="Not sent: the endpoint is disabled.", final=True))
     try:
         outcome = _send_webhook(delivery) if delivery.kind == Delivery.Kind.WEBHOOK else _send_email(delivery)
     except Exception as exc:  # a defect must not leave the row leased forever: record it and retry

@@ -25,6 +25,10 @@ class WebhookEndpoint(models.Model):
     secret_encrypted = models.TextField(editable=False)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     created_at = models.DateTimeField(auto_now_add=True)
+    # Set when its maker left the customer or stopped being its admin: it then receives nothing (kept, so the
+    # admins see what stopped and why, and may delete it).
+    disabled_at = models.DateTimeField(null=True, blank=True)
+    disabled_reason = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["customer", "-created_at", "-id"]

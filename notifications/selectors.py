@@ -15,7 +15,7 @@ User = AbstractBaseUser | AnonymousUser
 
 def endpoint_list_for_user(*, user: User) -> QuerySet[WebhookEndpoint]:
     """Return the endpoints the user may see: support and operators all, members their customers'."""
-    endpoints = WebhookEndpoint.objects.select_related("customer")
+    endpoints = WebhookEndpoint.objects.select_related("customer", "created_by")
     if is_staff_reader(user):
         return endpoints
     if not user.is_authenticated:
@@ -31,22 +31,31 @@ def endpoint_get_for_user(*, user: User, pk: int) -> WebhookEndpoint:
         raise Http404("No such webhook endpoint.") from exc
 
 
+def _administered(user: User) -> QuerySet[Customer]:
+    # The customers the user is an admin of (billing's CustomerAdmin, read through the membership so this app
+    # does not import billing, which imports it).
+    if user.pk is None:
+        return Customer.objects.none()
+    return Customer.objects.filter(memberships__user_id=user.pk, memberships__admin_role__isnull=False)
+
+
 def may_manage_endpoints(*, user: User, customer_id: int) -> bool:
-    """Return whether the user may add, delete, test or redeliver for this customer (support never may)."""
+    """Return whether the user may add, delete, test or redeliver for this customer: its admins and operators
+    (plain members and support read only): an endpoint receives SSH lines, so it is an admin's decision."""
     if is_operator(user):
         return True
     if not user.is_authenticated or is_staff_reader(user):
         return False
-    return Customer.objects.filter(pk=customer_id, memberships__user_id=user.pk).exists()
+    return _administered(user).filter(pk=customer_id).exists()
 
 
 def customers_for_endpoints(*, user: User) -> QuerySet[Customer]:
-    """Return the customers the user may register endpoints for: operators any, members their own."""
+    """Return the customers the user may register endpoints for: operators any, admins their own."""
     if is_operator(user):
         return Customer.objects.filter(active=True)
     if not user.is_authenticated or is_staff_reader(user):
         return Customer.objects.none()
-    return Customer.objects.filter(active=True, memberships__user_id=user.pk)
+    return _administered(user).filter(active=True)
 
 
 def delivery_list_for_endpoint(*, endpoint: WebhookEndpoint, limit: int = 100) -> list[Delivery]:

@@ -79,6 +79,21 @@ def endpoint_delete(*, endpoint: WebhookEndpoint) -> None:
     endpoint.delete()
 
 
+def endpoints_disable_made_by(*, customer_id: int, user_id: int, reason: str) -> int:
+    """Disable the customer's endpoints this user made (they left it, or stopped being its admin) and end their
+    pending deliveries; return how many endpoints were disabled. Call it in the team change's transaction."""
+    now = timezone.now()
+    endpoints = WebhookEndpoint.objects.filter(customer_id=customer_id, created_by_id=user_id, disabled_at__isnull=True)
+    ids = list(endpoints.values_list("pk", flat=True))
+    WebhookEndpoint.objects.filter(pk__in=ids).update(disabled_at=now, disabled_reason=reason[:200])
+    Delivery.objects.filter(endpoint_id__in=ids, status=Delivery.Status.PENDING).update(
+        status=Delivery.Status.FAILED,
+        next_attempt_at=None,
+        last_error=f"Not sent: the endpoint was disabled ({reason})"[:500],
+    )
+    return len(ids)
+
+
 def email_preference_set(*, user: User, events: list[str]) -> EmailPreference:
     """Set which event types reach the user by e-mail (an empty list: none)."""
     chosen = [event_type for event_type in ev.EVENT_TYPES if event_type in events]
@@ -97,7 +112,7 @@ def email_events_for(*, user: User) -> list[str]:
 def _subscribers(customer_id: int, event_type: str) -> tuple[list[WebhookEndpoint], list[User]]:
     endpoints = [
         endpoint
-        for endpoint in WebhookEndpoint.objects.filter(customer_id=customer_id)
+        for endpoint in WebhookEndpoint.objects.filter(customer_id=customer_id, disabled_at__isnull=True)
         if ev.subscribed(endpoint.events, event_type)
     ]
     preferences = EmailPreference.objects.filter(

@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.audit import support_read_record
 from notifications import selectors, services, throttles
 from notifications.forms import EmailPreferenceForm, WebhookEndpointForm
 
@@ -51,6 +52,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
         else:
             form = WebhookEndpointForm(customers=customers)
     endpoints = selectors.endpoint_list_for_user(user=request.user)
+    support_read_record(user=request.user, customer_ids=[e.customer_id for e in endpoints], what="webhook endpoints")
     return _no_store(
         render(
             request,
@@ -64,6 +66,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
 def webhook_detail(request: HttpRequest, pk: int) -> HttpResponse:
     """An endpoint and its delivery log (status, duration, answer excerpt, attempts, next try)."""
     endpoint = selectors.endpoint_get_for_user(user=request.user, pk=pk)
+    support_read_record(user=request.user, customer_ids=[endpoint.customer_id], what=f"deliveries of webhook {pk}")
     return render(
         request,
         "notifications/webhook_detail.html",

@@ -81,6 +81,7 @@ class AuditFilterForm(forms.Form):
             ("", "Any"),
             (RentalEvent.Kind.STAFF_ACTION, "Staff actions"),
             (RentalEvent.Kind.SUPPORT_VIEW, "Support views"),
+            ("support_read", "Support reads of lists, teams, webhooks, usage"),
         ],
     )
     since = report_date_field()

@@ -20,7 +20,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Quer
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
-from accounts.models import UpstreamCredential
+from accounts.models import SupportRead, UpstreamCredential
 from ops.attention import attention_queue
 from ops.tally_windows import attempt_counts, created_counts
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
@@ -278,6 +278,8 @@ def usage_by_customer_ref(*, start: date, end: date, now: datetime | None = None
 # --- audit ------------------------------------------------------------------------------------------------
 
 AUDIT_KINDS = (RentalEvent.Kind.STAFF_ACTION, RentalEvent.Kind.SUPPORT_VIEW)
+# The audit page's kind for support's reads of a customer's data that are not about one rental (`SupportRead`).
+SUPPORT_READ_KIND = "support_read"
 
 
 def audit_events(
@@ -287,11 +289,30 @@ def audit_events(
     events = RentalEvent.objects.filter(kind__in=AUDIT_KINDS).select_related("actor", "rental", "rental__customer")
     if actor is not None:
         events = events.filter(actor=actor)
+    if kind == SUPPORT_READ_KIND:
+        return events.none()
     if kind in AUDIT_KINDS:
         events = events.filter(kind=kind)
+    return _within(events, since=since, until=until).order_by("-at", "-id")
+
+
+def audit_support_reads(
+    *, actor: User | None = None, kind: str = "", since: date | None = None, until: date | None = None
+) -> QuerySet[SupportRead]:
+    """Return support's reads of customers' lists, teams, webhooks and usage, newest first, filtered alike."""
+    reads = SupportRead.objects.select_related("actor", "customer")
+    if kind and kind != SUPPORT_READ_KIND:
+        return reads.none()
+    if actor is not None:
+        reads = reads.filter(actor=actor)
+    return _within(reads, since=since, until=until).order_by("-at", "-id")
+
+
+def _within(rows: QuerySet[Any], *, since: date | None, until: date | None) -> QuerySet[Any]:
+    """Keep the rows whose `at` falls from the day `since` to the day `until` (included), in local time."""
     tz = timezone.get_current_timezone()
     if since is not None:
-        events = events.filter(at__gte=datetime.combine(since, datetime.min.time(), tzinfo=tz))
+        rows = rows.filter(at__gte=datetime.combine(since, datetime.min.time(), tzinfo=tz))
     if until is not None:
-        events = events.filter(at__lt=datetime.combine(until + timedelta(days=1), datetime.min.time(), tzinfo=tz))
-    return events.order_by("-at", "-id")
+        rows = rows.filter(at__lt=datetime.combine(until + timedelta(days=1), datetime.min.time(), tzinfo=tz))
+    return rows

@@ -136,6 +136,8 @@ LOOK_MESSAGES = {
     "found": "Found the cluster matching this order; its id is stored and its members are being fetched.",
     "no_match": "No cluster matching this order exists upstream.",
     "ambiguous": "Several clusters match this order; ask Lium which one is ours.",
+    "held": "The only clusters matching this order belong to other rentals; the rental's timeline lists them.",
+    "contested": "The matching cluster matches another unsettled rental too; the rental's timeline lists both.",
     "listing_failed": "Could not list Lium's pods; try again in a moment.",
 }
 
@@ -151,7 +153,7 @@ def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> str:
     now = timezone.now()
     if rental.status == RentalStatus.UNKNOWN:
         try:
-            finding = rental_services.rental_reconcile(rental=rental, actor=actor)
+            finding = reconcile.rental_reconcile(rental=rental, actor=actor)
         except (upstream.UpstreamError, ValueError) as exc:
             # Unreachable, refused or unreadable: nothing is concluded, and the operator is told so (never a 500).
             raise ValidationError(

@@ -6,7 +6,6 @@ the 404 rule for rentals does not apply). Support reads everything; every write 
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Callable
 from functools import wraps
 from typing import Any
@@ -22,12 +21,13 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import is_operator, is_staff_reader
+from common.csv_export import csv_response
 from ops import search as support_search
 from ops import selectors, services
 from ops.actions import ACTIONS, actions_offered, operator_action_run
 from ops.forms import ActionForm, AuditFilterForm, ConfirmReconciliationForm, SearchForm, UsageForm
 from ops.links import rental_page_links
-from rentals.audit import support_view_record
+from rentals.audit import support_reads, support_view_record
 from rentals.models import Rental
 from rentals.selectors import needs_attention
 
@@ -96,6 +96,8 @@ def search(request: HttpRequest) -> HttpResponse:
     result = support_search.rental_search(text=text)
     if result.exact is not None:
         return redirect("ops:rental", public_id=result.exact.public_id)
+    found = Rental.objects.filter(pk__in=[row.pk for row in result.rentals]).only("pk", "customer_id")
+    support_reads(user=request.user, rentals=found, where="search results")
     link = rental_page_links()
     for row in result.rentals:
         row.url = link(row.public_id)
@@ -184,23 +186,16 @@ def usage_csv(request: HttpRequest) -> HttpResponse:
     """The usage table as CSV."""
     start, end = UsageForm(request.GET or None).period()
     rows = selectors.usage_by_customer_ref(start=start, end=end)
-    response = HttpResponse(content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="usage-{start}-{end}.csv"'
-    writer = csv.writer(response)
-    writer.writerow(["customer_ref", "rentals", "node_hours", "estimated_cost_usd", "period_start", "period_end"])
-    for row in rows:
-        # A leading = + - @ would make a spreadsheet run the cell as a formula; customer refs may start with -.
-        ref = row.customer_ref or "(none)"
-        if ref[:1] in ("=", "+", "-", "@"):
-            ref = "'" + ref
-        writer.writerow([ref, row.rentals, row.node_hours, row.cost, start, end])
-    return response
+    header = ["customer_ref", "rentals", "node_hours", "estimated_cost_usd", "period_start", "period_end"]
+    lines = [[row.customer_ref or "(none)", row.rentals, row.node_hours, row.cost, start, end] for row in rows]
+    return csv_response(filename=f"usage-{start}-{end}.csv", header=header, rows=lines)
 
 
 @require_GET
 @staff_required
 def audit(request: HttpRequest) -> HttpResponse:
-    """Every staff action and support view, filterable by user, kind and date."""
+    """Every staff action and support view, and support's other reads of customers' data, filterable by user,
+    kind and date."""
     form = AuditFilterForm(request.GET or None)
     filters: dict[str, Any] = {}
     if form.is_valid():
@@ -211,6 +206,11 @@ def audit(request: HttpRequest) -> HttpResponse:
         filters["since"] = form.cleaned_data["since"]
         filters["until"] = form.cleaned_data["until"]
     page = Paginator(selectors.audit_events(**filters), 50).get_page(request.GET.get("page"))
+    # Beside them, support's reads of customers' data that are not about one rental, paged on their own.
+    reads = Paginator(selectors.audit_support_reads(**filters), 50).get_page(request.GET.get("reads_page"))
     query = request.GET.copy()
     query.pop("page", None)
-    return render(request, "ops/audit.html", {"form": form, "page": page, "query": query.urlencode()})
+    reads_query = request.GET.copy()
+    reads_query.pop("reads_page", None)
+    context = {"form": form, "page": page, "query": query.urlencode(), "reads": reads}
+    return render(request, "ops/audit.html", {**context, "reads_query": reads_query.urlencode()})

@@ -1,4 +1,5 @@
-"""The audit trail on a rental's timeline: staff actions, and support reading a rental.
+"""The audit trail on a rental's timeline: staff actions, and support reading a rental (reads of a customer's
+other data: `accounts.audit`).
 
 A staff action (an operator's change, from the ops pages, the admin, the customer pages or the API) is one
 `staff_action` event saying who did what and why. A support view is recorded at most once per user and rental
@@ -8,17 +9,16 @@ per SUPPORT_VIEW_EVERY, on the ops timeline, the customer pages and the API alik
 from __future__ import annotations
 
 from collections.abc import Iterable
-from datetime import timedelta
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
 from django.utils import timezone
 
-from accounts.models import Membership
-from accounts.roles import is_operator, is_staff_reader
+from accounts.audit import SUPPORT_VIEW_EVERY, customers_read_by_support, is_support_reader
+from accounts.roles import is_operator
 from rentals.models import Rental, RentalEvent
 
-SUPPORT_VIEW_EVERY = timedelta(minutes=10)
+__all__ = ["SUPPORT_VIEW_EVERY", "support_reads", "support_view_record"]
 
 
 def staff_action_event(
@@ -51,29 +51,29 @@ def change_event(
     return {"kind": RentalEvent.Kind.STATE, "actor": actor, "message": message, "data": data or {}}
 
 
-def support_view_record(*, rental: Rental, user: User) -> bool:
-    """Record that support opened the rental's timeline, at most once per user and rental per 10 minutes."""
+def support_view_record(*, rental: Rental, user: User, where: str = "") -> bool:
+    """Record that support read the rental (its timeline, or `where`: a list, a download), at most once per
+    user and rental per 10 minutes."""
     now = timezone.now()
     recent = RentalEvent.objects.filter(
         rental_id=rental.pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor=user, at__gte=now - SUPPORT_VIEW_EVERY
     ).exists()
     if recent:
         return False
-    RentalEvent.objects.create(
-        rental_id=rental.pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor=user, message=f"Viewed by {user.get_username()}."
-    )
+    message = _viewed_by(user, where)
+    RentalEvent.objects.create(rental_id=rental.pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor=user, message=message)
     return True
 
 
-def support_reads(*, user: AbstractBaseUser | AnonymousUser, rentals: Iterable[Rental]) -> None:
+def support_reads(*, user: AbstractBaseUser | AnonymousUser, rentals: Iterable[Rental], where: str = "") -> None:
     """Record a support view of each rental that is not of the reader's own customers (operators: none)."""
-    if not is_staff_reader(user) or is_operator(user) or user.pk is None:
+    if not is_support_reader(user):
         return
     rentals = list(rentals)
-    if not rentals:
+    outside_customers = customers_read_by_support(user=user, customer_ids=[rental.customer_id for rental in rentals])
+    outside = {rental.pk: rental for rental in rentals if rental.customer_id in outside_customers}
+    if not outside:
         return
-    own = set(Membership.objects.filter(user_id=user.pk).values_list("customer_id", flat=True))
-    outside = {rental.pk: rental for rental in rentals if rental.customer_id not in own}
     # One query finds the rentals already recorded within the interval, so a listed page costs no query per row.
     recent = set(
         RentalEvent.objects.filter(
@@ -83,6 +83,14 @@ def support_reads(*, user: AbstractBaseUser | AnonymousUser, rentals: Iterable[R
             at__gte=timezone.now() - SUPPORT_VIEW_EVERY,
         ).values_list("rental_id", flat=True)
     )
-    for pk, rental in outside.items():
-        if pk not in recent:
-            support_view_record(rental=rental, user=user)  # type: ignore[arg-type]
+    message = _viewed_by(user, where)
+    # One insert for the whole page: a search or list of 50 rentals costs as much as one.
+    RentalEvent.objects.bulk_create(
+        RentalEvent(rental_id=pk, kind=RentalEvent.Kind.SUPPORT_VIEW, actor_id=user.pk, message=message)
+        for pk in outside
+        if pk not in recent
+    )
+
+
+def _viewed_by(user: AbstractBaseUser | AnonymousUser, where: str) -> str:
+    return f"Viewed by {user.get_username()}" + (f" ({where})." if where else ".")

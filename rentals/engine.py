@@ -26,7 +26,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from common.logcontext import bind
-from rentals import capacity, idempotency_promise, outcomes, upstream
+from rentals import capacity, holding, idempotency_promise, outcomes, upstream
 from rentals.enqueue import enqueue_pods_sync, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline, retry_window
@@ -234,13 +234,13 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         now=timezone.now(),
         promises_idempotency=lambda: idempotency_promise.upstream_promises_idempotency(rental.credential),
     )
-    moved = rental_transition(
-        rental_id=rental.pk,
-        from_status=RentalStatus.SENDING,
-        to_status=decided.status,
-        expect_lease=claim.token,
-        message=decided.message,
-        data={
+    settle: dict[str, Any] = {
+        "rental_id": rental.pk,
+        "from_status": RentalStatus.SENDING,
+        "to_status": decided.status,
+        "expect_lease": claim.token,
+        "message": decided.message,
+        "data": {
             "attempt": claim.number,
             "http_status": result.http_status,
             "classification": result.classification,
@@ -248,11 +248,22 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
             "request_id": result.request_id,
             "error_code": result.error_code,
         },
-        lease_token=None,
-        lease_until=None,
-        possibly_sent=outcomes.possibly_sent_after(result, before=rental.possibly_sent),
+        "lease_token": None,
+        "lease_until": None,
+        "possibly_sent": outcomes.possibly_sent_after(result, before=rental.possibly_sent),
         **decided.fields,
-    )
+    }
+    # A cluster belongs to one rental: one that another rental holds is not taken, whatever the answer says.
+    cluster_id = settle.get("cluster_id") or ""
+    taken = holding.cluster_holder(cluster_id=cluster_id, other_than=rental.pk)
+    without = {**settle, "cluster_id": "", "pod_ids": []}  # its pods are the holder's too
+    try:
+        moved = rental_transition(**(without if taken else settle))
+    except IntegrityError:  # another rental took it between the check and this write
+        taken = holding.cluster_holder(cluster_id=cluster_id, other_than=rental.pk)
+        moved = rental_transition(**without)
+    if moved and cluster_id and taken is not None:
+        _record_cluster_held(rental, cluster_id=cluster_id, pod_ids=settle.get("pod_ids") or [], holder=taken)
     if not moved:
         return None
     if decided.status == RentalStatus.RENTED:
@@ -286,6 +297,20 @@ def _store_attempt(claim: Claim, result: RentResult, *, started_at: datetime, du
         logger.warning("Attempt %s of rental %s answered after its lease was taken over.", claim.number, rental.pk)
         RentAttempt.objects.filter(rental_id=rental.pk, number=claim.number).update(**attempt)
         rental_touch(rental_id=rental.pk)  # the page shows attempts: a new version, so polls fetch it
+
+
+def _record_cluster_held(rental: Rental, *, cluster_id: str, pod_ids: list[str], holder: Rental | None) -> None:
+    """Record as a defect that Lium confirmed our order with a cluster another rental holds: it stays with that
+    rental (one holder only), and an operator asks Lium which order created it."""
+    logger.error("Defect: rental %s was confirmed as cluster %s, which another rental holds.", rental.pk, cluster_id)
+    RentalEvent.objects.create(
+        rental_id=rental.pk,
+        kind=RentalEvent.Kind.DEFECT,
+        message=f"Lium confirmed this order as cluster {cluster_id}, but "
+        + holding.held_message(cluster_id=cluster_id, holder=holder)
+        + " Ask Lium which order created it; this rental tracks no member until then.",
+        data={"cluster_id": cluster_id, "pod_ids": pod_ids, "held_by": str(holder.public_id) if holder else None},
+    )
 
 
 def _record_key_reuse(rental: Rental, result: RentResult) -> None:

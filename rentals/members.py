@@ -4,9 +4,12 @@ The upstream caps pod listings at about 60 a minute per account, so one poller p
 on a Heartbeat row) lists pods at most every POD_POLL_MIN_INTERVAL_SECONDS, whatever the number of rentals.
 
 What a listing proves. One that does not parse (`MalformedAnswer`) proves nothing and changes nothing. Rows
-of other clusters are ignored. A member missing from one listing proves nothing either: its `gone_at` marks
-when it was first missed, and it counts as gone only when it is missing again from a listing at least
-POD_POLL_MIN_INTERVAL_SECONDS later, with no listing in between that showed it (seeing it clears the mark).
+of other clusters are ignored. A pod is attached only to the rental whose cluster id it carries; a rental whose
+cluster id is not known yet finds its pods by the ids its rent answer named, and takes their cluster id only if
+no other rental holds it (`rentals.holding`; the database refuses a second holder of a cluster or a pod).
+A member missing from one listing proves nothing either: its `gone_at` marks when it was first missed, and it
+counts as gone only when it is missing again from a listing at least POD_POLL_MIN_INTERVAL_SECONDS later,
+with no listing in between that showed it (seeing it clears the mark).
 - rented/ready → degraded: a member row of ours is present with a failed status, or a member is gone;
 - terminating → terminated: Lium accepted the delete (a DELETE /clusters answer with member rows, recorded
   as an event with `delete_accepted`) and every known member is gone. A rental with no known member is
@@ -28,6 +31,7 @@ from django.utils import timezone
 from accounts.models import UpstreamCredential
 from rentals import upstream
 from rentals.enqueue import enqueue_cluster_delete
+from rentals.holding import holder_of
 from rentals.member_events import member_events_request
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.removal_schedule import removal_adopt_from_members
@@ -94,12 +98,30 @@ def credential_pods_sync(*, credential_id: int, force: bool = False) -> int | No
             by_cluster[pod.cluster_id].append(pod)
     changed = 0
     for rental in rentals:
-        rows = by_cluster.get(rental.cluster_id, []) if rental.cluster_id else []
-        if not rows and rental.pod_ids:
-            rows = [by_pod[pod_id] for pod_id in rental.pod_ids if pod_id in by_pod]
-        if _sync_rental_with_pods(rental, rows):
+        if _sync_rental_with_pods(rental, _rows_of(rental, by_cluster, by_pod)):
             changed += 1
     return changed
+
+
+def _rows_of(rental: Rental, by_cluster: dict[str, list[PodRow]], by_pod: dict[str, PodRow]) -> list[PodRow]:
+    """Return the listed pods of the rental's cluster, else those its rent answer named by id.
+
+    Pods named by id must carry no cluster id but the rental's own (or one no other rental holds, while its own is
+    not known), and be no other rental's members: a pod of another rental's cluster is never attached here.
+    """
+    rows = by_cluster.get(rental.cluster_id, []) if rental.cluster_id else []
+    if rows:
+        return rows
+    rows = [by_pod[pod_id] for pod_id in rental.pod_ids or [] if pod_id in by_pod]
+    carried = {row.cluster_id for row in rows if row.cluster_id}
+    own = {rental.cluster_id} if rental.cluster_id else set()
+    if rows and (
+        len(carried | own) > 1
+        or holder_of(cluster_id=next(iter(carried), ""), pod_ids=[row.id for row in rows], other_than=rental.pk)
+    ):
+        logger.warning("Rental %s: its pods belong to another rental's cluster; not attached.", rental.pk)
+        return []
+    return rows
 
 
 def _sync_rental_with_pods(rental: Rental, rows: list[PodRow]) -> bool:
@@ -107,13 +129,13 @@ def _sync_rental_with_pods(rental: Rental, rows: list[PodRow]) -> bool:
     now = timezone.now()
     existing = {member.pod_id: member for member in rental.members.all()}
     with transaction.atomic():
+        carried = {row.cluster_id for row in rows if row.cluster_id}
+        learned = not rental.cluster_id and len(carried) == 1
+        if learned and not _learn_cluster_id(rental, carried.pop()):
+            return False
         stored = _store_listed_members(rental, rows, existing, now)
         missed, gone = _mark_unlisted_members(existing, listed={row.id for row in rows}, now=now)
-        touched = stored or missed
-        if rows and not rental.cluster_id and rows[0].cluster_id:
-            rental.cluster_id = rows[0].cluster_id
-            Rental.objects.filter(pk=rental.pk).update(cluster_id=rental.cluster_id)
-            touched = True
+        touched = stored or missed or learned
         moved = _advance_state(rental, rows, gone=gone, known=len(existing))
         if gone or any(row.status in FAILED_POD_STATUSES for row in rows):
             member_events_request(rental=rental)  # why it failed, fetched by a task
@@ -122,6 +144,18 @@ def _sync_rental_with_pods(rental: Rental, rows: list[PodRow]) -> bool:
         if touched and not moved:
             rental_touch(rental_id=rental.pk)
     return touched or moved
+
+
+def _learn_cluster_id(rental: Rental, cluster_id: str) -> bool:
+    """Store the cluster id the rental's pods carry; return False when another rental took it meanwhile."""
+    try:
+        with transaction.atomic():  # a savepoint: the unique constraint refuses a second holder
+            Rental.objects.filter(pk=rental.pk, cluster_id="").update(cluster_id=cluster_id)
+    except IntegrityError:
+        logger.warning("Rental %s: cluster %s belongs to another rental; not attached.", rental.pk, cluster_id)
+        return False
+    rental.cluster_id = cluster_id
+    return True
 
 
 def _store_listed_members(
@@ -146,10 +180,10 @@ def _store_listed_members(
             "ports_mapping": {str(container): host for container, host in row.ports_mapping},
         }
         if member is None:
-            member = _member_insert(rental, row, values, now)
+            inserted, member = _member_insert(rental, row, values, now)
+            touched = touched or inserted
             if member is None:
-                touched = True
-                continue
+                continue  # stored now, or the pod is another rental's: never attached here
         if any(getattr(member, key) != value for key, value in values.items()) or member.gone_at:
             if row.status == "RUNNING" and member.running_since is None:
                 member.running_since = now
@@ -161,11 +195,14 @@ def _store_listed_members(
     return touched
 
 
-def _member_insert(rental: Rental, row: PodRow, values: dict[str, Any], now: datetime) -> ClusterMember | None:
-    """Store a newly listed member; return None, or the row another worker stored meanwhile (to update).
+def _member_insert(
+    rental: Rental, row: PodRow, values: dict[str, Any], now: datetime
+) -> tuple[bool, ClusterMember | None]:
+    """Store a newly listed member; return whether it was stored, and the row another worker stored meanwhile
+    (to update).
 
     Two listings overlap when one takes longer than the poll interval: the other may have stored this member
-    after this one read the rental's members.
+    after this one read the rental's members. A pod that is another rental's member stays that rental's.
     """
     member = ClusterMember(rental=rental, pod_id=row.id, running_since=now if row.status == "RUNNING" else None)
     for key, value in values.items():
@@ -174,8 +211,8 @@ def _member_insert(rental: Rental, row: PodRow, values: dict[str, Any], now: dat
         with transaction.atomic():  # a savepoint: the caller's transaction goes on after a duplicate
             member.save()
     except IntegrityError:
-        return ClusterMember.objects.get(rental=rental, pod_id=row.id)
-    return None
+        return False, ClusterMember.objects.filter(rental=rental, pod_id=row.id).first()
+    return True, None
 
 
 def _mark_unlisted_members(

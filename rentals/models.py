@@ -49,6 +49,7 @@ class Rental(models.Model):
     possibly_sent = models.BooleanField(default=False)
 
     pod_ids = models.JSONField(default=list, blank=True)
+    # At most one rental holds a cluster (`unique_rental_cluster`); "" is every rental whose cluster is not known.
     cluster_id = models.CharField(max_length=200, blank=True, db_index=True)
     replayed = models.BooleanField(default=False)
     removal_scheduled_at = models.DateTimeField(null=True, blank=True)
@@ -93,6 +94,13 @@ class Rental(models.Model):
             # Every range read on `created_at`; with state and customer in the index, the ops overview counts a
             # window's first part-hour (up to an hour of rentals) index-only instead of one heap page per rental.
             models.Index(fields=["created_at"], include=["status", "customer"], name="rental_created_cover"),
+        ]
+        constraints = [
+            # Evidence is exclusive: many customers share one Lium account, and a second holder of a cluster would
+            # show one customer's SSH lines to another and let them delete it (rentals.holding).
+            models.UniqueConstraint(
+                fields=["cluster_id"], condition=~models.Q(cluster_id=""), name="unique_rental_cluster"
+            ),
         ]
 
     def __str__(self) -> str:
@@ -166,7 +174,8 @@ class ClusterMember(models.Model):
     """One pod of a rented cluster, as last seen in the upstream's pod list."""
 
     rental = models.ForeignKey(Rental, on_delete=models.CASCADE, related_name="members")
-    pod_id = models.CharField(max_length=100, db_index=True)
+    # A pod belongs to one rental: the one whose cluster it carries (Lium's pod ids are never reused).
+    pod_id = models.CharField(max_length=100, unique=True)
     rank = models.PositiveIntegerField(null=True, blank=True)
     overlay_ip = models.CharField(max_length=45, blank=True)  # indexed by `member_overlay_ip_rental`
     status = models.CharField(max_length=32, blank=True)
@@ -189,7 +198,6 @@ class ClusterMember(models.Model):
 
     class Meta:
         ordering = ["rental", "rank"]
-        constraints = [models.UniqueConstraint(fields=["rental", "pod_id"], name="unique_member_pod")]
         # Support search: clusters reuse their private overlay addresses (every cluster's rank 0 may be
         # 10.42.0.1), so an address names many rentals; their newest come off this index, index-only.
         # A node's id names many rentals too (it is rented again and again): the same, by executor.

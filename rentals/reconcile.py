@@ -3,26 +3,40 @@
 An `unknown` rental looks for itself: `rentals.transitions` schedules the first look when a rental becomes
 `unknown`, each look claims its turn with a conditional UPDATE on `next_reconcile_at` (so a duplicate
 message or a sweeper's copy lists nothing), and the looks stop after RECONCILE_MAX_LOOKS with backoff
-(the cluster may show in `GET /pods` a little after the order). Exactly one matching cluster settles the
-rental `rented` with the evidence; two or more need an operator; none keeps it `unknown` with the time of
-the last look. Operators run the same look by hand, also for a `rented` rental whose members never appeared.
+(the cluster may show in `GET /pods` a little after the order). Operators run the same look by hand, also for
+a `rented` rental whose members never appeared.
+
+The matching rule (`rental_reconcile`). Many customers share one Lium account and a pod name like `train-1`, so
+a cluster is adopted only when the match is unambiguous both ways (DESIGN.md principle 9):
+- a candidate is a cluster whose members all carry the order's pod name, number exactly its nodes, sit on
+  exactly its executors (a pod row without an executor id matches nothing) and were created after the order;
+- exactly one candidate is free: no other rental holds it or one of its pods (`rentals.holding`);
+- no other unsettled rental on the credential matches it too (unknown, rented without a cluster id, or being
+  sent after an attempt that may have reached Lium), whoever its customer.
+Then the rental settles `rented` with the evidence ("match"). Otherwise it stays `unknown` and the finding on its
+timeline lists every candidate with who holds or also matches it: "no_match" and "held" (every candidate is
+another rental's) and "contested" (another unsettled order matches it) look again later; "ambiguous" (two free
+candidates) waits for an operator.
 """
 
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from datetime import datetime, timedelta
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
+from django.db import IntegrityError, transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from common.backoff import backoff_seconds
-from rentals import services, upstream
+from rentals import upstream
 from rentals.enqueue import enqueue_pods_sync
+from rentals.holding import held_message, holder_of
 from rentals.models import Rental, RentalEvent
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.transitions import rental_touch, rental_transition
@@ -46,7 +60,9 @@ def look_delay(*, looks_done: int) -> float:
 
 @dataclass(frozen=True)
 class LookResult:
-    outcome: str  # "not-due", "rented", "found" (a rented rental's cluster), "no_match", "ambiguous", "listing_failed"
+    # "not-due", "rented", "found" (a rented rental's cluster), "listing_failed", or a finding's other results:
+    # "no_match", "held", "contested", "ambiguous" (`ReconcileFinding`).
+    outcome: str
     next_in: float | None = None  # seconds until the next automatic look, when one should be enqueued
 
 
@@ -75,7 +91,7 @@ def rental_look(*, rental: Rental, actor: User | None) -> LookResult:
     automatic = actor is None
     looks = rental.reconcile_looks + (1 if automatic else 0)
     try:
-        finding = services.rental_reconcile(rental=rental, actor=actor)
+        finding = rental_reconcile(rental=rental, actor=actor)
     except (upstream.UpstreamError, ValueError) as exc:
         RentalEvent.objects.create(
             rental_id=rental.pk,
@@ -86,16 +102,14 @@ def rental_look(*, rental: Rental, actor: User | None) -> LookResult:
         )
         outcome = "listing_failed"
     else:
-        if finding.result == "match":
-            return _found(
-                rental=rental,
-                actor=actor,
-                cluster_id=finding.cluster_ids[0],
-                evidence=finding.evidence,
-                looks=looks,
-                now=now,
-            )
         outcome = finding.result
+        if outcome == "match":
+            found = _found(
+                rental=rental, actor=actor, cluster_id=finding.cluster_ids[0], evidence=finding.evidence, looks=looks
+            )
+            if found is not None:
+                return found
+            outcome = "held"  # another rental took it meanwhile
     fields: dict[str, Any] = {"last_reconcile_at": now}
     next_in = None
     if automatic and rental.status == RentalStatus.UNKNOWN:
@@ -113,8 +127,8 @@ def rental_look(*, rental: Rental, actor: User | None) -> LookResult:
                 rental_id=rental.pk,
                 kind=RentalEvent.Kind.RECONCILE,
                 message=(
-                    f"Stopped looking after {looks} looks without finding the cluster. Reconcile again by hand, "
-                    "ask Lium, or confirm it not rented."
+                    f"Stopped looking after {looks} looks without a cluster this rental alone could claim. "
+                    "Reconcile again by hand, ask Lium, or confirm it not rented."
                 ),
                 data={"result": "stopped", "looks": looks},
             )
@@ -122,9 +136,27 @@ def rental_look(*, rental: Rental, actor: User | None) -> LookResult:
 
 
 def _found(
-    *, rental: Rental, actor: User | None, cluster_id: str, evidence: dict[str, Any], looks: int, now: datetime
-) -> LookResult:
-    """Record the one cluster found: an unknown rental becomes `rented`, a rented one learns its cluster."""
+    *, rental: Rental, actor: User | None, cluster_id: str, evidence: dict[str, Any], looks: int
+) -> LookResult | None:
+    """Record the one cluster found: an unknown rental becomes `rented`, a rented one learns its cluster.
+
+    Return None when another rental took the cluster meanwhile (the database refuses a second holder).
+    """
+    try:
+        return _adopt(rental=rental, actor=actor, cluster_id=cluster_id, evidence=evidence, looks=looks)
+    except IntegrityError:
+        RentalEvent.objects.create(
+            rental_id=rental.pk,
+            kind=RentalEvent.Kind.RECONCILE,
+            actor=actor,
+            message=held_message(cluster_id=cluster_id, holder=None) + " It was taken while this look settled.",
+            data={"result": "held", "cluster_ids": [], "checked_at": timezone.now().isoformat()},
+        )
+        return None
+
+
+def _adopt(*, rental: Rental, actor: User | None, cluster_id: str, evidence: dict[str, Any], looks: int) -> LookResult:
+    now = timezone.now()
     pod_ids = [str(pod_id) for pod_id in evidence.get("pod_ids", [])]
     executors = [str(executor) for executor in evidence.get("executors", [])]
     message = (
@@ -170,3 +202,134 @@ def _found(
         if moved:
             transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
     return LookResult(outcome if moved else "not-due")
+
+
+# --- The matching rule -----------------------------------------------------------------------------------------
+
+# Clocks differ between us and the upstream; a cluster created this long before our row is still a candidate.
+RECONCILE_CLOCK_SKEW = timedelta(minutes=5)
+
+# Orders that may have created a cluster and hold none yet: each could be the one a listed cluster belongs to.
+UNSETTLED = (
+    Q(status=RentalStatus.UNKNOWN)
+    | Q(status__in=HOLDS_CLUSTER_STATES, cluster_id="")
+    | Q(status__in=(RentalStatus.SENDING, RentalStatus.RETRYING), possibly_sent=True)
+)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A listed cluster that matches the order, and who else has a claim on it (public ids)."""
+
+    cluster_id: str
+    pod_ids: list[str]
+    executors: list[str]
+    held_by: str | None = None
+    also_matches: list[str] = field(default_factory=list)
+
+    def describe(self, rivals: dict[str, Rental]) -> str:
+        """Say, for an operator, what the cluster is and who else claims it."""
+        what = f"cluster {self.cluster_id} (pods {', '.join(self.pod_ids)} on executors {', '.join(self.executors)})"
+        if self.held_by:
+            return f"{what} belongs to rental {self.held_by} ({rivals[self.held_by].customer.name})"
+        if self.also_matches:
+            others = ", ".join(f"{pid} ({rivals[pid].customer.name})" for pid in self.also_matches)
+            return f"{what} also matches unsettled rental {others}"
+        return what
+
+
+@dataclass(frozen=True)
+class ReconcileFinding:
+    """What a pod listing says about a rental whose cluster is not known."""
+
+    result: str  # "match", "no_match", "held", "contested" or "ambiguous" (see the module docstring)
+    cluster_ids: list[str]  # the candidates no other rental holds: what staff may confirm
+    message: str
+    candidates: list[Candidate] = field(default_factory=list)
+
+    @property
+    def evidence(self) -> dict[str, Any]:
+        """Return the matched cluster's pod ids and executors (what an automatic settle cites)."""
+        found = next(c for c in self.candidates if c.cluster_id == self.cluster_ids[0])
+        return {"pod_ids": found.pod_ids, "executors": found.executors}
+
+
+def order_matches(rental: Rental, members: list[upstream.PodRow]) -> bool:
+    """Return whether the listed cluster's members are exactly what the order asked for, made after it."""
+    executors = [member.executor_id for member in members]
+    earliest = rental.created_at - RECONCILE_CLOCK_SKEW
+    return (
+        len(members) == rental.node_count
+        and all(member.pod_name == rental.pod_name for member in members)
+        # A pod row without an executor id proves nothing about whose nodes it runs on.
+        and all(executors)
+        and sorted(executors) == sorted(str(executor) for executor in rental.executor_ids)
+        # Members without a creation time pass: the other checks and the rivals still have to agree.
+        and not any(member.created_at is not None and member.created_at < earliest for member in members)
+    )
+
+
+def _candidates(rental: Rental, pods: list[upstream.PodRow]) -> tuple[list[Candidate], dict[str, Rental]]:
+    """Return the listed clusters matching the order, each with its holder and rivals, and those rentals by id."""
+    clusters: dict[str, list[upstream.PodRow]] = defaultdict(list)
+    for pod in pods:
+        if pod.cluster_id:
+            clusters[pod.cluster_id].append(pod)
+    rivals = list(
+        Rental.objects.select_related("customer")
+        .filter(UNSETTLED, credential_id=rental.credential_id, pod_name=rental.pod_name)
+        .exclude(pk=rental.pk)
+    )
+    known = {str(rival.public_id): rival for rival in rivals}
+    candidates = []
+    for cluster_id, members in sorted(clusters.items()):
+        if not order_matches(rental, members):
+            continue
+        pod_ids = sorted(member.id for member in members)
+        holder = holder_of(cluster_id=cluster_id, pod_ids=pod_ids, other_than=rental.pk)
+        if holder is not None:
+            known[str(holder.public_id)] = holder
+        candidates.append(
+            Candidate(
+                cluster_id=cluster_id,
+                pod_ids=pod_ids,
+                executors=sorted(member.executor_id for member in members),
+                held_by=str(holder.public_id) if holder is not None else None,
+                also_matches=[str(rival.public_id) for rival in rivals if order_matches(rival, members)],
+            )
+        )
+    return candidates, known
+
+
+def rental_reconcile(*, rental: Rental, actor: User | None = None) -> ReconcileFinding:
+    """Look in `GET /pods` for the cluster this order may have created, and record what was found."""
+    # A listing that does not parse raises (MalformedAnswer): it is never read as "no match".
+    pods = upstream.client_for(rental.credential).list_pods()
+    candidates, rivals = _candidates(rental, pods)
+    free = [candidate for candidate in candidates if candidate.held_by is None]
+    listed = "; ".join(candidate.describe(rivals) for candidate in candidates)
+    if not candidates:
+        result, message = "no_match", "No cluster matching this order exists upstream."
+    elif not free:
+        result, message = "held", f"No free cluster matches this order: {listed}. Looking again later."
+    elif len(free) > 1:
+        result, message = "ambiguous", f"{len(free)} free clusters match this order; an operator must choose: {listed}."
+    elif free[0].also_matches:
+        result = "contested"
+        message = f"The one free matching cluster is not unambiguously this order's: {listed}. Looking again later."
+    else:
+        result, message = "match", f"Found cluster {free[0].cluster_id} matching this order."
+    finding = ReconcileFinding(result, [candidate.cluster_id for candidate in free], message, candidates)
+    RentalEvent.objects.create(
+        rental=rental,
+        kind=RentalEvent.Kind.RECONCILE,
+        actor=actor,
+        message=finding.message,
+        data={
+            "result": finding.result,
+            "cluster_ids": finding.cluster_ids,
+            "candidates": [asdict(candidate) for candidate in candidates],
+            "checked_at": timezone.now().isoformat(),
+        },
+    )
+    return finding

@@ -1,7 +1,8 @@
-"""Writes on rentals: submit, cancel, terminate, reconcile. Each is one service with keyword-only arguments.
+"""Writes on rentals: submit, cancel, terminate, confirm a reconciliation. Each is one service with keyword-only
+arguments.
 
 The attempt loop itself lives in `rentals.engine`; member tracking in `rentals.members`; a scheduled removal in
-`rentals.removal_schedule`.
+`rentals.removal_schedule`; looking for an unknown rental's cluster in `rentals.reconcile`.
 """
 
 from __future__ import annotations
@@ -9,22 +10,17 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from collections import defaultdict
-from dataclasses import dataclass, field
-from datetime import timedelta
 from decimal import Decimal
-from typing import Any
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
-from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
 from common.logcontext import bind
-from rentals import upstream
 from rentals.audit import change_event, staff_action_event
 from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_rental_send
+from rentals.holding import ClusterHeld, refuse_held
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.ordering import RentOrder, build_request_body, validate_order
 from rentals.selectors import customer_hourly_spend
@@ -181,95 +177,36 @@ def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") ->
     return moved
 
 
-# Clocks differ between us and the upstream; a cluster created this long before our row is still a candidate.
-RECONCILE_CLOCK_SKEW = timedelta(minutes=5)
-
-
-def _created_after(members: list[upstream.PodRow], rental: Rental) -> bool:
-    """Return whether no member says it was created before the order was saved (unknown times pass)."""
-    earliest = rental.created_at - RECONCILE_CLOCK_SKEW
-    return not any(member.created_at is not None and member.created_at < earliest for member in members)
-
-
-@dataclass(frozen=True)
-class ReconcileFinding:
-    """What a pod listing says about an `unknown` rental."""
-
-    result: str  # "match", "no_match" or "ambiguous"
-    cluster_ids: list[str]
-    message: str
-    # Per candidate cluster: its pod ids and executors (what an automatic settle cites as evidence).
-    evidence: dict[str, Any] = field(default_factory=dict)
-
-
-def rental_reconcile(*, rental: Rental, actor: User | None = None) -> ReconcileFinding:
-    """Look in `GET /pods` for the cluster this order may have created, and record what was found.
-
-    A candidate is a cluster created after the order was saved whose members all carry the rental's pod
-    name, number exactly the requested nodes and sit on exactly the requested executors.
-    """
-    # A listing that does not parse raises (MalformedAnswer): it is never read as "no match".
-    pods = upstream.client_for(rental.credential).list_pods()
-    clusters: dict[str, list[upstream.PodRow]] = defaultdict(list)
-    for pod in pods:
-        if pod.cluster_id:
-            clusters[pod.cluster_id].append(pod)
-    wanted_executors = set(rental.executor_ids)
-    candidates = []
-    for cluster_id, members in clusters.items():
-        names_match = all(member.pod_name == rental.pod_name for member in members)
-        executors = {member.executor_id for member in members}
-        executors_match = executors == wanted_executors or not any(executors - {""})
-        if names_match and len(members) == rental.node_count and executors_match and _created_after(members, rental):
-            candidates.append(cluster_id)
-    evidence = {
-        cluster_id: {
-            "pod_ids": [member.id for member in clusters[cluster_id]],
-            "executors": sorted(member.executor_id for member in clusters[cluster_id]),
-        }
-        for cluster_id in candidates
-    }
-    if len(candidates) == 1:
-        finding = ReconcileFinding(
-            "match", candidates, f"Found cluster {candidates[0]} matching this order.", evidence[candidates[0]]
-        )
-    elif not candidates:
-        finding = ReconcileFinding("no_match", [], "No cluster matching this order exists upstream.")
-    else:
-        finding = ReconcileFinding(
-            "ambiguous", candidates, f"{len(candidates)} clusters match this order; an operator must choose."
-        )
-    RentalEvent.objects.create(
-        rental=rental,
-        kind=RentalEvent.Kind.RECONCILE,
-        actor=actor,
-        message=finding.message,
-        data={"result": finding.result, "cluster_ids": finding.cluster_ids, "checked_at": timezone.now().isoformat()},
-    )
-    return finding
-
-
 def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: str | None, reason: str) -> bool:
-    """Settle an `unknown` rental as staff decided: `rented` with a cluster, or `not_rented`."""
+    """Settle an `unknown` rental as staff decided: `rented` with a cluster, or `not_rented`.
+
+    A cluster another rental holds is refused (ClusterHeld, a ValidationError): a cluster belongs to one rental.
+    """
     if not reason.strip():
         raise ValidationError("Say why: the reason is recorded on the rental's timeline.")
     if cluster_id:
-        moved = rental_transition(
-            rental_id=rental.pk,
-            from_status=RentalStatus.UNKNOWN,
-            to_status=RentalStatus.RENTED,
-            # The outcome is known now; the old error stays on the timeline, not on the rental.
-            error_code="",
-            error_message="",
-            error_hint="",
-            **staff_action_event(
-                actor=actor,
-                action="confirm",
-                reason=reason,
-                message=f"Confirmed rented as cluster {cluster_id}. {reason}",
-            ),
-            cluster_id=cluster_id,
-        )
+        refuse_held(cluster_id=cluster_id, rental_id=rental.pk)
+        try:
+            moved = rental_transition(
+                rental_id=rental.pk,
+                from_status=RentalStatus.UNKNOWN,
+                to_status=RentalStatus.RENTED,
+                # The outcome is known now; the old error stays on the timeline, not on the rental.
+                error_code="",
+                error_message="",
+                error_hint="",
+                **staff_action_event(
+                    actor=actor,
+                    action="confirm",
+                    reason=reason,
+                    message=f"Confirmed rented as cluster {cluster_id}. {reason}",
+                ),
+                cluster_id=cluster_id,
+            )
+        except IntegrityError:
+            # Another rental took the cluster between the check and this write.
+            refuse_held(cluster_id=cluster_id, rental_id=rental.pk)
+            raise ClusterHeld(f"Cluster {cluster_id} already belongs to another rental.", code="cluster_held") from None
         if moved:
             transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
         return moved

@@ -6,7 +6,7 @@ cancel              │  ├─ inconclusive ──▶ retrying ─┘(due: clai
   ▼                 │  └─ outcome unknown / key reused / window over ─▶ unknown ──reconcile──▶ rented | not_rented
 cancelled           └─ never reached the server (all attempts) ─────▶ failed
 ready/degraded/rented ─terminate▶ terminating ─▶ terminated
-sending ──lease expired, taken over──▶ sending;  unknown ──exactly one cluster found (automatic look)──▶ rented
+sending ──lease expired, taken over──▶ sending;  unknown ──one cluster only it can claim (automatic look)──▶ rented
 """
 
 from django.db import models
@@ -31,7 +31,6 @@ class RentalStatus(models.TextChoices):
 S = RentalStatus
 
 FINAL_STATES = frozenset({S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED, S.TERMINATED})
-NEEDS_ATTENTION_STATES = frozenset({S.UNKNOWN, S.DEGRADED})
 # States in which the upstream may hold a cluster of ours (members are tracked, it can be terminated).
 HOLDS_CLUSTER_STATES = frozenset({S.RENTED, S.READY, S.DEGRADED})
 # States whose page keeps changing by itself (the poller or the worker moves them on).

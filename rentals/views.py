@@ -282,6 +282,7 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     except InvalidCursor:
         before = ""  # a garbled cursor means the first page
     page, older = rentals_page(rentals, limit=RENTALS_PER_PAGE)
+    support_reads(user=request.user, rentals=page, where="rental list")
     query = request.GET.copy()
     query["fragment"] = "rows"
     context: dict[str, object] = {

@@ -22,6 +22,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.models import Customer
 from accounts.roles import is_operator, is_staff_reader
 from rentals import connect, removal_policy, removal_schedule, selectors
+from rentals.audit import support_reads
 from rentals.models import Rental
 from rentals.removal_policy import MAX_HOURS
 
@@ -109,6 +110,7 @@ def rental_ssh_config(request: HttpRequest, public_id: uuid.UUID) -> HttpRespons
     body = connect.ssh_config(rental.pod_name, _live_members(rental))
     if not body:
         raise Http404("No member can be reached over SSH yet.")
+    support_reads(user=request.user, rentals=[rental], where="SSH config download")
     return _attachment(body, f"{connect.safe_name(rental.pod_name)}.ssh_config")
 
 
@@ -119,6 +121,7 @@ def rental_env_file(request: HttpRequest, public_id: uuid.UUID, rank: int) -> Ht
     body = connect.env_file(_live_members(rental), gpus_per_node=rental.gpus_per_node, rank=rank)
     if not body:
         raise Http404("No node has this rank.")
+    support_reads(user=request.user, rentals=[rental], where=f"env file download, rank {rank}")
     return _attachment(body, f"{connect.host_alias(rental.pod_name, rank)}.env")
 
 

@@ -52,6 +52,7 @@ sys.path.insert(0, str(REPO_ROOT))
 
 from scripts.harness import (  # noqa: E402 - the repository is put on the path just above
     SIM_KEY,
+    ContestedOffers,
     Offers,
     Processes,
     Redis,
@@ -111,9 +112,17 @@ FAST_ENV = {
 QUIET_BEFORE_NOT_RENTED = timedelta(seconds=20)
 # How long the operator works through the outcome-unknown rentals once everything else has settled.
 FINAL_PASS_SECONDS = 75.0
+# Shared-account: more "outcome unknown" answers (half rent nothing), so more reconciliations look at an account
+# whose other customers rent the same nodes under the same pod names; and the fabrics they all order on.
+SHARED_OUTCOME_UNKNOWN = 0.1
+CONTESTED_FABRICS = 2
+# Cluster sizes drawn per order (nodes). Shared-account: mostly one shape, so an order that rented nothing is
+# often followed on its nodes by one of the same size, which a reconciliation could take for its own.
+SIZES = (2, 2, 2, 3, 4)
+SHARED_SIZES = (2, 2, 2, 2, 3)
 
 
-def fault_rules(seed: int, scale: float) -> dict[str, Any]:
+def fault_rules(seed: int, scale: float, outcome_unknown: float = 0.01) -> dict[str, Any]:
     """Return the simulator's fault rule set; `scale` multiplies every probability."""
 
     def p(value: float) -> float:
@@ -129,14 +138,14 @@ def fault_rules(seed: int, scale: float) -> dict[str, Any]:
             # Longer than LIUM_TIMEOUT_SECONDS: the client gives up, the commit happens after all.
             {"fault": "slow_commit", "probability": p(0.04), "seconds": 4.5},
             {"fault": "slow_commit", "probability": p(0.04), "seconds": 1.5},
-            {"fault": "outcome_unknown", "probability": p(0.01), "commit": 0.5},
+            {"fault": "outcome_unknown", "probability": p(outcome_unknown), "commit": 0.5},
             {"fault": "error_after_commit", "probability": p(0.10), "status": 502},
             {"fault": "drop_after_commit", "probability": p(0.06)},
         ],
     }
 
 
-def adversarial_rules(seed: int, scale: float) -> dict[str, Any]:
+def adversarial_rules(seed: int, scale: float, outcome_unknown: float = 0.01) -> dict[str, Any]:
     """Return the standard rules plus an upstream that misbehaves: answers that prove nothing, lying pod
     listings, delete outages, stray cookies."""
 
@@ -165,7 +174,7 @@ def adversarial_rules(seed: int, scale: float) -> dict[str, Any]:
         {"fault": "delete_outage", "probability": p(0.35), "status": 503},
         {"fault": "delete_outage", "probability": p(0.15), "drop": True},
     ]
-    standard = fault_rules(seed, scale)
+    standard = fault_rules(seed, scale, outcome_unknown)
     return {"seed": seed, "rules": standard["rules"] + misbehaviour}
 
 
@@ -177,6 +186,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--rentals and --workers must be at least 1")
     if not 0 <= args.unhonoured_share <= 1 or not 0 <= args.terminate_share <= 1:
         p.error("--unhonoured-share and --terminate-share must be between 0 and 1")
+    if args.customers < 1 or args.pod_names < 1:
+        p.error("--customers and --pod-names must be at least 1")
+    if args.outcome_unknown is None:
+        args.outcome_unknown = SHARED_OUTCOME_UNKNOWN if args.profile == "shared-account" else 0.01
+    if not 0 <= args.outcome_unknown <= 1:
+        p.error("--outcome-unknown must be between 0 and 1")
     return args
 
 
@@ -188,9 +203,11 @@ def option_parser() -> argparse.ArgumentParser:
     )
     p.add_argument(
         "--profile",
-        choices=["standard", "adversarial"],
+        choices=["standard", "adversarial", "shared-account"],
         default="standard",
-        help="adversarial: a lying upstream, a non-idempotent second upstream, and an operator at work",
+        help="adversarial: a lying upstream, a non-idempotent second upstream, and an operator at work; "
+        "shared-account: the adversarial upstream and operator, with --customers customers on one credential "
+        "ordering --pod-names pod names on the same nodes",
     )
     p.add_argument("--rentals", type=int, default=300, help="how many rentals to submit")
     p.add_argument("--seed", type=int, default=int(time.time()) % 100000, help="seed for faults, nodes and kills")
@@ -213,6 +230,19 @@ def option_parser() -> argparse.ArgumentParser:
         type=float,
         default=0.2,
         help="adversarial: share of rentals sent to the second simulator, which ignores Idempotency-Key",
+    )
+    p.add_argument(
+        "--customers", type=int, default=4, help="shared-account: customers renting through the one credential"
+    )
+    p.add_argument(
+        "--pod-names", type=int, default=3, help="shared-account: pod names (train-1, train-2, ...) they all use"
+    )
+    p.add_argument(
+        "--outcome-unknown",
+        type=float,
+        default=None,
+        help=f"share of rent calls answered 'outcome unknown' (half of them rent); default 0.01, "
+        f"shared-account {SHARED_OUTCOME_UNKNOWN}",
     )
     p.add_argument(
         "--terminate-share",
@@ -263,6 +293,8 @@ class RentalView:
     cluster_id: str = ""
     attempt_count: int = 0
     key_reused_answer: bool = False  # an attempt was answered 422 idempotency_key_reused
+    pod_ids: tuple[str, ...] = ()  # the pods the database gives it (its outcome and its member rows)
+    executor_ids: tuple[str, ...] = ()  # the nodes it ordered
 
 
 @dataclass
@@ -272,6 +304,9 @@ class Audit:
     problems: dict[str, list[tuple[RentalView | None, str]]] = field(default_factory=lambda: defaultdict(list))
     final_counts: Counter[str] = field(default_factory=Counter)
     unknown_with_cluster: list[RentalView] = field(default_factory=list)
+    # Of those, the ones no other rental could be mistaken for (another pod name or other nodes): with customers
+    # on one account, a cluster two orders match stays `unknown` for an operator, as it should.
+    unknown_unrivalled: list[RentalView] = field(default_factory=list)
     foreign: list[dict[str, Any]] = field(default_factory=list)
     rent_calls: int = 0
     # None when the simulator does not log delete calls (an older one logs only rent calls).
@@ -305,6 +340,9 @@ def audit(
     DELETE /clusters/{id} calls (None when the simulator does not log them).
     """
     found = Audit()
+    # A pod name that only one rental used names that rental's clusters; one that several customers use (the
+    # shared-account profile) names none of them, so their ledger entries are matched by key alone.
+    unique_names = {name for name, n in Counter(r.pod_name for r in rentals).items() if n == 1}
     by_key: dict[str, list[dict[str, Any]]] = defaultdict(list)
     by_name: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for entry in ledger:
@@ -324,13 +362,13 @@ def audit(
     found.pods_checked = live is not None
 
     our_keys = {r.idempotency_key for r in rentals}
-    our_names = {r.pod_name for r in rentals}
     found.rent_calls = sum(str(entry.get("idempotency_key")) in our_keys for entry in rent_calls)
     most_deletes = 0
     for rental in rentals:
         found.final_counts[rental.status] += 1
         key = rental.idempotency_key
-        entries = {id(e): e for e in by_key.get(key, []) + by_name.get(rental.pod_name, [])}.values()
+        named = by_name.get(rental.pod_name, []) if rental.pod_name in unique_names else []
+        entries = {id(e): e for e in by_key.get(key, []) + named}.values()
         clusters = {str(e.get("cluster_id")) for e in entries}
         if len(by_key.get(key, [])) > 1 or len(clusters) > 1:
             found.problems["duplicates"].append((rental, f"{len(clusters)} clusters: {sorted(clusters)}"))
@@ -344,11 +382,57 @@ def audit(
     found.delete_calls_max_per_rental = most_deletes if delete_calls is not None else None
     # A committed rent that no rental of ours accounts for is a cluster nobody will ever see.
     found.foreign = [
-        e for e in ledger if str(e.get("idempotency_key")) not in our_keys and str(e.get("pod_name")) not in our_names
+        e
+        for e in ledger
+        if str(e.get("idempotency_key")) not in our_keys and str(e.get("pod_name")) not in unique_names
     ]
     for entry in found.foreign:
         found.problems["duplicates"].append((None, f"ledger entry no rental accounts for: {entry}"))
+    judge_claims(found, rentals, ledger)
+    found.unknown_unrivalled = [r for r in found.unknown_with_cluster if not rivalled(r, rentals)]
     return found
+
+
+def judge_claims(found: Audit, rentals: list[RentalView], ledger: list[dict[str, Any]]) -> None:
+    """Record each cluster or pod the database gives to two rentals (`clusters_claimed_twice`), and each rental
+    that holds a cluster the ledger has under another rental's key (`cross_tenant`)."""
+    renter = {str(e["cluster_id"]): str(e.get("idempotency_key")) for e in ledger if e.get("cluster_id")}
+    cluster_of_pod = {str(pod): str(e.get("cluster_id")) for e in ledger for pod in e.get("pod_ids") or []}
+    rental_by_key = {r.idempotency_key: r for r in rentals}
+    cluster_holders: dict[str, list[RentalView]] = defaultdict(list)
+    pod_holders: dict[str, list[RentalView]] = defaultdict(list)
+    for rental in rentals:
+        if rental.cluster_id:
+            cluster_holders[rental.cluster_id].append(rental)
+        for pod in set(rental.pod_ids):
+            pod_holders[pod].append(rental)
+        held = {rental.cluster_id} | {cluster_of_pod.get(pod, "") for pod in rental.pod_ids}
+        owners = (rental_by_key.get(renter.get(cluster, "")) for cluster in held - {""})
+        others = sorted({owner.pk for owner in owners if owner is not None and owner.pk != rental.pk})
+        if others:
+            found.problems["cross_tenant"].append(
+                (rental, f"holds {sorted(held - {''})}, rented under the key of rental {', '.join(map(str, others))}")
+            )
+    twice = {cluster for cluster, held in cluster_holders.items() if len(held) > 1}
+    for cluster in sorted(twice):
+        pks = ", ".join(str(r.pk) for r in cluster_holders[cluster])
+        found.problems["clusters_claimed_twice"].append(
+            (cluster_holders[cluster][0], f"cluster {cluster} held by {pks}")
+        )
+    for pod, holders in sorted(pod_holders.items()):
+        # The pods of a cluster held twice are that one finding, not more.
+        if len(holders) > 1 and cluster_of_pod.get(pod) not in twice:
+            pks = ", ".join(str(r.pk) for r in holders)
+            found.problems["clusters_claimed_twice"].append((holders[0], f"pod {pod} held by {pks}"))
+
+
+def rivalled(rental: RentalView, rentals: list[RentalView]) -> bool:
+    """Tell whether another rental ordered the same pod name on the same nodes (so a cluster matches both)."""
+    nodes = set(rental.executor_ids)
+    return any(
+        other.pk != rental.pk and other.pod_name == rental.pod_name and set(other.executor_ids) == nodes
+        for other in rentals
+    )
 
 
 def judge_state(found: Audit, rental: RentalView, clusters: set[str], live: Counter[str] | None) -> None:
@@ -569,7 +653,13 @@ class ChaosRun:
 
     @property
     def adversarial(self) -> bool:
-        return bool(self.args.profile == "adversarial")
+        """The lying upstream and the operator: the adversarial and shared-account profiles."""
+        return bool(self.args.profile in ("adversarial", "shared-account"))
+
+    @property
+    def shared(self) -> bool:
+        """Several customers on one credential and one simulator, pod names from a small pool."""
+        return bool(self.args.profile == "shared-account")
 
 
 @dataclass
@@ -588,10 +678,15 @@ class People:
     user: Any
     tenants: list[tuple[Any, Any, Offers]]
     operator_user: Any = None
+    members: dict[int, Any] = field(default_factory=dict)  # customer pk -> its own user (shared-account)
 
     @property
     def customers(self) -> list[Any]:
         return [customer for customer, _, _ in self.tenants]
+
+    def user_for(self, customer: Any) -> Any:
+        """Return the user who rents for `customer`."""
+        return self.members.get(customer.pk, self.user)
 
 
 def begin_run(args: argparse.Namespace) -> ChaosRun:
@@ -674,6 +769,10 @@ def start_simulators(run: ChaosRun, child_env: dict[str, str]) -> tuple[list[Sim
     args = run.args
     fabrics = 8
     nodes_per_fabric = max(32, min(128, args.rentals * 4 // fabrics))
+    if run.shared:
+        # Orders take the first free nodes of two fabrics and the simulator adds a node for each one rented, so
+        # 32 suffice; a shorter listing keeps the fresh read before every order cheap.
+        nodes_per_fabric = 32
     sims = [
         Simulator(
             run.procs,
@@ -681,11 +780,12 @@ def start_simulators(run: ChaosRun, child_env: dict[str, str]) -> tuple[list[Sim
             seed=args.seed,
             fabrics=fabrics,
             nodes_per_fabric=nodes_per_fabric,
-            faults=fault_rules(args.seed, args.fault_scale),
+            faults=fault_rules(args.seed, args.fault_scale, args.outcome_unknown),
             env=child_env,
         )
     ]
-    if run.adversarial and args.unhonoured_share > 0:
+    # Shared-account: one simulator behind one credential for every customer, so no second upstream.
+    if run.adversarial and not run.shared and args.unhonoured_share > 0:
         # A second upstream that ignores Idempotency-Key, with its own credential and customer: the
         # engine caches "/version promises idempotency" per credential, so no cache entry crosses over.
         sims.append(
@@ -695,7 +795,7 @@ def start_simulators(run: ChaosRun, child_env: dict[str, str]) -> tuple[list[Sim
                 seed=args.seed + 1,
                 fabrics=fabrics,
                 nodes_per_fabric=max(32, nodes_per_fabric // 2),
-                faults=fault_rules(args.seed + 1, args.fault_scale),
+                faults=fault_rules(args.seed + 1, args.fault_scale, args.outcome_unknown),
                 env=child_env,
             )
         )
@@ -708,7 +808,8 @@ def start_simulators(run: ChaosRun, child_env: dict[str, str]) -> tuple[list[Sim
         if refusal:
             say(f"note: the simulator kept its balance ({refusal[:200]}); a long run may drain it")
         if run.adversarial:
-            skipped.update(sim.set_faults(adversarial_rules(sim.seed or 0, args.fault_scale)))
+            rules = adversarial_rules(sim.seed or 0, args.fault_scale, args.outcome_unknown)
+            skipped.update(sim.set_faults(rules))
     if len(sims) > 1:
         refusal = sims[1].set_config({"honour_idempotency_key": False, "features": ["rent_by_spec"]})
         if refusal:
@@ -729,15 +830,20 @@ def describe_simulators(run: ChaosRun, sims: list[Simulator], skipped: dict[str,
         say(f"note: the simulator does not know fault(s) {names}; the run goes on without them")
         say(f"      (it says: {first[:200]})")
     if run.adversarial:
-        rules = adversarial_rules(args.seed, args.fault_scale)["rules"]
+        rules = adversarial_rules(args.seed, args.fault_scale, args.outcome_unknown)["rules"]
     else:
-        rules = fault_rules(args.seed, args.fault_scale)["rules"]
+        rules = fault_rules(args.seed, args.fault_scale, args.outcome_unknown)["rules"]
     say(
         f"simulator: {sims[0].url} ({sims[0].fabrics} fabrics x {sims[0].nodes_per_fabric} nodes, replenished), "
         "faults: " + ", ".join(f"{r['fault']} {r['probability']:.0%}" for r in rules if r["fault"] not in skipped)
     )
     if len(sims) > 1:
         say(f"simulator without idempotency: {sims[1].url}, {args.unhonoured_share:.0%} of the rentals")
+    if run.shared:
+        say(
+            f"shared account: {args.customers} customers on one credential, pod names train-1..train-{args.pod_names},"
+            f" the first free nodes of {CONTESTED_FABRICS} fabrics"
+        )
 
 
 def create_people(run: ChaosRun, sims: list[Simulator]) -> People:
@@ -749,16 +855,19 @@ def create_people(run: ChaosRun, sims: list[Simulator]) -> People:
 
     tag = f"chaos-{run.args.seed}-{os.getpid()}"
     user = User.objects.create_user(tag, f"{tag}@example.invalid", None)
-    tenants = []
-    for index, sim in enumerate(sims):
-        name = tag if index == 0 else f"{tag}-{index}"
-        credential = UpstreamCredential(name=name, base_url=f"{sim.url}/api")
-        credential.set_secret(SIM_KEY)
-        credential.save()
-        customer = Customer.objects.create(name=name, customer_ref=name, default_credential=credential)
-        Membership.objects.create(user=user, customer=customer)
-        tenants.append((customer, credential, Offers(sim.url, run.rng)))
-    people = People(user=user, tenants=tenants)
+    if run.shared:
+        people = shared_account_people(run, sims[0], tag, user)
+    else:
+        tenants = []
+        for index, sim in enumerate(sims):
+            name = tag if index == 0 else f"{tag}-{index}"
+            credential = UpstreamCredential(name=name, base_url=f"{sim.url}/api")
+            credential.set_secret(SIM_KEY)
+            credential.save()
+            customer = Customer.objects.create(name=name, customer_ref=name, default_credential=credential)
+            Membership.objects.create(user=user, customer=customer)
+            tenants.append((customer, credential, Offers(sim.url, run.rng)))
+        people = People(user=user, tenants=tenants)
     if run.adversarial:
         people.operator_user = User.objects.create_user(f"{tag}-operator", f"{tag}-operator@example.invalid", None)
         people.operator_user.groups.add(Group.objects.get_or_create(name=OPERATOR_GROUP)[0])
@@ -767,18 +876,51 @@ def create_people(run: ChaosRun, sims: list[Simulator]) -> People:
     return people
 
 
+def shared_account_people(run: ChaosRun, sim: Simulator, tag: str, user: Any) -> People:
+    """Create --customers customers (each with its own user and X-Customer-Ref) on ONE credential, all picking
+    nodes from one listing of the same few fabrics."""
+    from django.contrib.auth.models import User
+
+    from accounts.models import Customer, Membership, UpstreamCredential
+
+    credential = UpstreamCredential(name=f"{tag}-shared", base_url=f"{sim.url}/api")
+    credential.set_secret(SIM_KEY)
+    credential.save()
+    people = People(user=user, tenants=[])
+    offers = ContestedOffers(sim.url, run.rng, fabrics=CONTESTED_FABRICS, waiting=partial(queued_nodes, people))
+    for index in range(run.args.customers):
+        name = f"{tag}-c{index}"
+        customer = Customer.objects.create(name=name, customer_ref=name, default_credential=credential)
+        member = user if index == 0 else User.objects.create_user(name, f"{name}@example.invalid", None)
+        Membership.objects.create(user=member, customer=customer)
+        people.members[customer.pk] = member
+        people.tenants.append((customer, credential, offers))
+    return people
+
+
+def queued_nodes(people: People) -> set[str]:
+    """Return the nodes of the run's orders that no worker has sent yet."""
+    from rentals.models import Rental
+
+    rows = Rental.objects.filter(customer__in=people.customers, status="queued").values_list("executor_ids", flat=True)
+    return {str(node) for nodes in rows for node in nodes or []}
+
+
 def delete_rows(people: People) -> None:
     """Delete every row this run made (on a database used as is)."""
     from accounts.models import Membership
     from rentals.models import Heartbeat, Rental
 
     Rental.objects.filter(customer__in=people.customers).delete()
-    for customer, credential, _ in people.tenants:
-        Heartbeat.objects.filter(name=f"pods:{credential.pk}").delete()
+    credentials = {credential.pk: credential for _, credential, _ in people.tenants}  # shared-account: one
+    for customer, _, _ in people.tenants:
         Membership.objects.filter(customer=customer).delete()
         customer.delete()
+    for credential in credentials.values():
+        Heartbeat.objects.filter(name=f"pods:{credential.pk}").delete()
         credential.delete()
-    people.user.delete()
+    for member in {people.user, *people.members.values()}:
+        member.delete()
     if people.operator_user is not None:
         people.operator_user.delete()
 
@@ -892,6 +1034,7 @@ class Storm:
         self.crashed_restarts = 0
         self.operator_worked_unknown = False
         self.route_rng = random.Random(args.seed + 3)  # noqa: S311
+        self.shared = run.shared
 
     def plan_kills(self) -> list[float]:
         """Plan the first --min-kills kills inside the submission window, so even a run whose rentals settle
@@ -966,26 +1109,25 @@ class Storm:
         """Submit rental `index` on free nodes through `rental_submit`; False when no nodes are free."""
         from rentals.services import RentOrder, rental_submit
 
-        tenant = 0
-        if len(self.people.tenants) > 1 and self.route_rng.random() < self.args.unhonoured_share:
-            tenant = 1
-        customer, credential, offers = self.people.tenants[tenant]
-        size = self.rng.choice((2, 2, 2, 3, 4))
+        customer, credential, offers = self.people.tenants[self.pick_tenant()]
+        size = self.rng.choice(SHARED_SIZES if self.shared else SIZES)
         picked = offers.pick(size) or offers.pick(2)
         if picked is None:
             return False
         fabric_id, nodes = picked
+        # Shared-account: names from a small pool, as teams name their jobs; otherwise one name per rental.
+        pod_name = f"train-{self.route_rng.randrange(self.args.pod_names) + 1}" if self.shared else f"chaos-{index:04d}"
         order = RentOrder(
             fabric_id=fabric_id,
             executor_ids=[node["id"] for node in nodes],
-            pod_name=f"chaos-{index:04d}",
+            pod_name=pod_name,
             public_keys=[SSH_KEY],
             gpu_type=str(nodes[0].get("gpu_type") or ""),
             gpus_per_node=int(nodes[0].get("gpu_count") or 0),
         )
         try:
             rental = rental_submit(
-                user=self.people.user,
+                user=self.people.user_for(customer),
                 customer=customer,
                 order=order,
                 customer_ref=customer.customer_ref,
@@ -1000,6 +1142,14 @@ class Storm:
             if self.operator is not None:
                 self.operator.maybe_cancel(rental.pk)
         return True
+
+    def pick_tenant(self) -> int:
+        """Return the index of the customer who orders next."""
+        if self.shared:
+            return self.route_rng.randrange(len(self.people.tenants))
+        if len(self.people.tenants) > 1 and self.route_rng.random() < self.args.unhonoured_share:
+            return 1
+        return 0
 
     def census(self) -> tuple[int, int]:
         """Count this run's rentals per state; return how many have settled and how many are in flight."""
@@ -1078,7 +1228,7 @@ class Findings:
 
 def compare(rental_ids: list[int], sims: list[Simulator]) -> Findings:
     """Read every rental of the run and every simulator's records (faults off), and audit them."""
-    from rentals.models import Rental, RentAttempt
+    from rentals.models import ClusterMember, Rental, RentAttempt
 
     rentals = list(Rental.objects.filter(pk__in=[pk for pk in rental_ids if pk > 0]))
     reused_attempts = set(
@@ -1086,6 +1236,9 @@ def compare(rental_ids: list[int], sims: list[Simulator]) -> Findings:
             "rental_id", flat=True
         )
     )
+    pods_held: dict[int, set[str]] = defaultdict(set)
+    for rental_id, pod_id in ClusterMember.objects.filter(rental__in=rentals).values_list("rental_id", "pod_id"):
+        pods_held[rental_id].add(str(pod_id))
     views = [
         RentalView(
             pk=r.pk,
@@ -1095,6 +1248,8 @@ def compare(rental_ids: list[int], sims: list[Simulator]) -> Findings:
             cluster_id=r.cluster_id or "",
             attempt_count=r.attempt_count,
             key_reused_answer=r.pk in reused_attempts,
+            pod_ids=tuple(sorted(pods_held[r.pk] | {str(pod) for pod in r.pod_ids or []})),
+            executor_ids=tuple(str(node) for node in r.executor_ids or []),
         )
         for r in rentals
     ]
@@ -1135,11 +1290,18 @@ def verdict(run: ChaosRun, findings: Findings, storm: Storm) -> dict[str, Any]:
         "key_reused": found.count("key_reused"),
         "unknown_with_cluster": len(found.unknown_with_cluster),
         "unknown": final_counts["unknown"],
+        "clusters_claimed_twice": found.count("clusters_claimed_twice"),
+        "cross_tenant": found.count("cross_tenant"),
+        "unknown_with_cluster_unrivalled": len(found.unknown_unrivalled),
         "delete_calls_max_per_rental": found.delete_calls_max_per_rental,
         "attempts": findings.attempts,
         "worker_kills": storm.workers.kills,
         "seconds": round(time.monotonic() - run.started, 1),
     }
+
+
+# A count above 0 fails every profile.
+FAILING_COUNTS = ("duplicates", "lost", "untruthful", "key_reused", "clusters_claimed_twice", "cross_tenant")
 
 
 def report(
@@ -1170,8 +1332,9 @@ def report(
         worker_errors += log_path.read_text(errors="replace").count("raised unexpected")
     if worker_errors:
         say(f"  note: {worker_errors} task(s) raised unexpected errors; see {run.run_dir}/worker-*.log")
-    ok = not (result["duplicates"] or result["lost"] or result["untruthful"] or result["key_reused"])
-    if run.adversarial and result["unknown_with_cluster"]:
+    ok = not any(result[count] for count in FAILING_COUNTS)
+    # Shared-account: a cluster two orders match stays `unknown` by design; one only this rental matches must not.
+    if run.adversarial and result["unknown_with_cluster_unrivalled" if run.shared else "unknown_with_cluster"]:
         ok = False
     say("=" * 72)
     if not ok or args.keep:
@@ -1213,17 +1376,26 @@ def report_rows(
         counts = storm.releases.counts
         rows.append(("customers' releases", f"{counts['released']} asked, {counts['not released']} refused"))
     if storm.operator is not None:
-        sims = len(storm.people.tenants)
+        sims = 1 if run.shared else len(storm.people.tenants)
         rows += [
             ("operator actions", ", ".join(f"{k} {n}" for k, n in sorted(storm.operator.counts.items())) or "none"),
             ("faults left out", ", ".join(sorted(skipped)) or "none"),
             ("upstreams", f"{sims} ({'one ignores' if sims > 1 else 'none ignores'} Idempotency-Key)"),
         ]
+    if run.shared:
+        rows.append(
+            (
+                "shared account",
+                f"{len(storm.people.tenants)} customers on one credential; unknown with a cluster only they match: "
+                f"{result['unknown_with_cluster_unrivalled']}",
+            )
+        )
     rows += [
         (
             "duplicates / lost / untruthful / key_reused",
             f"{result['duplicates']} / {result['lost']} / {result['untruthful']} / {result['key_reused']}",
         ),
+        ("clusters claimed twice / cross-tenant", f"{result['clusters_claimed_twice']} / {result['cross_tenant']}"),
         ("seconds", str(result["seconds"])),
     ]
     return rows
@@ -1231,15 +1403,11 @@ def report_rows(
 
 def bad_rentals(run: ChaosRun, found: Audit) -> list[tuple[str, RentalView | None, str]]:
     """Return every problem as (kind, rental or None, why), the adversarial unknowns with a cluster last."""
-    bad = [
-        (kind, subject, why)
-        for kind in ("duplicates", "lost", "untruthful", "key_reused")
-        for subject, why in found.problems[kind]
-    ]
+    bad = [(kind, subject, why) for kind in FAILING_COUNTS for subject, why in found.problems[kind]]
     if run.adversarial:
         bad += [
             ("unknown_with_cluster", rental, "unknown, but the ledger has its cluster")
-            for rental in found.unknown_with_cluster
+            for rental in (found.unknown_unrivalled if run.shared else found.unknown_with_cluster)
         ]
     return bad
 

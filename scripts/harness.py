@@ -445,6 +445,53 @@ class Offers:
         return pairs
 
 
+class ContestedOffers(Offers):
+    """Picks, for every customer alike, the first free whole nodes of the first few fabrics in the listing, as
+    people reading one marketplace page do (the shared-account chaos profile).
+
+    A node picked less than `hold` seconds ago is skipped, and so is each node `waiting()` names (the caller's
+    orders not sent yet: a queue slower than the orders would otherwise turn the run into collisions only);
+    after that a node is offered again whenever the listing shows it free, so an order that rented nothing
+    leaves its nodes to the next customer, and retried orders meet other customers' orders on the same nodes.
+    """
+
+    def __init__(
+        self,
+        sim_url: str,
+        rng: random.Random | None = None,
+        *,
+        fabrics: int = 2,
+        hold: float = 3.0,
+        waiting: Callable[[], set[str]] = set,
+    ) -> None:
+        super().__init__(sim_url, rng)
+        self.fabrics = fabrics
+        self.hold = hold
+        self.waiting = waiting
+        self.picked_at: dict[str, float] = {}  # node id -> when it was last picked (monotonic)
+
+    def pick(self, size: int) -> tuple[str, list[dict[str, Any]]] | None:
+        """Return a fabric id and its first `size` free nodes not picked in the last `hold` seconds, or None."""
+        self.refresh()  # every pick reads the listing afresh: what is free changes with every order
+        now = time.monotonic()
+        waiting = self.waiting()
+        choices = []
+        for fabric in sorted(self.pool)[: self.fabrics]:
+            free = [
+                n
+                for n in self.pool[fabric]
+                if n["id"] not in waiting and now - self.picked_at.get(n["id"], float("-inf")) >= self.hold
+            ]
+            if len(free) >= size:
+                choices.append((fabric, free[:size]))
+        if not choices:
+            return None
+        fabric, nodes = self.rng.choice(choices)
+        for node in nodes:
+            self.picked_at[node["id"]] = now
+        return fabric, nodes
+
+
 class Simulator:
     """One simulator process of the run, and its /_sim control routes."""
 

@@ -47,7 +47,7 @@ def make_rentals(count: int, *, customer, user) -> None:  # type: ignore[no-unty
             attempt_count=1,
             first_sent_at=now - timedelta(hours=1),
             lease_until=now - timedelta(minutes=1),
-            cluster_id=f"cluster-{n}",
+            cluster_id=f"cluster-{uuid.uuid4()}",  # a cluster belongs to one rental, across calls too
         )
         for n in range(count)
     )

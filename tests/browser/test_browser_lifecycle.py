@@ -158,6 +158,9 @@ def test_the_delivery_log_shows_each_delivery_and_a_redelivery_keeps_its_id(
         lambda delivery_id, countdown=None: delivery_attempt(delivery_id=delivery_id),
     )
     monkeypatch.setattr("notifications.delivery.enqueue_delivery", lambda *args, **kwargs: None)
+    from billing.invitations import admin_set
+
+    admin_set(membership=alice.memberships.get(customer=acme), admin=True)  # only admins test and redeliver
     endpoint, _secret = endpoint_create(customer=acme, url=receiver["url"], events=["*"], created_by=alice)
     log_in("alice")
     page.goto(f"/profile/webhooks/{endpoint.pk}/")

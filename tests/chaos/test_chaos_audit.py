@@ -222,3 +222,144 @@ def test_an_upstream_error_is_expected_but_any_other_exception_is_reported(monke
     monkeypatch.setattr(services, "ops_reconcile", lambda **kwargs: 1 / 0)
     operator.reconcile(FakeRental(sent_seconds_ago=60))
     assert operator.unexpected == ["reconcile: ZeroDivisionError: division by zero"]
+
+
+# --- Customers sharing one account: pod names repeat, clusters must not ---------------------------------
+
+
+def shared(pk: int, status: str, name: str, *, cluster_id: str = "", pod_ids: tuple = (), executors: tuple = ()):
+    """A rental of the shared-account profile: its pod name is one of a few, shared with other rentals."""
+    return RentalView(
+        pk=pk,
+        pod_name=name,
+        idempotency_key=f"key-{pk}",
+        status=status,
+        cluster_id=cluster_id,
+        pod_ids=pod_ids,
+        executor_ids=executors,
+    )
+
+
+def rented(pk: int, name: str, cluster_id: str, pod_ids: list[str], executors: list[str] | None = None) -> dict:
+    return {
+        "idempotency_key": f"key-{pk}",
+        "pod_name": name,
+        "cluster_id": cluster_id,
+        "pod_ids": pod_ids,
+        "executor_uuids": executors or [],
+    }
+
+
+def test_rentals_sharing_a_pod_name_are_judged_by_their_own_keys_not_as_duplicates():
+    views = [
+        shared(1, "ready", "train-1", cluster_id="c1"),
+        shared(2, "ready", "train-1", cluster_id="c2"),
+        shared(3, "refused", "train-1"),
+    ]
+    ledger = [rented(1, "train-1", "c1", ["p1"]), rented(2, "train-1", "c2", ["p2"])]
+
+    found = audit(views, ledger, [], None)
+
+    assert found.count("duplicates") == 0
+    assert found.count("untruthful") == 0
+    assert found.count("clusters_claimed_twice") == 0
+    assert found.count("cross_tenant") == 0
+
+
+def test_a_rental_holding_the_cluster_another_rental_rented_is_cross_tenant_and_the_cluster_claimed_twice():
+    # Acme's order (1) rented nothing; its reconciliation adopted Globex's cluster (2) of the same pod name.
+    views = [
+        shared(1, "ready", "train-1", cluster_id="c2", pod_ids=("p2a", "p2b")),
+        shared(2, "ready", "train-1", cluster_id="c2", pod_ids=("p2a", "p2b")),
+    ]
+    ledger = [rented(2, "train-1", "c2", ["p2a", "p2b"])]
+
+    found = audit(views, ledger, [], None)
+
+    assert [r.pk for r, _ in found.problems["cross_tenant"]] == [1]
+    assert "rental 2" in found.problems["cross_tenant"][0][1]
+    # One cluster held twice: its pods are the same finding, not two more.
+    assert found.count("clusters_claimed_twice") == 1
+    assert "c2" in found.problems["clusters_claimed_twice"][0][1]
+
+
+def test_a_pod_row_copied_onto_a_second_rental_is_claimed_twice_and_cross_tenant():
+    views = [
+        shared(1, "rented", "train-2", cluster_id="", pod_ids=("p2a",)),
+        shared(2, "ready", "train-2", cluster_id="c2", pod_ids=("p2a", "p2b")),
+    ]
+    ledger = [rented(1, "train-2", "c1", ["p1a"]), rented(2, "train-2", "c2", ["p2a", "p2b"])]
+
+    found = audit(views, ledger, [], None)
+
+    assert found.count("clusters_claimed_twice") == 1
+    assert "pod p2a" in found.problems["clusters_claimed_twice"][0][1]
+    assert [r.pk for r, _ in found.problems["cross_tenant"]] == [1]
+
+
+def test_a_cluster_the_ledger_has_under_no_rental_of_the_run_is_foreign_not_cross_tenant():
+    views = [shared(1, "rented", "train-3", cluster_id="c9"), shared(2, "refused", "train-3")]
+    ledger = [rented(1, "train-3", "c1", ["p1"]), rented(99, "train-3", "c9", ["p9"])]
+
+    found = audit(views, ledger, [], None)
+
+    assert found.count("cross_tenant") == 0
+    assert len(found.foreign) == 1  # a shared pod name does not account for another key's cluster
+    assert found.count("untruthful") == 1
+
+
+def test_an_unknown_rental_with_a_cluster_is_unrivalled_unless_another_rental_ordered_the_same_name_and_nodes():
+    views = [
+        shared(1, "unknown", "train-1", executors=("n1", "n2")),
+        shared(2, "unknown", "train-1", executors=("n2", "n1")),
+        shared(3, "unknown", "train-2", executors=("n5", "n6")),
+        shared(4, "refused", "train-1", executors=("n5", "n6")),
+    ]
+    ledger = [rented(1, "train-1", "c1", ["p1"]), rented(3, "train-2", "c3", ["p3"])]
+
+    found = audit(views, ledger, [], None)
+
+    assert sorted(r.pk for r in found.unknown_with_cluster) == [1, 3]
+    assert [r.pk for r in found.unknown_unrivalled] == [3]
+
+
+def contested_offers(listing: list[dict], *, waiting: set[str], hold: float) -> harness.ContestedOffers:
+    """Offers over a fake listing route, as the shared-account profile picks nodes."""
+    import random
+
+    offers = harness.ContestedOffers(
+        "http://sim.invalid", random.Random(1), fabrics=2, hold=hold, waiting=lambda: waiting
+    )
+    offers.http = httpx.Client(
+        base_url="http://sim.invalid", transport=httpx.MockTransport(lambda request: httpx.Response(200, json=listing))
+    )
+    return offers
+
+
+def node(node_id: str) -> dict:
+    return {"id": node_id, "gpu_count": 8, "available_gpu_count": 8}
+
+
+def test_every_customer_is_offered_the_first_free_nodes_of_the_same_fabrics_unless_an_order_waits_on_them():
+    listing = [
+        {"fabric_id": "f1", "nodes": [node("a1"), node("a2"), node("a3")]},
+        {"fabric_id": "f2", "nodes": [node("b1"), node("b2"), node("b3")]},
+        {"fabric_id": "f3", "nodes": [node("c1"), node("c2"), node("c3")]},  # not one of the two contested
+    ]
+    waiting: set[str] = set()
+    offers = contested_offers(listing, waiting=waiting, hold=0)
+
+    picked = [pick for _ in range(20) if (pick := offers.pick(2)) is not None]
+    # Two customers in a row get the same nodes while the listing shows them free: they compete for them.
+    assert {(fabric, tuple(n["id"] for n in nodes)) for fabric, nodes in picked} == {
+        ("f1", ("a1", "a2")),
+        ("f2", ("b1", "b2")),
+    }
+
+    waiting.update({"a1", "b2"})  # orders on these nodes have not been sent yet
+    picked = [pick for _ in range(20) if (pick := offers.pick(2)) is not None]
+    assert {(fabric, tuple(n["id"] for n in nodes)) for fabric, nodes in picked} == {
+        ("f1", ("a2", "a3")),
+        ("f2", ("b1", "b3")),
+    }
+    assert offers.pick(3) is None  # no contested fabric has 3 nodes free of waiting orders

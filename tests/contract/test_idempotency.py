@@ -68,8 +68,15 @@ def test_raw_bytes_are_compared_not_json(api: Api) -> None:
 
 
 @pytest.mark.sim_only
+def first_request_holds_the_key(api: Api) -> bool:
+    """Whether the first request has claimed its key and is holding it (it took the slow_commit fault)."""
+    return all(rule.get("remaining", 1) == 0 for rule in api.sim("GET", "faults")["rules"])
+
+
 def test_concurrent_repeat_is_409_in_progress(api: Api) -> None:
-    api.faults({"fault": "slow_commit", "next": 1, "seconds": 1.0})
+    # The first request holds its key for 5 s: the repeat is sent once it is known to be held, not after a
+    # sleep that hopes so, and 5 s leaves the repeat's round trip ample room on a busy machine.
+    api.faults({"fault": "slow_commit", "next": 1, "seconds": 5.0})
     key, body = str(uuid.uuid4()), _body(api)
     results: dict[str, httpx.Response] = {}
 
@@ -81,9 +88,13 @@ def test_concurrent_repeat_is_409_in_progress(api: Api) -> None:
 
     t = threading.Thread(target=first)
     t.start()
-    import time
-
-    time.sleep(0.3)
+    held = threading.Event()
+    for _ in range(500):  # at most ~10 s: the simulator answers its control route in milliseconds
+        if first_request_holds_the_key(api):
+            held.set()
+            break
+        held.wait(0.02)
+    assert held.is_set(), "the first request never reached the simulator"
     second = api.rent_raw(body, idem=key)
     t.join()
     assert second.status_code == 409

@@ -107,12 +107,17 @@ def make_rental():  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture
-def rent(make_rental):  # type: ignore[no-untyped-def]
+def move_rental(make_rental):  # type: ignore[no-untyped-def]
     """Return a function that moves a rental sending → rented through the one transition function."""
+    from rentals.models import Rental
     from rentals.transitions import rental_transition
 
     def go(rental, to_status: str = "rented", from_status: str | None = None) -> bool:  # type: ignore[no-untyped-def]
-        fields: dict[str, Any] = {"pod_ids": ["p-1", "p-2"], "cluster_id": "c-1"} if to_status == "rented" else {}
+        # A cluster belongs to one rental (a unique cluster_id): the first rented here gets c-1, later ones their own.
+        taken = Rental.objects.filter(cluster_id="c-1").exclude(pk=rental.pk).exists()
+        cluster = f"c-{rental.pk}" if taken else "c-1"
+        pods = ["p-1", "p-2"] if not taken else [f"p-{rental.pk}-1", f"p-{rental.pk}-2"]
+        fields: dict[str, Any] = {"pod_ids": pods, "cluster_id": cluster} if to_status == "rented" else {}
         return rental_transition(
             rental_id=rental.pk, from_status=from_status or rental.status, to_status=to_status, **fields
         )
@@ -127,3 +132,16 @@ def deliver_all() -> list[str]:
 
     ids = Delivery.objects.filter(status="pending").values_list("pk", flat=True)
     return [delivery_attempt(delivery_id=pk) for pk in ids]
+
+
+@pytest.fixture
+def admins() -> Any:
+    """Return a function that makes users admins of their customers (only admins add or delete endpoints)."""
+    from billing.models import CustomerAdmin
+
+    def make(*users: Any) -> None:
+        for user in users:
+            for membership in user.memberships.all():
+                CustomerAdmin.objects.get_or_create(membership=membership)
+
+    return make

@@ -12,6 +12,13 @@ from notifications.models import Delivery, WebhookEndpoint
 
 pytestmark = pytest.mark.django_db
 
+
+@pytest.fixture(autouse=True)
+def _alice_and_bob_are_admins(alice, bob, admins) -> None:  # type: ignore[no-untyped-def]
+    """They add and delete endpoints here: only a customer's admins may (tests/billing/test_team_access.py)."""
+    admins(alice, bob)
+
+
 HOOK = "http://127.0.0.1:9/hook"
 
 

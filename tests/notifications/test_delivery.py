@@ -27,13 +27,13 @@ def make_due(delivery: Delivery) -> None:
 
 
 def test_a_delivery_is_signed_and_verifies_with_the_standardwebhooks_package(
-    alice, receiver, make_rental, rent
+    alice, receiver, make_rental, move_rental
 ) -> None:
     endpoint, secret = register(alice, receiver.url)
     assert secret.startswith("whsec_")
     rental = make_rental(alice)
-    rent(rental)
-    rent(rental, from_status="rented", to_status="ready")
+    move_rental(rental)
+    move_rental(rental, from_status="rented", to_status="ready")
     assert deliver_all() == ["delivered", "delivered"]
 
     assert [r.path for r in receiver.requests] == ["/hook", "/hook"]
@@ -50,9 +50,9 @@ def test_a_delivery_is_signed_and_verifies_with_the_standardwebhooks_package(
     assert delivery.last_response == "thanks" and delivery.last_duration_ms is not None
 
 
-def test_another_secret_does_not_verify(alice, receiver, make_rental, rent) -> None:
+def test_another_secret_does_not_verify(alice, receiver, make_rental, move_rental) -> None:
     register(alice, receiver.url)
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     deliver_all()
     _other, other_secret = register(alice, receiver.url + "2")
     with pytest.raises(Exception, match="signature"):
@@ -60,13 +60,13 @@ def test_another_secret_does_not_verify(alice, receiver, make_rental, rent) -> N
 
 
 def test_a_500_is_retried_with_backoff_and_the_same_webhook_id(
-    alice, receiver, make_rental, rent, settings, no_broker
+    alice, receiver, make_rental, move_rental, settings, no_broker
 ) -> None:
     settings.WEBHOOK_BACKOFF_BASE_SECONDS = 60
     _endpoint, secret = register(alice, receiver.url)
     receiver.answer(500, b"boom")
     receiver.then(200, b"ok")
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     delivery = Delivery.objects.get()
 
     before = timezone.now()
@@ -98,11 +98,11 @@ def test_backoff_grows_exponentially_up_to_the_cap(settings) -> None:
         assert all(ceiling / 2 <= wait <= ceiling for wait in waits)
 
 
-def test_retries_stop_when_the_window_is_over(alice, receiver, make_rental, rent, settings) -> None:
+def test_retries_stop_when_the_window_is_over(alice, receiver, make_rental, move_rental, settings) -> None:
     settings.WEBHOOK_BACKOFF_BASE_SECONDS = 60
     register(alice, receiver.url)
     receiver.answer(503)
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     delivery = Delivery.objects.get()
     Delivery.objects.filter(pk=delivery.pk).update(give_up_at=timezone.now() + timedelta(seconds=5))
     assert delivery_attempt(delivery_id=delivery.pk) == "failed"
@@ -110,9 +110,9 @@ def test_retries_stop_when_the_window_is_over(alice, receiver, make_rental, rent
     assert delivery.status == "failed" and delivery.next_attempt_at is None
 
 
-def test_a_redelivery_keeps_the_webhook_id(alice, receiver, make_rental, rent) -> None:
+def test_a_redelivery_keeps_the_webhook_id(alice, receiver, make_rental, move_rental) -> None:
     _endpoint, secret = register(alice, receiver.url)
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     deliver_all()
     again = delivery_redeliver(delivery=Delivery.objects.get())
     assert delivery_attempt(delivery_id=again.pk) == "delivered"
@@ -133,75 +133,75 @@ def test_a_test_event_reaches_only_that_endpoint(alice, receiver) -> None:
     assert request.headers["webhook-id"] == delivery.event_id
 
 
-def test_bobs_endpoint_receives_nothing_about_alices_rentals(alice, bob, receiver, make_rental, rent) -> None:
+def test_bobs_endpoint_receives_nothing_about_alices_rentals(alice, bob, receiver, make_rental, move_rental) -> None:
     register(alice, receiver.url + "/acme")
     register(bob, receiver.url + "/globex")
     rental = make_rental(alice)
-    rent(rental)
-    rent(rental, from_status="rented", to_status="ready")
+    move_rental(rental)
+    move_rental(rental, from_status="rented", to_status="ready")
     deliver_all()
     assert {r.path for r in receiver.requests} == {"/hook/acme"}
     assert not Delivery.objects.filter(endpoint__customer__name="Globex").exists()
     bobs = make_rental(bob, pod_name="globex-job")
-    rent(bobs)
+    move_rental(bobs)
     deliver_all()
     globex_bodies = [json.loads(r.body) for r in receiver.requests if r.path == "/hook/globex"]
     assert [b["data"]["rental"]["customer_ref"] for b in globex_bodies] == ["globex"]
 
 
-def test_redirects_are_not_followed(alice, receiver, make_rental, rent) -> None:
+def test_redirects_are_not_followed(alice, receiver, make_rental, move_rental) -> None:
     register(alice, receiver.url)
     receiver.answer(302, b"", {"Location": receiver.url + "/elsewhere"})
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     assert deliver_all() == ["retry"]
     assert [r.path for r in receiver.requests] == ["/hook"]
     assert "Redirects are not followed" in Delivery.objects.get().last_error
 
 
 def test_a_huge_answer_is_read_only_up_to_the_cap_and_kept_as_a_short_excerpt(
-    alice, receiver, make_rental, rent
+    alice, receiver, make_rental, move_rental
 ) -> None:
     register(alice, receiver.url)
     receiver.answer(200, b"x" * (2 * 1024 * 1024))
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     assert deliver_all() == ["delivered"]
     assert len(Delivery.objects.get().last_response) == 500
 
 
-def test_an_answer_with_nul_bytes_is_kept_without_them(alice, receiver, make_rental, rent) -> None:
+def test_an_answer_with_nul_bytes_is_kept_without_them(alice, receiver, make_rental, move_rental) -> None:
     # The receiver is the customer's server: what it answers is stored as an excerpt, and PostgreSQL
     # refuses a NUL in text (the delivery could not be settled).
     register(alice, receiver.url)
     receiver.answer(200, b"ok\x00done")
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     assert deliver_all() == ["delivered"]
     assert Delivery.objects.get().last_response == "okdone"
 
 
-def test_an_unreachable_endpoint_is_retried(alice, make_rental, rent) -> None:
+def test_an_unreachable_endpoint_is_retried(alice, make_rental, move_rental) -> None:
     from tests.conftest import free_port
 
     register(alice, f"http://127.0.0.1:{free_port()}/hook")
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     assert deliver_all() == ["retry"]
     delivery = Delivery.objects.get()
     assert delivery.last_status_code is None and "ConnectError" in delivery.last_error
 
 
 def test_private_addresses_are_refused_at_delivery_time_in_production(
-    alice, receiver, make_rental, rent, settings
+    alice, receiver, make_rental, move_rental, settings
 ) -> None:
     register(alice, receiver.url)  # allowed when registered (development settings)
     settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     assert deliver_all() == ["retry"]
     assert receiver.requests == []
     assert "private, loopback" in Delivery.objects.get().last_error
 
 
-def test_the_sweeper_enqueues_deliveries_whose_message_was_lost(alice, make_rental, rent, no_broker) -> None:
+def test_the_sweeper_enqueues_deliveries_whose_message_was_lost(alice, make_rental, move_rental, no_broker) -> None:
     register(alice, "http://127.0.0.1:9/hook")
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     delivery = Delivery.objects.get()
     Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=5))
     no_broker.clear()
@@ -210,15 +210,15 @@ def test_the_sweeper_enqueues_deliveries_whose_message_was_lost(alice, make_rent
     assert deliveries_sweep() == 0  # marked: the next sweep waits a grace period before another copy
 
 
-def test_a_deleted_endpoint_takes_its_pending_deliveries_with_it(alice, make_rental, rent) -> None:
+def test_a_deleted_endpoint_takes_its_pending_deliveries_with_it(alice, make_rental, move_rental) -> None:
     endpoint, _ = register(alice, "http://127.0.0.1:9/hook")
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     endpoint.delete()
     assert Delivery.objects.count() == 0 and Event.objects.count() == 1
 
 
 def test_delivery_connects_to_the_checked_address_not_a_second_lookup(
-    alice, receiver, make_rental, rent, monkeypatch
+    alice, receiver, make_rental, move_rental, monkeypatch
 ) -> None:
     from notifications.addresses import Target
 
@@ -230,7 +230,7 @@ def test_delivery_connects_to_the_checked_address_not_a_second_lookup(
     monkeypatch.setattr(
         "notifications.signed_post.check_url", lambda u: Target(url=u, host="hooks.example.test", address="127.0.0.1")
     )
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     assert deliver_all() == ["delivered"]
     (request,) = receiver.requests
     assert request.headers["host"] == f"hooks.example.test:{port}"

@@ -16,6 +16,12 @@ from tests.conftest import SSH_KEY, Simulator
 pytestmark = [pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 
 
+@pytest.fixture(autouse=True)
+def _alice_and_bob_are_admins(alice, bob, admins) -> None:  # type: ignore[no-untyped-def]
+    """They add and delete endpoints here: only a customer's admins may (tests/billing/test_team_access.py)."""
+    admins(alice, bob)
+
+
 def wait_for(condition, what: str, timeout: float = 90.0):  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

@@ -12,14 +12,14 @@ from tests.notifications.conftest import deliver_all
 pytestmark = pytest.mark.django_db
 
 
-def test_a_user_gets_only_the_events_they_chose(alice, carol, bob, make_rental, rent, client) -> None:
+def test_a_user_gets_only_the_events_they_chose(alice, carol, bob, make_rental, move_rental, client) -> None:
     client.force_login(alice)
     response = client.post("/profile/notifications/", {"events": ["rental.ready", "rental.failed"]})
     assert response.status_code == 302
     rental = make_rental(alice, pod_name="train-42")
-    rent(rental)  # rental.rented: alice did not choose it
+    move_rental(rental)  # rental.rented: alice did not choose it
     assert not Delivery.objects.filter(kind="email").exists()
-    rent(rental, from_status="rented", to_status="ready")
+    move_rental(rental, from_status="rented", to_status="ready")
     (delivery,) = Delivery.objects.filter(kind="email")
     assert delivery.recipient == alice  # carol (no choice made) and bob (another customer) get nothing
     assert deliver_all() == ["delivered"]
@@ -50,13 +50,13 @@ def test_an_unknown_event_type_is_refused_with_a_message(alice, client) -> None:
     assert "Select a valid choice" in response.content.decode()
 
 
-def test_a_failing_mail_server_is_retried(alice, make_rental, rent, settings, monkeypatch) -> None:
+def test_a_failing_mail_server_is_retried(alice, make_rental, move_rental, settings, monkeypatch) -> None:
     email_preference_set(user=alice, events=["rental.rented"])
 
     def broken_send(self, fail_silently=False):  # type: ignore[no-untyped-def]
         raise ConnectionRefusedError("mail server down")
 
     monkeypatch.setattr("django.core.mail.EmailMessage.send", broken_send)
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     assert deliver_all() == ["retry"]
     assert "mail server down" in Delivery.objects.get().last_error

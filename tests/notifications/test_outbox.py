@@ -24,11 +24,11 @@ def acme_endpoint(alice):  # type: ignore[no-untyped-def]
 
 
 def test_a_transition_writes_the_event_and_one_delivery_per_endpoint(
-    alice, acme_endpoint, make_rental, rent, no_broker, django_capture_on_commit_callbacks
+    alice, acme_endpoint, make_rental, move_rental, no_broker, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental(alice)
     with django_capture_on_commit_callbacks(execute=True):
-        assert rent(rental)
+        assert move_rental(rental)
     event = Event.objects.get()
     assert re.fullmatch(r"msg_[0-9a-f]{32}", event.id)
     body = json.loads(event.body)
@@ -43,20 +43,22 @@ def test_a_transition_writes_the_event_and_one_delivery_per_endpoint(
     assert no_broker == [(delivery.pk, None)]
 
 
-def test_the_payload_shows_the_rental_as_the_api_does(alice, acme_endpoint, make_rental, rent, client) -> None:
+def test_the_payload_shows_the_rental_as_the_api_does(alice, acme_endpoint, make_rental, move_rental, client) -> None:
     from api.keys import api_key_create
 
     rental = make_rental(alice)
-    rent(rental)
+    move_rental(rental)
     _key, text = api_key_create(user=alice, name="k", scopes=["read"])
     api_view = client.get(f"/api/v1/rentals/{rental.public_id}", headers={"X-API-Key": text}).json()
     assert json.loads(Event.objects.get().body)["data"]["rental"] == api_view
 
 
-def test_a_rolled_back_transition_leaves_no_event_and_no_delivery(alice, acme_endpoint, make_rental, rent) -> None:
+def test_a_rolled_back_transition_leaves_no_event_and_no_delivery(
+    alice, acme_endpoint, make_rental, move_rental
+) -> None:
     rental = make_rental(alice)
     with pytest.raises(RuntimeError), transaction.atomic():
-        assert rent(rental)
+        assert move_rental(rental)
         assert Event.objects.count() == 1  # written inside the transaction...
         raise RuntimeError("the caller's transaction fails after the transition")
     assert Event.objects.count() == 0 and Delivery.objects.count() == 0  # ...and rolled back with it
@@ -64,22 +66,22 @@ def test_a_rolled_back_transition_leaves_no_event_and_no_delivery(alice, acme_en
 
 
 def test_states_without_an_event_and_customers_without_subscribers_write_nothing(
-    alice, bob, acme_endpoint, make_rental, rent
+    alice, bob, acme_endpoint, make_rental, move_rental
 ) -> None:
-    assert rent(make_rental(alice, status="queued"), to_status="sending")  # no event type for `sending`
-    assert rent(make_rental(bob))  # Globex has no endpoint and nobody chose e-mail
+    assert move_rental(make_rental(alice, status="queued"), to_status="sending")  # no event type for `sending`
+    assert move_rental(make_rental(bob))  # Globex has no endpoint and nobody chose e-mail
     assert Event.objects.count() == 0
 
 
-def test_each_event_type_follows_its_state(alice, acme_endpoint, make_rental, rent) -> None:
+def test_each_event_type_follows_its_state(alice, acme_endpoint, make_rental, move_rental) -> None:
     rental = make_rental(alice)
-    rent(rental)
-    rent(rental, from_status="rented", to_status="ready")
-    rent(rental, from_status="ready", to_status="degraded")
-    rent(rental, from_status="degraded", to_status="terminating")
-    rent(rental, from_status="terminating", to_status="terminated")
+    move_rental(rental)
+    move_rental(rental, from_status="rented", to_status="ready")
+    move_rental(rental, from_status="ready", to_status="degraded")
+    move_rental(rental, from_status="degraded", to_status="terminating")
+    move_rental(rental, from_status="terminating", to_status="terminated")
     refused = make_rental(alice, pod_name="other")
-    rent(refused, to_status="refused")
+    move_rental(refused, to_status="refused")
     types = list(Event.objects.order_by("created_at").values_list("type", flat=True))
     assert types == ["rental.rented", "rental.ready", "rental.degraded", "rental.terminated", "rental.refused"]
 
@@ -94,13 +96,13 @@ def test_event_emit_serves_budget_threshold_and_refuses_unknown_types(alice, acm
         event_emit(customer=acme, type="budget.exceeded", data={})
 
 
-def test_an_endpoint_gets_only_the_types_it_subscribed_to(alice, make_rental, rent) -> None:
+def test_an_endpoint_gets_only_the_types_it_subscribed_to(alice, make_rental, move_rental) -> None:
     acme = alice.memberships.get().customer
     ready_only, _ = endpoint_create(
         customer=acme, url="http://127.0.0.1:9/a", events=["rental.ready"], created_by=alice
     )
     rental = make_rental(alice)
-    rent(rental)
+    move_rental(rental)
     assert not Delivery.objects.filter(endpoint=ready_only).exists()
-    rent(rental, from_status="rented", to_status="ready")
+    move_rental(rental, from_status="rented", to_status="ready")
     assert Delivery.objects.filter(endpoint=ready_only, event__type="rental.ready").count() == 1

@@ -10,6 +10,12 @@ from notifications.services import endpoint_create, endpoint_send_test
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _alice_and_bob_are_admins(alice, bob, admins) -> None:  # type: ignore[no-untyped-def]
+    """They add and delete endpoints here: only a customer's admins may (tests/billing/test_team_access.py)."""
+    admins(alice, bob)
+
+
 def test_alice_registers_an_endpoint_and_sees_the_secret_once(alice, client) -> None:
     client.force_login(alice)
     response = client.post("/profile/webhooks/", {"url": "http://127.0.0.1:9/hook", "all_events": "on"})

@@ -16,6 +16,12 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
+def _alice_is_an_admin(alice, admins) -> None:  # type: ignore[no-untyped-def]
+    """She sends tests here: only a customer's admins may (tests/billing/test_team_access.py)."""
+    admins(alice)
+
+
+@pytest.fixture(autouse=True)
 def one_window(settings, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every send of a test falls in the same rate-limit window, and the API's own budget stays out of the way."""
     monkeypatch.setattr("common.ratelimit.time.time", lambda: 1_800_000_000.0)

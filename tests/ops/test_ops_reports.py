@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from datetime import timedelta
 from decimal import Decimal
 
@@ -87,6 +88,29 @@ def test_the_audit_log_filters_by_user_kind_and_date(make_rental, sam, olga, cli
     assert shown(since=str(timezone.localdate() - timedelta(days=1))) == ["Viewed by sam.", "customer asked"]
     assert shown(until=str(timezone.localdate() - timedelta(days=5))) == ["long ago"]
     assert shown(user="nobody") == []
+
+
+def test_the_audit_log_lists_supports_reads_of_customer_data_beside_and_filters_them(
+    make_rental, acme, sam, olga, client_for
+) -> None:
+    rental = make_rental()
+    RentalEvent.objects.create(rental=rental, kind="support_view", actor=sam, message="Viewed by sam.")
+    client_for(sam).get(f"/customers/{acme.pk}/team/")
+    client = client_for(olga)
+
+    def shown(**query: str) -> list[str]:
+        html = client.get("/ops/audit/", query).content.decode()
+        reads = html.split('data-testid="support-reads"')[1]
+        return [m for m in ("Viewed by sam.",) if m in html] + [
+            f"{who} read {what} of {customer}"
+            for who, customer, what in re.findall(r"<td>(\w+)</td>\s*<td>([^<]+)</td>\s*<td>([^<]+)</td>", reads)
+        ]
+
+    assert shown() == ["Viewed by sam.", "sam read team page of Acme Research"]
+    assert shown(kind="support_read") == ["sam read team page of Acme Research"]
+    assert shown(kind="support_view") == ["Viewed by sam."]
+    assert shown(user="olga") == []
+    assert shown(until=str(timezone.localdate() - timedelta(days=1))) == []
 
 
 @pytest.fixture

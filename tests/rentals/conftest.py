@@ -21,10 +21,11 @@ from tests.conftest import SSH_KEY
 from tests.rentals.fakes import EXECUTORS, Clock, Enqueued, FakeUpstream
 
 
-@pytest.fixture(autouse=True)
-def backend_promises_idempotency(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The scripted upstream answers rents only; its backend is taken to list rent_idempotency."""
-    monkeypatch.setattr("rentals.idempotency_promise.upstream_promises_idempotency", lambda credential: True)
+@pytest.fixture
+def promising_backend(fake_upstream: FakeUpstream) -> FakeUpstream:
+    """The scripted upstream's `GET /version` lists rent_idempotency: a possibly-sent order may be re-sent."""
+    fake_upstream.features = ["rent_idempotency"]
+    return fake_upstream
 
 
 @pytest.fixture(autouse=True)

@@ -2,7 +2,9 @@
 
 `ScriptedLium` answers the rent, pod and delete calls at the transport (`httpx.MockTransport`) with the
 answer a test step chose, and keeps the ledger a real Lium would: which clusters exist for which
-idempotency key, which rent requests it received, which DELETEs it accepted. The test's invariants compare
+idempotency key, which rent requests it received, which DELETEs it accepted. Like one Lium account shared
+by several customers, it rents a node to one order at a time (an order for a node a live cluster runs on is
+refused with 409), whoever asks. The test's invariants compare
 what the dashboard claims with this ledger.
 
 `Broker` stands for Celery: it keeps every enqueued message with the time it becomes due, and delivers the
@@ -150,6 +152,14 @@ class ScriptedLium:
     def live_clusters(self, key: str) -> list[Cluster]:
         return [self.clusters[cid] for cid in self.keys[key].clusters if not self.clusters[cid].deleted]
 
+    def nodes_taken(self, executors: list[str]) -> bool:
+        """Return whether a live cluster (of any key) runs on one of `executors`."""
+        return any(set(cluster.executors) & set(executors) for cluster in self.clusters.values() if not cluster.deleted)
+
+    def key_of_pod(self, pod_id: str) -> str | None:
+        """Return the idempotency key whose order created the pod, or None for a stranger's."""
+        return next((cluster.key for cluster in self.clusters.values() if pod_id in cluster.pod_ids), None)
+
     def _on_schedule(self, what: str, name: str, gap: timedelta) -> None:
         """Note a call that comes sooner after the previous one than any backoff allows."""
         now = self.clock.now
@@ -185,11 +195,14 @@ class ScriptedLium:
         self._on_schedule("rent", key, self.min_rent_gap)
         if answer.kind == NEVER_CONNECTED:
             raise httpx.ConnectError("connection refused", request=request)
+        replay_of = ledger.clusters[0] if self.promises_idempotency and ledger.clusters else None
+        if answer.rents() and replay_of is None and self.nodes_taken(ledger.executors):
+            # Another order (another customer's, on this same account) holds one of these nodes.
+            answer = RentAnswer(FRESH_REFUSAL, status=409)
         ledger.rent_requests += 1
         if ledger.possibly_run:
             ledger.resent_after_possible_run += 1
         ledger.possibly_run = ledger.possibly_run or answer.may_have_run()
-        replay_of = ledger.clusters[0] if self.promises_idempotency and ledger.clusters else None
         cluster = self.clusters[replay_of] if replay_of else None
         if answer.rents() and replay_of is None:
             cluster = self._new_cluster(key, ledger)

@@ -60,12 +60,16 @@ class FakeUpstream:
     script: list[httpx.Response | Exception | Handler] = field(default_factory=list)
     requests: list[httpx.Request] = field(default_factory=list)
     pods: list[dict[str, Any]] = field(default_factory=list)
+    # What `GET /version` lists: no rent_idempotency unless a test asks for a backend that promises it.
+    features: list[str] = field(default_factory=list)
 
     def handle(self, request: httpx.Request) -> httpx.Response:
         request.read()
         self.requests.append(request)
         if request.method == "GET" and request.url.path.endswith("/pods"):
             return httpx.Response(200, json=self.pods)
+        if request.method == "GET" and request.url.path.endswith("/version"):
+            return httpx.Response(200, json={"version": "fake", "features": self.features})
         if not self.script:
             raise AssertionError(f"unexpected upstream call {request.method} {request.url}")
         step = self.script.pop(0)

@@ -1,7 +1,10 @@
 """A model-based test of the rent engine: random histories against a Lium that misbehaves, checked every step.
 
-What is modelled. Up to four rentals of one credential, submitted as the history goes, on a backend that
-does or does not promise idempotency (`GET /version` lists `rent_idempotency`, chosen once per history). The upstream is
+What is modelled. Up to four rentals of two customers (Acme and Globex) that share one credential, as a
+reseller's customers share one Lium account: submitted as the history goes, with pod names and nodes drawn
+from small pools (so one customer's order often asks for the pod name and nodes another's asked for, and
+Lium rents a node to one order at a time), on a backend that does or does not promise idempotency
+(`GET /version` lists `rent_idempotency`, chosen once per history). The upstream is
 `ScriptedLium` behind `httpx.MockTransport`: each step chooses its answers (a confirmation with or without
 ids, an HTML 200, over-long ids, a dropped connection or a trickle past the deadline, a connection never
 made, 409 in progress or outcome unknown, 5xx, 429 with or without Retry-After, a fresh or a replayed
@@ -39,6 +42,9 @@ Invariants, after every step:
 4. The status is a `RentalStatus`, every state change on the timeline is allowed by
    `rentals.states.can_transition`, the timeline's changes follow on from one another, and the row is in
    the state its timeline ends in.
+5. Evidence is exclusive (issue 24): no cluster and no pod is held by two rentals, and no rental, whatever
+   its state, holds a cluster or a member pod that Lium created under another rental's idempotency key (or
+   that no order of ours created).
 """
 
 from __future__ import annotations
@@ -72,9 +78,12 @@ from hypothesis.stateful import (
 from ops import services as ops
 from rentals import engine, members, tasks, upstream
 from rentals.engine import Claim
-from rentals.models import Rental, RentalEvent
+from rentals.models import ClusterMember, Rental, RentalEvent
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from rentals.states import RentalStatus, can_transition
 from rentals.upstream import RentResult
+from tests.conftest import SSH_KEY
 from tests.rentals.engine_model_world import (
     DELETE_KINDS,
     DELETE_TRUTHFUL,
@@ -111,6 +120,11 @@ rent_answers = st.builds(
 # Lium removes the cluster as often as it fails to: a history should get to `terminated` now and then.
 delete_answers = st.sampled_from([DELETE_TRUTHFUL] * (len(DELETE_KINDS) - 1) + DELETE_KINDS)
 listings = st.sampled_from(LISTING_KINDS)
+# Two customers on one account, drawing from the same few pod names and nodes (the pairs overlap).
+CUSTOMERS = ["acme", "globex"]
+POD_NAMES = ["train-1", "train-2"]
+NODE_PAIRS = [("exec-a", "exec-b"), ("exec-c", "exec-d"), ("exec-b", "exec-c")]
+orders = st.tuples(st.sampled_from(CUSTOMERS), st.sampled_from(POD_NAMES), st.sampled_from(NODE_PAIRS))
 SENDABLE = (RentalStatus.QUEUED, RentalStatus.RETRYING, RentalStatus.SENDING)
 HELD = (RentalStatus.RENTED, RentalStatus.READY, RentalStatus.DEGRADED)
 
@@ -126,7 +140,7 @@ class Harness:
 
     clock: Clock
     credential_id: int
-    make_rental: Any
+    rent_as: dict[str, Callable[..., Rental]]  # per customer: submit an order for it
     operator: Any
     lium: ScriptedLium
     broker: Broker
@@ -201,22 +215,20 @@ class EngineModel(RuleBasedStateMachine):
 
     # Setup -----------------------------------------------------------------------------------------------
 
-    @initialize(promises_idempotency=st.booleans())
-    def choose_the_backend(self, promises_idempotency: bool) -> None:
+    @initialize(promises_idempotency=st.booleans(), order=orders)
+    def choose_the_backend(self, promises_idempotency: bool, order: tuple[str, str, tuple[str, str]]) -> None:
         self.lium.promises_idempotency = promises_idempotency
-        self.submit()
+        self.submit(*order)
 
     @precondition(lambda self: len(self.rental_ids) < MAX_RENTALS)
-    @rule()
-    def customer_rents(self) -> None:
-        self.submit()
+    @rule(order=orders)
+    def customer_rents(self, order: tuple[str, str, tuple[str, str]]) -> None:
+        self.submit(*order)
 
-    def submit(self) -> None:
-        number = len(self.rental_ids)
-        # Distinct names and nodes: two orders never ask for the same executors (Lium would refuse one).
-        executors = [f"exec-{number}a", f"exec-{number}b"]
+    def submit(self, customer: str, pod_name: str, nodes: tuple[str, str]) -> None:
+        executors = list(nodes)
         with commits():
-            rental = self.harness.make_rental(pod_name=f"train-{number}", executors=executors)
+            rental = self.harness.rent_as[customer](pod_name=pod_name, executors=executors)
         self.lium.register(str(rental.idempotency_key), pod_name=rental.pod_name, executors=executors)
         self.rental_ids.append(rental.pk)
         self.keys[rental.pk] = str(rental.idempotency_key)
@@ -354,10 +366,16 @@ class EngineModel(RuleBasedStateMachine):
         """The operator asked Lium: confirm the key's cluster if one exists, else that nothing was rented."""
         rental = self.pick(data, RentalStatus.UNKNOWN)
         created = self.lium.keys[self.keys[rental.pk]].clusters
-        with commits():
-            ops.ops_confirm_reconciliation(
-                rental=rental, actor=self.harness.operator, cluster_id=created[0] if created else None, reason="model"
-            )
+        try:
+            with commits():
+                ops.ops_confirm_reconciliation(
+                    rental=rental,
+                    actor=self.harness.operator,
+                    cluster_id=created[0] if created else None,
+                    reason="model",
+                )
+        except ValidationError:
+            pass  # another rental holds that cluster (invariant 5 says which one wrongly does)
 
     @some_rental_is(*HELD)
     @rule(data=st.data())
@@ -427,6 +445,26 @@ class EngineModel(RuleBasedStateMachine):
                 )
 
     @invariant()
+    def evidence_is_exclusive(self) -> None:
+        rows = self.rows()
+        held = [rental.cluster_id for rental in rows if rental.cluster_id]
+        assert len(held) == len(set(held)), f"a cluster held by two rentals: {sorted(held)}"
+        for rental in rows:
+            cluster = self.lium.clusters.get(rental.cluster_id)
+            key = self.keys[rental.pk]
+            assert not rental.cluster_id or (cluster is not None and cluster.key == key), (
+                f"rental {rental.pk} ({rental.status}) holds {rental.cluster_id}, created under key "
+                f"{cluster.key if cluster else 'none of ours'}, not its own {key}"
+            )
+        members = ClusterMember.objects.filter(rental_id__in=self.rental_ids).values_list("pod_id", "rental_id")
+        seen: dict[str, int] = {}
+        for pod_id, rental_id in members:
+            assert seen.setdefault(pod_id, rental_id) == rental_id, f"pod {pod_id} held by two rentals"
+            assert self.lium.key_of_pod(pod_id) == self.keys[rental_id], (
+                f"rental {rental_id} has member {pod_id}, created under key {self.lium.key_of_pod(pod_id)}"
+            )
+
+    @invariant()
     def at_most_one_live_retry_chain(self) -> None:
         assert not self.lium.too_soon, f"sends ahead of the schedule (two chains?): {self.lium.too_soon}"
         now = timezone.now()
@@ -472,7 +510,24 @@ class EngineModel(RuleBasedStateMachine):
 
 
 @pytest.fixture
-def model_world(make_rental, credential, olga, clock: Clock, monkeypatch: pytest.MonkeyPatch, settings) -> Harness:  # type: ignore[no-untyped-def]
+def rent_as(alice, acme, bob, globex, enqueued) -> dict[str, Callable[..., Rental]]:  # type: ignore[no-untyped-def]
+    """Per customer, submit an order as its member: Alice for Acme, Bob for Globex, on the one credential."""
+
+    def rent(user: Any, customer: Any) -> Callable[..., Rental]:
+        def make(*, pod_name: str, executors: list[str]) -> Rental:
+            order = RentOrder(fabric_id="fab-1", executor_ids=executors, pod_name=pod_name, public_keys=[SSH_KEY])
+            return rental_submit(user=user, customer=customer, order=order, customer_ref=customer.customer_ref)
+
+        return make
+
+    assert acme.default_credential_id == globex.default_credential_id
+    return {"acme": rent(alice, acme), "globex": rent(bob, globex)}
+
+
+@pytest.fixture
+def model_world(
+    rent_as, engine_settings, credential, olga, clock: Clock, monkeypatch: pytest.MonkeyPatch, settings
+) -> Harness:  # type: ignore[no-untyped-def]
     """Wire the engine to the machine's scripted Lium, broker and clock."""
     settings.SWEEP_INTERVAL_SECONDS = 5
     settings.RENT_LEASE_SECONDS = LEASE_SECONDS
@@ -484,7 +539,7 @@ def model_world(make_rental, credential, olga, clock: Clock, monkeypatch: pytest
     harness = Harness(
         clock=clock,
         credential_id=credential.pk,
-        make_rental=make_rental,
+        rent_as=rent_as,
         operator=olga,
         lium=ScriptedLium(clock),
         broker=Broker(clock, TASKS),
@@ -538,7 +593,13 @@ def test_an_operator_reconcile_during_an_unreadable_listing_is_answered_not_a_se
 
 
 def test_an_operator_retry_now_on_a_retrying_rental_leaves_one_live_retry_chain(
-    make_rental, fake_upstream: FakeUpstream, enqueued: Enqueued, clock: Clock, olga, django_capture_on_commit_callbacks
+    promising_backend,
+    make_rental,
+    fake_upstream: FakeUpstream,
+    enqueued: Enqueued,
+    clock: Clock,
+    olga,
+    django_capture_on_commit_callbacks,
 ) -> None:
     rental = make_rental()
     enqueued.calls.clear()

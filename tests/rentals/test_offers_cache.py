@@ -7,9 +7,11 @@ nodes taken since, so a just-ordered node disappears everywhere without another 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import pytest
 from django.conf import settings
+from django.core.cache.backends import locmem
 
 from rentals import offers
 from rentals.upstream_parse_offers import offer_listing
@@ -43,6 +45,30 @@ def upstream(monkeypatch: pytest.MonkeyPatch) -> CountingUpstream:
     return fake
 
 
+class WallClock:
+    """`time` as the offer cache and the local-memory cache read it, with `time()` moved by hand.
+
+    Only those two modules see it: the rest of the process (pytest, logging, the database) keeps the real clock.
+    """
+
+    def __init__(self) -> None:
+        self.now = time.time()
+
+    def time(self) -> float:
+        return self.now
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(time, name)
+
+
+@pytest.fixture
+def wall_clock(monkeypatch: pytest.MonkeyPatch) -> WallClock:
+    clock = WallClock()
+    monkeypatch.setattr(offers, "time", clock)
+    monkeypatch.setattr(locmem, "time", clock)
+    return clock
+
+
 def free_ids(listing: offers.OfferListing) -> set[str]:
     return {node.id for fabric in listing.fabrics for node in fabric.nodes}
 
@@ -61,7 +87,7 @@ def test_the_listing_is_fetched_once_per_cache_period(credential, upstream: Coun
 
 
 def test_taken_nodes_vanish_for_every_process_until_the_next_refresh(
-    credential, upstream: CountingUpstream, monkeypatch: pytest.MonkeyPatch
+    credential, upstream: CountingUpstream, wall_clock: WallClock
 ) -> None:
     offers.offers_get(credential=credential)
     offers.offers_take(credential=credential, node_ids=["n00", "n01"])
@@ -70,28 +96,26 @@ def test_taken_nodes_vanish_for_every_process_until_the_next_refresh(
     offers.offers_take(credential=credential, node_ids=["n10"])
     assert free_ids(offers.offers_get(credential=credential)) == {"n02", "n11", "n12"}
     assert upstream.calls == 1, "taking nodes never refetches the listing"
-    later = time.time() + settings.LIUM_OFFERS_CACHE_SECONDS + 1  # past the hold on the taken nodes
-    monkeypatch.setattr(time, "time", lambda: later)
+    wall_clock.now += settings.LIUM_OFFERS_CACHE_SECONDS + 1  # past the hold on the taken nodes
     refreshed = offers.offers_get(credential=credential, refresh=True)
     assert upstream.calls == 2 and "n00" in free_ids(refreshed), "a later refresh brings the upstream's truth back"
 
 
 def test_a_node_ordered_a_moment_ago_stays_hidden_when_the_listing_is_refreshed(
-    credential, upstream: CountingUpstream, monkeypatch: pytest.MonkeyPatch
+    credential, upstream: CountingUpstream, wall_clock: WallClock
 ) -> None:
     """A listing fetched before Lium has the order (the rent call queued or slow) still shows its nodes free:
     offering them again would send the next customer to a sure refusal."""
     offers.offers_get(credential=credential)
     offers.offers_take(credential=credential, node_ids=["n00"])
-    soon = time.time() + 2  # past the one-second single-flight window, well inside the hold
-    monkeypatch.setattr(time, "time", lambda: soon)
+    wall_clock.now += 2  # past the one-second single-flight window, well inside the hold
     refreshed = offers.offers_get(credential=credential, refresh=True)
     assert upstream.calls == 2, "the refresh asked the upstream"
     assert "n00" not in free_ids(refreshed), "the fresh listing, which still lists it, must not offer it"
 
 
 def test_taken_nodes_stay_hidden_as_long_as_the_listing_they_were_taken_from(
-    credential, upstream: CountingUpstream, monkeypatch: pytest.MonkeyPatch
+    credential, upstream: CountingUpstream, wall_clock: WallClock
 ) -> None:
     """The taken set must not expire before the cached listing does: for the last moments of that listing the
     nodes would be offered again (the compose upgrade run's second rental was refused for exactly this).
@@ -99,13 +123,11 @@ def test_taken_nodes_stay_hidden_as_long_as_the_listing_they_were_taken_from(
     Only the local-memory cache reads its expiry from `time.time`, so this one can fail only on the embedded
     default; the Redis cache runs the same code.
     """
-    start = time.time()
-    clock = {"now": start}
-    monkeypatch.setattr(time, "time", lambda: clock["now"])
+    start = wall_clock.now
     offers.offers_get(credential=credential)
-    clock["now"] = start + 1.6  # ordered 1.6 s into the listing's life
+    wall_clock.now = start + 1.6  # ordered 1.6 s into the listing's life
     offers.offers_take(credential=credential, node_ids=["n00"])
-    clock["now"] = start + settings.LIUM_OFFERS_CACHE_SECONDS - 0.3  # the listing is still served
+    wall_clock.now = start + settings.LIUM_OFFERS_CACHE_SECONDS - 0.3  # the listing is still served
     listing = offers.offers_get(credential=credential)
     assert upstream.calls == 1, "the same cached listing"
     assert "n00" not in free_ids(listing)

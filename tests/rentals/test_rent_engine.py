@@ -64,7 +64,9 @@ def test_claiming_a_queued_rental_takes_it_into_sending_under_a_lease(make_renta
     assert engine.rental_claim(rental_id=rental.pk) is None, "a second worker finds it held"
 
 
-def test_a_retrying_rental_is_not_claimed_before_it_is_due(make_rental, clock: Clock, fake_upstream) -> None:
+def test_a_retrying_rental_is_not_claimed_before_it_is_due(
+    promising_backend, make_rental, clock: Clock, fake_upstream
+) -> None:
     rental = make_rental(
         status=RentalStatus.RETRYING,
         attempt_count=1,
@@ -149,6 +151,7 @@ def test_a_definite_refusal_is_final_and_shows_the_upstream_reason(
     ids=["503", "429", "409-in-progress", "read-timeout"],
 )
 def test_an_inconclusive_attempt_is_retried_later_with_the_same_key(
+    promising_backend,
     make_rental,
     fake_upstream,
     enqueued: Enqueued,
@@ -220,7 +223,7 @@ def test_a_secret_that_cannot_be_decrypted_counts_as_never_sent(
 
 @pytest.mark.parametrize("status", [401, 402, 403])
 def test_a_fresh_401_402_403_after_a_possibly_sent_attempt_is_unknown_not_refused(
-    make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks, status: int
+    promising_backend, make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks, status: int
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [httpx.ReadTimeout("lost"), error(status, "", "Key revoked")]
@@ -231,7 +234,7 @@ def test_a_fresh_401_402_403_after_a_possibly_sent_attempt_is_unknown_not_refuse
 
 
 def test_a_replayed_403_after_a_possibly_sent_attempt_proves_nothing_was_rented(
-    make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
+    promising_backend, make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [httpx.ReadTimeout("lost"), error(403, "insufficient_balance", headers=REPLAYED)]
@@ -264,7 +267,7 @@ def test_a_fresh_refusal_after_a_possibly_sent_attempt_proves_nothing(
 
 
 def test_every_retry_sends_the_same_key_and_byte_identical_body_until_confirmed(
-    make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
+    promising_backend, make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [
@@ -308,7 +311,7 @@ def test_retry_after_is_honoured_when_longer_than_the_backoff(
 
 
 def test_attempts_are_bounded_and_end_unknown_when_any_may_have_been_sent(
-    make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
+    promising_backend, make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [httpx.ConnectError("refused")] * 4 + [error(503)]
@@ -365,7 +368,7 @@ def test_a_retry_after_beyond_the_window_ends_the_retries_now(
 
 
 def test_the_23_hour_cut_off_with_a_moved_clock(
-    make_rental, engine_settings, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
+    promising_backend, make_rental, engine_settings, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
 ) -> None:
     engine_settings.RENT_RETRY_WINDOW = timedelta(hours=23)
     engine_settings.RENT_MAX_ATTEMPTS = 100
@@ -430,7 +433,7 @@ def test_settle_expired_fails_a_never_sent_rental_whose_window_closed(make_renta
 
 
 def test_claiming_an_expired_sending_lease_records_the_lost_attempt_and_marks_possibly_sent(
-    make_rental, clock: Clock
+    promising_backend, make_rental, clock: Clock
 ) -> None:
     rental = make_rental()
     dead = engine.rental_claim(rental_id=rental.pk)
@@ -448,7 +451,7 @@ def test_claiming_an_expired_sending_lease_records_the_lost_attempt_and_marks_po
 
 
 def test_a_stale_worker_whose_lease_was_taken_over_cannot_settle(
-    make_rental, clock: Clock, enqueued: Enqueued, django_capture_on_commit_callbacks
+    promising_backend, make_rental, clock: Clock, enqueued: Enqueued, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental()
     stale = engine.rental_claim(rental_id=rental.pk)
@@ -485,7 +488,7 @@ def test_a_stale_worker_whose_lease_was_taken_over_cannot_settle(
 
 
 def test_a_worker_that_dies_during_the_last_allowed_attempt_is_settled_not_resent(
-    make_rental, engine_settings, clock: Clock, fake_upstream
+    promising_backend, make_rental, engine_settings, clock: Clock, fake_upstream
 ) -> None:
     rental = make_rental(
         status=RentalStatus.RETRYING,
@@ -502,7 +505,7 @@ def test_a_worker_that_dies_during_the_last_allowed_attempt_is_settled_not_resen
     rental.refresh_from_db()
     assert rental.status == RentalStatus.UNKNOWN and rental.lease_token is None
     assert attempts_of(rental) == [(5, C.INCONCLUSIVE)]
-    assert fake_upstream.requests == []
+    assert fake_upstream.rent_requests == [], "the order was not sent a sixth time"
 
 
 def test_an_expired_lease_inside_the_window_is_left_for_a_new_claim(make_rental, clock: Clock) -> None:

@@ -10,7 +10,8 @@ from django.core.exceptions import ValidationError
 
 from rentals import tasks
 from rentals.models import Heartbeat, RentalEvent, RentAttempt
-from rentals.services import rental_confirm_reconciliation, rental_reconcile
+from rentals.reconcile import rental_reconcile
+from rentals.services import rental_confirm_reconciliation
 from rentals.states import RentalStatus
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream
 
@@ -70,9 +71,9 @@ def test_reconcile_reports_no_match(unknown_rental, fake_upstream, pods) -> None
 
 def test_reconcile_reports_ambiguity_when_several_clusters_match(unknown_rental, fake_upstream) -> None:
     fake_upstream.pods = [
-        {"id": f"{c}-{i}", "status": "PENDING", "cluster_id": c, "pod_name": "train-1"}
+        {"id": f"{c}-{e}", "status": "PENDING", "cluster_id": c, "pod_name": "train-1", "executor": {"id": e}}
         for c in ("cl-1", "cl-2")
-        for i in range(2)
+        for e in ("exec-a", "exec-b")
     ]
     finding = rental_reconcile(rental=unknown_rental)
     assert finding.result == "ambiguous" and sorted(finding.cluster_ids) == ["cl-1", "cl-2"]

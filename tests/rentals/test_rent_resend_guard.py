@@ -22,9 +22,9 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture
-def no_promise(monkeypatch: pytest.MonkeyPatch) -> None:
-    """This backend's `GET /version` does not list rent_idempotency."""
-    monkeypatch.setattr("rentals.idempotency_promise.upstream_promises_idempotency", lambda credential: False)
+def no_promise(fake_upstream: FakeUpstream) -> None:
+    """This backend's `GET /version` does not list rent_idempotency (the fake's default, said out loud)."""
+    fake_upstream.features = []
 
 
 def send(rental: Rental, capture) -> str | None:  # type: ignore[no-untyped-def]
@@ -114,7 +114,9 @@ def test_a_retry_of_an_order_that_never_reached_lium_is_sent_without_the_promise
     assert len(fake_upstream.rent_requests) == 1
 
 
-def test_a_lease_takeover_with_the_promise_is_a_listed_sending_to_sending_transition(make_rental, clock: Clock) -> None:
+def test_a_lease_takeover_with_the_promise_is_a_listed_sending_to_sending_transition(
+    promising_backend, make_rental, clock: Clock
+) -> None:
     rental = make_rental()
     dead = engine.rental_claim(rental_id=rental.pk)
     clock.advance(seconds=61)

@@ -43,7 +43,11 @@ def test_a_message_for_a_turn_already_taken_sends_nothing_and_says_it_was_stale(
 
 
 def test_the_message_for_the_next_turn_sends_and_schedules_the_turn_after_it(
-    due_retry: Rental, fake_upstream: FakeUpstream, enqueued: Enqueued, django_capture_on_commit_callbacks
+    promising_backend,
+    due_retry: Rental,
+    fake_upstream: FakeUpstream,
+    enqueued: Enqueued,
+    django_capture_on_commit_callbacks,
 ) -> None:
     fake_upstream.script = [error(503, "unavailable")]
     with django_capture_on_commit_callbacks(execute=True):
@@ -54,7 +58,7 @@ def test_the_message_for_the_next_turn_sends_and_schedules_the_turn_after_it(
 
 
 def test_a_message_without_a_turn_still_sends_as_before(
-    due_retry: Rental, fake_upstream: FakeUpstream, django_capture_on_commit_callbacks
+    promising_backend, due_retry: Rental, fake_upstream: FakeUpstream, django_capture_on_commit_callbacks
 ) -> None:
     fake_upstream.script = [rented()]
     with django_capture_on_commit_callbacks(execute=True):
@@ -63,6 +67,7 @@ def test_a_message_without_a_turn_still_sends_as_before(
 
 
 def test_a_late_chain_message_after_the_sweepers_copy_took_its_turn_starts_no_second_chain(
+    promising_backend,
     due_retry: Rental,
     fake_upstream: FakeUpstream,
     enqueued: Enqueued,

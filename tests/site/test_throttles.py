@@ -55,3 +55,27 @@ def test_guessing_with_one_very_long_username_is_still_locked_out(settings) -> N
     answers = [login_from("198.51.100.2", "x" * 300, "wrong") for _ in range(settings.AXES_FAILURE_LIMIT + 1)]
     assert answers[0] == 200, "a wrong login"
     assert answers[-1] == 429, "the guessing is locked out"
+
+
+def test_one_address_guessing_a_password_for_every_user_is_locked_out_at_the_address_limit(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.TRUSTED_PROXY_COUNT = 1
+    limit = settings.LOGIN_ADDRESS_FAILURE_LIMIT
+    assert limit > settings.AXES_FAILURE_LIMIT, "the address limit is the higher one"
+    answers = [login_from("198.51.100.7", f"user{n}", "wrong") for n in range(limit)]
+    assert set(answers[:-1]) == {200}, "each username was tried once: no username+address lock"
+    assert answers[-1] == 429, "the failure that reaches the address's limit locks it"
+    client = Client(REMOTE_ADDR=PROXY, HTTP_X_FORWARDED_FOR="198.51.100.7")
+    response = client.post("/accounts/login/", {"username": "alice", "password": "pw"})
+    assert response.status_code == 429, "the guessing address is locked out for every username"
+    assert "from your address" in response.content.decode()
+    assert login_from("203.0.113.3", "alice", "pw") == 302, "alice logs in from her own address"
+
+
+def test_a_login_that_succeeds_does_not_clear_the_addresss_other_failures(alice, carol, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.TRUSTED_PROXY_COUNT = 1
+    limit = settings.LOGIN_ADDRESS_FAILURE_LIMIT
+    for n in range(limit - 1):
+        login_from("198.51.100.7", f"user{n}", "wrong")
+    assert login_from("198.51.100.7", "carol", "pw") == 302, "below the limit a right password logs in"
+    login_from("198.51.100.7", "someone", "wrong")
+    assert login_from("198.51.100.7", "alice", "pw") == 429
