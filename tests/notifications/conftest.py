@@ -111,8 +111,9 @@ def rent(make_rental):  # type: ignore[no-untyped-def]
     """Return a function that moves a rental sending → rented through the one transition function."""
     from rentals.transitions import rental_transition
 
-    def go(rental, to_status: str = "rented", from_status: str | None = None) -> bool:  # type: ignore[no-untyped-def]
-        fields: dict[str, Any] = {"pod_ids": ["p-1", "p-2"], "cluster_id": "c-1"} if to_status == "rented" else {}
+    def go(rental, to_status: str = "rented", from_status: str | None = None, cluster_id: str = "c-1") -> bool:  # type: ignore[no-untyped-def]
+        # A cluster belongs to one rental (the database says so): a second rented rental needs its own.
+        fields: dict[str, Any] = {"pod_ids": ["p-1", "p-2"], "cluster_id": cluster_id} if to_status == "rented" else {}
         return rental_transition(
             rental_id=rental.pk, from_status=from_status or rental.status, to_status=to_status, **fields
         )

@@ -143,7 +143,7 @@ def test_bobs_endpoint_receives_nothing_about_alices_rentals(alice, bob, receive
     assert {r.path for r in receiver.requests} == {"/hook/acme"}
     assert not Delivery.objects.filter(endpoint__customer__name="Globex").exists()
     bobs = make_rental(bob, pod_name="globex-job")
-    rent(bobs)
+    rent(bobs, cluster_id="c-2")
     deliver_all()
     globex_bodies = [json.loads(r.body) for r in receiver.requests if r.path == "/hook/globex"]
     assert [b["data"]["rental"]["customer_ref"] for b in globex_bodies] == ["globex"]
