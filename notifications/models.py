@@ -115,3 +115,8 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_id} → {self.endpoint or self.recipient} ({self.status})"
+
+    @property
+    def one_try(self) -> bool:
+        """A test send or a redelivery: it gives up when it is made (before its own creation time)."""
+        return self.give_up_at <= self.created_at
