@@ -33,6 +33,7 @@ NO_KEY_OPENS_IT = (
 # A retry further away than this waits for the sweeper instead of a delayed message: a broker redelivers an
 # unacknowledged message after its visibility timeout (one hour on Redis).
 MAX_COUNTDOWN_SECONDS = 3000
+NOT_RETRIED = "Tried once, not retried (a test send or redelivery); send it again from the log."
 
 
 def delivery_backoff(attempt: int) -> float:
@@ -93,6 +94,8 @@ def _settle(delivery: Delivery, lease: datetime, outcome: Outcome) -> str:
         if outcome.final or next_at > delivery.give_up_at:
             result = "failed"
             fields.update(status=Delivery.Status.FAILED, next_attempt_at=None)
+            if delivery.one_try:
+                fields["last_error"] = _excerpt(f"{NOT_RETRIED} {outcome.error}".strip())
         else:
             result = "retry"
             fields.update(next_attempt_at=next_at)
