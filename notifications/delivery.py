@@ -18,6 +18,7 @@ from django.db.models import F, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from accounts.models import Membership
 from common.backoff import backoff_seconds
 from notifications import events as ev
 from notifications.models import Delivery
@@ -131,6 +132,9 @@ def _send_email(delivery: Delivery) -> Outcome:
     user, event = delivery.recipient, delivery.event
     if user is None or not user.email or not user.is_active:
         return Outcome(ok=False, error="The recipient has no e-mail address.", final=True)
+    # Re-checked right before sending: a retry or a redelivery made after the person left must not reach them.
+    if not Membership.objects.filter(user=user, customer_id=event.customer_id).exists():
+        return Outcome(ok=False, error="Not sent: the recipient is not a member of this customer.", final=True)
     payload = json.loads(event.body)
     data = payload.get("data") or {}
     context = {

@@ -95,6 +95,14 @@ def endpoints_disable_made_by(*, customer_id: int, user_id: int, reason: str) ->
     return len(ids)
 
 
+def emails_end_for(*, customer_id: int, user_id: int, reason: str) -> int:
+    """End the pending e-mails of this customer's events to this user (they left it); return how many. Call it in
+    the team change's transaction: a pending e-mail retries for a day and may carry SSH lines."""
+    return Delivery.objects.filter(
+        kind=Delivery.Kind.EMAIL, recipient_id=user_id, event__customer_id=customer_id, status=Delivery.Status.PENDING
+    ).update(status=Delivery.Status.FAILED, next_attempt_at=None, last_error=f"Not sent: {reason}"[:500])
+
+
 def email_preference_set(*, user: User, events: list[str]) -> EmailPreference:
     """Set which event types reach the user by e-mail (an empty list: none)."""
     chosen = [event_type for event_type in ev.EVENT_TYPES if event_type in events]
