@@ -17,7 +17,7 @@ from api.keys import (
     request_rate_retry_after,
 )
 from api.models import ApiKey
-from common.client_address import client_ip
+from common.client_address import throttle_address
 
 KEY_HINT = "Create a key at /profile/api-keys/ and send it as 'X-API-Key: lcd_…' or 'Authorization: Bearer lcd_…'."
 
@@ -31,7 +31,7 @@ def authenticate(request: HttpRequest, raw: str | None) -> ApiKey | None:
     # so the throttle only slows a flood of bad keys down (and shows up in the logs as 429s).
     result = api_key_authenticate(raw=raw)
     if isinstance(result, AuthFailure):
-        ip = client_ip(request) or "unknown"
+        ip = throttle_address(request) or "unknown"  # an IPv6 client counts by its /64
         retry_after = auth_failures_retry_after(ip=ip)
         if retry_after is not None:
             raise ApiError(

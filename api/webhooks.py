@@ -211,9 +211,21 @@ def webhook_test(request: HttpRequest, webhook_id: int) -> HttpResponse:
     require_scope(request, "manage")
     require_writer(request)
     endpoint = _endpoint_for(request, webhook_id, manage=True)
+    _refuse_disabled(endpoint)
     _throttle(request, endpoint)
     delivery = services.endpoint_send_test(endpoint=endpoint)
     return _json(_delivery_dict(delivery), status=202)
+
+
+def _refuse_disabled(endpoint: WebhookEndpoint) -> None:
+    """A disabled endpoint receives nothing: say so rather than make a delivery that fails at once."""
+    if endpoint.disabled_at is not None:
+        raise ApiError(
+            409,
+            "webhook_disabled",
+            f"This endpoint is disabled ({endpoint.disabled_reason or 'by a team change'}): it receives nothing.",
+            hint="Delete it and register a new endpoint to receive events again.",
+        )
 
 
 def _throttle(request: HttpRequest, endpoint: WebhookEndpoint) -> None:
@@ -253,6 +265,7 @@ def webhook_redeliver(request: HttpRequest, webhook_id: int, delivery_id: int) -
         delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_id)
     except Http404 as exc:
         raise ApiError(404, "not_found", "No such delivery.") from exc
+    _refuse_disabled(endpoint)
     _throttle(request, endpoint)
     again = services.delivery_redeliver(delivery=delivery)
     return _json(_delivery_dict(Delivery.objects.select_related("event").get(pk=again.pk)), status=202)

@@ -13,12 +13,13 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 from django.utils import timezone
 
 from accounts.models import Customer, Membership
-from billing.models import CustomerAdmin, Invitation
+from billing.models import CustomerAdmin, FormerMember, Invitation
 from billing.roles import may_manage_team
-from notifications.services import endpoints_disable_made_by
+from notifications.services import emails_end_for, endpoints_disable_made_by
 
 TOKEN_PREFIX = "inv_"  # noqa: S105 (a label, not a secret)
 
@@ -123,18 +124,20 @@ def invitation_revoke(*, invitation: Invitation) -> None:
     Invitation.objects.filter(pk=invitation.pk, used_at__isnull=True).update(revoked_at=timezone.now())
 
 
-def _grants_end(membership: Membership, *, why: str) -> None:
+def _grants_end(membership: Membership, *, why: str, left: bool) -> None:
     """End what the person made as a member or admin of this customer: their open invitation links and their
-    webhook endpoints (which would keep receiving the customer's events, SSH lines included)."""
+    webhook endpoints (which would keep receiving the customer's events, SSH lines included); when they `left`
+    (removed or deactivated, not demoted), also their pending e-mails of its events."""
     Invitation.objects.filter(
         customer_id=membership.customer_id,
         created_by_id=membership.user_id,
         used_at__isnull=True,
         revoked_at__isnull=True,
     ).update(revoked_at=timezone.now())
-    endpoints_disable_made_by(
-        customer_id=membership.customer_id, user_id=membership.user_id, reason=f"{membership.user} {why}"
-    )
+    reason = f"{membership.user} {why}"
+    endpoints_disable_made_by(customer_id=membership.customer_id, user_id=membership.user_id, reason=reason)
+    if left:
+        emails_end_for(customer_id=membership.customer_id, user_id=membership.user_id, reason=reason)
 
 
 def member_remove(*, membership: Membership, by: User) -> None:
@@ -145,10 +148,29 @@ def member_remove(*, membership: Membership, by: User) -> None:
         membership.delete()  # its admin role goes with it; `membership_deleting` ends what they made
 
 
-def membership_deleting(*, instance: Membership, **_kwargs: object) -> None:
+def membership_deleting(*, instance: Membership, origin: object = None, **_kwargs: object) -> None:
     """End what a member made for the customer, however the membership is deleted (the team page, the Django
-    admin's inline, a customer deleted): a `pre_delete` receiver, in the deletion's transaction."""
-    _grants_end(instance, why="is no longer a member")
+    admin's inline, a customer deleted): a `pre_delete` receiver, in the deletion's transaction.
+
+    When the membership itself is deleted (not its user or customer, which take the record with them), the
+    person is remembered as a former member: the team page names their SSH keys on running clusters.
+    """
+    _grants_end(instance, why="is no longer a member", left=True)
+    if isinstance(origin, Membership) or (isinstance(origin, QuerySet) and origin.model is Membership):
+        FormerMember.objects.update_or_create(
+            customer_id=instance.customer_id, user_id=instance.user_id, defaults={"left_at": timezone.now()}
+        )
+
+
+def user_deactivating(*, instance: User, raw: bool = False, **_kwargs: object) -> None:
+    """Deactivating a user (the usual offboarding, e.g. in the Django admin) ends what removal ends, for every
+    customer they belong to: a `pre_save` receiver, so only a change from active to inactive counts."""
+    if raw or instance.pk is None or instance.is_active:
+        return
+    if not User.objects.filter(pk=instance.pk, is_active=True).exists():
+        return  # already inactive: saving it again ends nothing new
+    for membership in Membership.objects.filter(user_id=instance.pk).select_related("user"):
+        _grants_end(membership, why="was deactivated", left=True)
 
 
 def admin_set(*, membership: Membership, admin: bool) -> None:
@@ -159,4 +181,4 @@ def admin_set(*, membership: Membership, admin: bool) -> None:
     with transaction.atomic():
         demoted, _ = CustomerAdmin.objects.filter(membership=membership).delete()
         if demoted:
-            _grants_end(membership, why="is no longer an admin")
+            _grants_end(membership, why="is no longer an admin", left=False)

@@ -1,11 +1,11 @@
 """SSH keys of people who left a customer, still on its running clusters (shown on the team page).
 
 Removing a member ends their access to the dashboard at once, but not to the nodes: a cluster keeps the keys
-it was rented with. Former members are the customer's non-members who rented for it or joined it by
-invitation. A running cluster of the customer is listed, with whose key it holds, when a former member rented
-it (they chose its keys) or its stored request body holds a key saved in a former member's profile; an admin
-may then terminate it. The keys in a former member's other rentals are not taken as theirs: teammates' keys
-travel in the same list.
+it was rented with. Former members are the customer's non-members who rented for it, joined it by invitation,
+or left it (recorded when a membership is deleted, however it was made). A running cluster of the customer is
+listed, with whose key it holds, when a former member rented it (they chose its keys) or its stored request
+body holds a key saved in a former member's profile; an admin may then terminate it. The keys in a former
+member's other rentals are not taken as theirs: teammates' keys travel in the same list.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from django.contrib.auth.models import User
 
 from accounts.models import Customer, SshPublicKey
-from billing.models import Invitation
+from billing.models import FormerMember, Invitation
 from rentals.models import Rental
 from rentals.states import HOLDS_CLUSTER_STATES
 
@@ -52,7 +52,8 @@ def left_key_clusters(*, customer: Customer) -> list[LeftKeyCluster]:
         Rental.objects.filter(customer=customer, status__in=HOLDS_CLUSTER_STATES).order_by("-created_at")[:MAX_RENTALS]
     )
     invited = Invitation.objects.filter(customer=customer, used_by__isnull=False).values_list("used_by_id", flat=True)
-    former = ({r.created_by_id for r in rentals if r.created_by_id} | set(invited)) - members
+    left = FormerMember.objects.filter(customer=customer).values_list("user_id", flat=True)
+    former = ({r.created_by_id for r in rentals if r.created_by_id} | set(invited) | set(left)) - members
     if not former:
         return []
     owners: dict[str, set[int]] = defaultdict(set)  # key -> former members it belongs to

@@ -77,6 +77,21 @@ class CustomerAdmin(models.Model):
         return f"admin {self.membership}"
 
 
+class FormerMember(models.Model):
+    """Someone who was a member of a customer and left it (removed, however added): their SSH keys may still sit
+    on its running clusters, which the team page warns of. The latest leaving only."""
+
+    customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="former_members")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    left_at = models.DateTimeField()
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["customer", "user"], name="former_member_once")]
+
+    def __str__(self) -> str:
+        return f"{self.user} left {self.customer}"
+
+
 class Invitation(models.Model):
     """A link that lets one person join one customer, once, before it expires. Only its hash is stored."""
 

@@ -254,9 +254,11 @@ def budget_set(request: HttpRequest, customer_id: int) -> HttpResponse:
     return redirect("billing:team", customer_id=customer.pk)
 
 
-def _no_referrer(response: HttpResponse) -> HttpResponse:
+def _no_referrer(response: HttpResponse, *, policy: str = "no-referrer") -> HttpResponse:
     # The invitation pages never hand their address (a token, on the landing) to another site, nor get cached.
-    response["Referrer-Policy"] = "no-referrer"
+    # A page with a form says "same-origin": under "no-referrer" browsers send `Origin: null` with the form's
+    # POST, which Django's CSRF check refuses.
+    response["Referrer-Policy"] = policy
     response["Cache-Control"] = "no-store"
     return response
 
@@ -309,7 +311,8 @@ def _invite_answer(request: HttpRequest, token: str) -> HttpResponse:
             login(request, user, backend="django.contrib.auth.backends.ModelBackend")
         messages.success(request, f"You are now a member of {invitation.customer.name}.")
         return redirect("rentals:rental_list")
-    return _no_referrer(render(request, "billing/invite_accept.html", {"invitation": invitation, "form": form}))
+    page = render(request, "billing/invite_accept.html", {"invitation": invitation, "form": form})
+    return _no_referrer(page, policy="same-origin")
 
 
 @require_GET

@@ -27,6 +27,18 @@ def client_ip(request: HttpRequest) -> str | None:
     return _valid(forwarded[-count]) or peer
 
 
+def throttle_address(request: HttpRequest) -> str | None:
+    """Return the address the throttles count under: an IPv4 address as it is, an IPv6 one as its /64 network.
+
+    Whoever is given an IPv6 /64 (the usual smallest assignment) can use any of its 2^64 addresses, so each
+    address on its own would be a fresh budget of guesses. The lockout page and axes' records show the network.
+    """
+    address = client_ip(request)
+    if address is None or ":" not in address:
+        return address
+    return str(ipaddress.ip_network(f"{address}/64", strict=False).network_address)
+
+
 def _valid(value: str) -> str:
     """Return `value` as a normalised IP address, or "" (axes stores it in an address column)."""
     try:

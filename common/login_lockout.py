@@ -4,6 +4,7 @@ axes compares one failure limit with every lockout parameter, so it cannot say "
 30 for the address whatever the usernames". This handler keeps axes' (username, address) lock and adds the
 address's own: its failures over every username within the cool-off, against LOGIN_ADDRESS_FAILURE_LIMIT.
 A successful login clears only its own username's failures there (axes' reset), never the address's others.
+Both locks see the address as `common.client_address.throttle_address` gives it: an IPv6 client by its /64.
 """
 
 from __future__ import annotations

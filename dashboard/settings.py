@@ -82,7 +82,7 @@ AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
 # Proxies in front of the app (each appends to X-Forwarded-For): the login and API-key throttles count
 # failures per real client address (`common.client_address`), not per proxy.
 TRUSTED_PROXY_COUNT = env.int("TRUSTED_PROXY_COUNT", 0, validate=NOT_NEGATIVE)
-AXES_CLIENT_IP_CALLABLE = "common.client_address.client_ip"
+AXES_CLIENT_IP_CALLABLE = "common.client_address.throttle_address"
 AXES_USERNAME_CALLABLE = "common.client_address.login_username"
 
 ROOT_URLCONF = "dashboard.urls"

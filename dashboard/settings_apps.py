@@ -148,7 +148,16 @@ WEBHOOK_MAX_BODY_BYTES = 256 * 1024
 WEBHOOK_MAX_RESPONSE_BYTES = 64 * 1024
 # Test sends and redeliveries POST to a URL a member chose and show the answer: limited per user and endpoint.
 WEBHOOK_TEST_SENDS_PER_USER_PER_MINUTE = env.int("WEBHOOK_TEST_SENDS_PER_USER_PER_MINUTE", 10, validate=POSITIVE)
-WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE = env.int("WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE", 5, validate=POSITIVE)
+# Test sends and redeliveries: a person's over all endpoints, a person's at one endpoint, and an endpoint's over
+# everyone (so one member cannot use up what an admin needs to test it). Only sends made are counted.
+WEBHOOK_TEST_SENDS_PER_USER_ENDPOINT_PER_MINUTE = env.int(
+    "WEBHOOK_TEST_SENDS_PER_USER_ENDPOINT_PER_MINUTE", 5, validate=POSITIVE
+)
+WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE = env.int(
+    "WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE", 20, validate=POSITIVE
+)
+# Pending deliveries an endpoint may have; beyond it the oldest are given up (notifications/backlog.py).
+WEBHOOK_MAX_PENDING_PER_ENDPOINT = env.int("WEBHOOK_MAX_PENDING_PER_ENDPOINT", 100, validate=POSITIVE)
 # Links in e-mails point here.
 SITE_URL = env.str("SITE_URL", "http://127.0.0.1:8000")
 EMAIL_BACKEND = env.str(

@@ -18,6 +18,7 @@ from django.db.models import F, Q
 from django.template.loader import render_to_string
 from django.utils import timezone
 
+from accounts.models import Membership
 from common.backoff import backoff_seconds
 from notifications import events as ev
 from notifications.models import Delivery
@@ -33,6 +34,7 @@ NO_KEY_OPENS_IT = (
 # A retry further away than this waits for the sweeper instead of a delayed message: a broker redelivers an
 # unacknowledged message after its visibility timeout (one hour on Redis).
 MAX_COUNTDOWN_SECONDS = 3000
+NOT_RETRIED = "Tried once, not retried (a test send or redelivery); send it again from the log."
 
 
 def delivery_backoff(attempt: int) -> float:
@@ -93,6 +95,8 @@ def _settle(delivery: Delivery, lease: datetime, outcome: Outcome) -> str:
         if outcome.final or next_at > delivery.give_up_at:
             result = "failed"
             fields.update(status=Delivery.Status.FAILED, next_attempt_at=None)
+            if delivery.one_try:
+                fields["last_error"] = _excerpt(f"{NOT_RETRIED} {outcome.error}".strip())
         else:
             result = "retry"
             fields.update(next_attempt_at=next_at)
@@ -128,6 +132,9 @@ def _send_email(delivery: Delivery) -> Outcome:
     user, event = delivery.recipient, delivery.event
     if user is None or not user.email or not user.is_active:
         return Outcome(ok=False, error="The recipient has no e-mail address.", final=True)
+    # Re-checked right before sending: a retry or a redelivery made after the person left must not reach them.
+    if not Membership.objects.filter(user=user, customer_id=event.customer_id).exists():
+        return Outcome(ok=False, error="Not sent: the recipient is not a member of this customer.", final=True)
     payload = json.loads(event.body)
     data = payload.get("data") or {}
     context = {

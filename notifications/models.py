@@ -99,7 +99,7 @@ class Delivery(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
     attempt_count = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
-    # Retries stop here (created + WEBHOOK_RETRY_WINDOW_SECONDS; a manual redelivery starts a new window).
+    # Retries stop here: created + WEBHOOK_RETRY_WINDOW_SECONDS, or at creation for a one-try test send or redelivery.
     give_up_at = models.DateTimeField()
     lease_until = models.DateTimeField(null=True, blank=True)
     last_attempt_at = models.DateTimeField(null=True, blank=True)
@@ -119,3 +119,8 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event_id} → {self.endpoint or self.recipient} ({self.status})"
+
+    @property
+    def one_try(self) -> bool:
+        """A test send or a redelivery: it gives up when it is made (before its own creation time)."""
+        return self.give_up_at <= self.created_at

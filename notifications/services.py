@@ -22,6 +22,7 @@ from django.utils import timezone
 from accounts.models import Customer
 from notifications import events as ev
 from notifications.addresses import UnsafeUrl, check_url
+from notifications.backlog import backlog_trim
 from notifications.models import Delivery, EmailPreference, Event, WebhookEndpoint, new_event_id
 from notifications.payloads import event_body, rental_data
 from notifications.queue import enqueue_delivery
@@ -94,6 +95,14 @@ def endpoints_disable_made_by(*, customer_id: int, user_id: int, reason: str) ->
     return len(ids)
 
 
+def emails_end_for(*, customer_id: int, user_id: int, reason: str) -> int:
+    """End the pending e-mails of this customer's events to this user (they left it); return how many. Call it in
+    the team change's transaction: a pending e-mail retries for a day and may carry SSH lines."""
+    return Delivery.objects.filter(
+        kind=Delivery.Kind.EMAIL, recipient_id=user_id, event__customer_id=customer_id, status=Delivery.Status.PENDING
+    ).update(status=Delivery.Status.FAILED, next_attempt_at=None, last_error=f"Not sent: {reason}"[:500])
+
+
 def email_preference_set(*, user: User, events: list[str]) -> EmailPreference:
     """Set which event types reach the user by e-mail (an empty list: none)."""
     chosen = [event_type for event_type in ev.EVENT_TYPES if event_type in events]
@@ -122,9 +131,12 @@ def _subscribers(customer_id: int, event_type: str) -> tuple[list[WebhookEndpoin
     return endpoints, recipients
 
 
-def _deliveries(event: Event, endpoints: list[WebhookEndpoint], recipients: list[User]) -> list[Delivery]:
+def _deliveries(
+    event: Event, endpoints: list[WebhookEndpoint], recipients: list[User], *, one_try: bool = False
+) -> list[Delivery]:
     now = timezone.now()
-    give_up = now + timedelta(seconds=settings.WEBHOOK_RETRY_WINDOW_SECONDS)
+    # A one-try delivery gives up at its creation: its first failure is final (`Delivery.one_try`).
+    give_up = now if one_try else now + timedelta(seconds=settings.WEBHOOK_RETRY_WINDOW_SECONDS)
     rows = [
         Delivery(event=event, kind=Delivery.Kind.WEBHOOK, endpoint=e, next_attempt_at=now, give_up_at=give_up)
         for e in endpoints
@@ -135,6 +147,7 @@ def _deliveries(event: Event, endpoints: list[WebhookEndpoint], recipients: list
     created = Delivery.objects.bulk_create(rows)
     if any(row.pk is None for row in created):  # backends without RETURNING on bulk insert
         created = list(Delivery.objects.filter(event=event))
+    backlog_trim(endpoint_ids=[endpoint.pk for endpoint in endpoints])
     return created
 
 
@@ -182,6 +195,8 @@ def _write(
     dedup_key: str | None,
     endpoints: list[WebhookEndpoint],
     recipients: list[User],
+    *,
+    one_try: bool = False,
 ) -> Event | None:
     event_id = new_event_id()
     created = timezone.now()
@@ -197,7 +212,7 @@ def _write(
     try:
         with transaction.atomic():  # a savepoint: a duplicate dedup_key leaves the caller's transaction usable
             event.save(force_insert=True)
-            deliveries = _deliveries(event, endpoints, recipients)
+            deliveries = _deliveries(event, endpoints, recipients, one_try=one_try)
     except IntegrityError:
         if dedup_key is not None and Event.objects.filter(dedup_key=dedup_key).exists():
             return None
@@ -207,16 +222,20 @@ def _write(
 
 
 def endpoint_send_test(*, endpoint: WebhookEndpoint) -> Delivery:
-    """Send a `webhook.test` event to this endpoint only, whatever it subscribes to."""
+    """Send a `webhook.test` event to this endpoint only, whatever it subscribes to: one try, never retried."""
     data = {"message": "A test event from the Lium clusters dashboard.", "customer_id": endpoint.customer_id}
     with transaction.atomic():
-        event = _write(endpoint.customer_id, ev.WEBHOOK_TEST, data, None, None, [endpoint], [])
+        event = _write(endpoint.customer_id, ev.WEBHOOK_TEST, data, None, None, [endpoint], [], one_try=True)
         assert event is not None
         return Delivery.objects.get(event=event, endpoint=endpoint)
 
 
 def delivery_redeliver(*, delivery: Delivery) -> Delivery:
-    """Send the delivery's event again to the same endpoint or person: same event id, a fresh 24 h window."""
+    """Send the delivery's event again to the same endpoint or person (same event id): one try, never retried.
+
+    A person asked for it and reads the answer in the log; retrying it for 24 h would let anyone with a dead
+    endpoint multiply each click into dozens of POSTs on the housekeeping workers.
+    """
     now = timezone.now()
     with transaction.atomic():
         again = Delivery.objects.create(
@@ -225,8 +244,9 @@ def delivery_redeliver(*, delivery: Delivery) -> Delivery:
             endpoint_id=delivery.endpoint_id,
             recipient_id=delivery.recipient_id,
             next_attempt_at=now,
-            give_up_at=now + timedelta(seconds=settings.WEBHOOK_RETRY_WINDOW_SECONDS),
+            give_up_at=now,
         )
+        backlog_trim(endpoint_ids=[delivery.endpoint_id])
         _enqueue_on_commit([again])
     return again
 

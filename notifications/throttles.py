@@ -1,7 +1,9 @@
-"""How often a person may make the dashboard POST on demand (test sends, redeliveries): per user and per endpoint.
+"""How often a person may make the dashboard POST on demand (test sends, redeliveries).
 
 Every such send goes to a URL a member chose and its answer is shown back, so without a limit the dashboard is
-anyone's HTTP client. Both limits count every try, refused ones too, in the shared cache (`common.ratelimit`).
+anyone's HTTP client. Three limits, in the shared cache (`common.ratelimit`): a person's over all endpoints, a
+person's at one endpoint, and the endpoint's over everyone. Only sends made count: a refused try gives back
+what it counted, and one person alone cannot use up the endpoint's budget, so nobody can stop an admin testing.
 """
 
 from __future__ import annotations
@@ -12,19 +14,18 @@ from common import ratelimit
 
 
 def manual_send_retry_after(*, user_id: int, endpoint_id: int) -> int | None:
-    """Count one manual send; return None when allowed, else the seconds to wait."""
-    waits = [
-        ratelimit.hit(
-            scope="webhook-send-user", key=str(user_id), limit=settings.WEBHOOK_TEST_SENDS_PER_USER_PER_MINUTE
-        ),
-        ratelimit.hit(
-            scope="webhook-send-endpoint",
-            key=str(endpoint_id),
-            limit=settings.WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE,
-        ),
-    ]
-    refused = [wait for wait in waits if wait is not None]
-    return max(refused) if refused else None
+    """Count one manual send if every limit allows it; return None when allowed, else the seconds to wait."""
+    return ratelimit.take_all(
+        [
+            ("webhook-send-user", str(user_id), settings.WEBHOOK_TEST_SENDS_PER_USER_PER_MINUTE),
+            (
+                "webhook-send-user-endpoint",
+                f"{user_id}:{endpoint_id}",
+                settings.WEBHOOK_TEST_SENDS_PER_USER_ENDPOINT_PER_MINUTE,
+            ),
+            ("webhook-send-endpoint", str(endpoint_id), settings.WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE),
+        ]
+    )
 
 
 def throttled_message(wait: int) -> str:

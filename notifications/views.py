@@ -14,6 +14,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.audit import support_read_record
 from notifications import selectors, services, throttles
 from notifications.forms import EmailPreferenceForm, WebhookEndpointForm
+from notifications.models import WebhookEndpoint
 
 READ_ONLY = "Support can look at webhooks but not change them."
 
@@ -85,6 +86,15 @@ def _managed_endpoint(request: HttpRequest, pk: int):  # type: ignore[no-untyped
     return endpoint, None
 
 
+def _refused_disabled(request: HttpRequest, endpoint: WebhookEndpoint) -> HttpResponse | None:
+    """A disabled endpoint receives nothing: say so rather than make a delivery that fails at once."""
+    if endpoint.disabled_at is None:
+        return None
+    why = endpoint.disabled_reason or "by a team change"
+    messages.error(request, f"This endpoint is disabled ({why}): nothing is sent to it. Delete it and add a new one.")
+    return redirect("notifications:webhook_detail", pk=endpoint.pk)
+
+
 @login_required
 @require_POST
 def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
@@ -92,6 +102,8 @@ def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint, refused = _managed_endpoint(request, pk)
     if refused:
         return refused
+    if disabled := _refused_disabled(request, endpoint):
+        return disabled
     wait = throttles.manual_send_retry_after(user_id=_user(request).pk, endpoint_id=endpoint.pk)
     if wait is not None:
         messages.error(request, throttles.throttled_message(wait))
@@ -121,6 +133,8 @@ def webhook_redeliver(request: HttpRequest, pk: int, delivery_pk: int) -> HttpRe
     if refused:
         return refused
     delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_pk)
+    if disabled := _refused_disabled(request, endpoint):
+        return disabled
     wait = throttles.manual_send_retry_after(user_id=_user(request).pk, endpoint_id=endpoint.pk)
     if wait is not None:
         messages.error(request, throttles.throttled_message(wait))

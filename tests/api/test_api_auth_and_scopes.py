@@ -118,6 +118,17 @@ def test_failed_attempts_are_counted_per_real_client_behind_a_proxy(alice, make_
     )
 
 
+def test_failed_attempts_from_one_ipv6_64_prefix_count_as_one_client(alice, make_key, api, settings) -> None:  # type: ignore[no-untyped-def]
+    # Whoever has a /64 can send from any of its addresses: rotating them must not buy fresh guesses.
+    settings.TRUSTED_PROXY_COUNT = 1
+    away_from_a_minute_boundary()
+    bad_key = "lcd_00000000_" + "y" * 43
+    for n in range(10):
+        api(bad_key).get("/rentals", headers={"X-Forwarded-For": f"2001:db8:5:6::{n + 1:x}"})
+    assert_envelope(api(bad_key).get("/rentals", headers={"X-Forwarded-For": "2001:db8:5:6:ffff::1"}), 429)
+    assert_envelope(api(bad_key).get("/rentals", headers={"X-Forwarded-For": "2001:db8:5:7::1"}), 401)
+
+
 def test_each_user_has_a_request_budget_per_minute(alice, bob, make_key, api, settings) -> None:  # type: ignore[no-untyped-def]
     settings.API_RATE_PER_MINUTE = 3
     away_from_a_minute_boundary()

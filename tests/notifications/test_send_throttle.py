@@ -27,7 +27,8 @@ def one_window(settings, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("common.ratelimit.time.time", lambda: 1_800_000_000.0)
     settings.API_RATE_PER_MINUTE = 100_000
     settings.WEBHOOK_TEST_SENDS_PER_USER_PER_MINUTE = 6
-    settings.WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE = 4
+    settings.WEBHOOK_TEST_SENDS_PER_USER_ENDPOINT_PER_MINUTE = 4
+    settings.WEBHOOK_TEST_SENDS_PER_ENDPOINT_PER_MINUTE = 7
 
 
 def register(user, url: str = "http://127.0.0.1:9/hook"):  # type: ignore[no-untyped-def]
@@ -43,10 +44,27 @@ def test_test_sends_to_one_endpoint_stop_at_its_limit_with_a_message(alice, olga
     page = client.post(f"/profile/webhooks/{endpoint.pk}/test/", follow=True).content.decode()
     assert "Too many test sends" in page
     assert Delivery.objects.count() == 4
-    # The limit is the endpoint's: another person (an operator, who may act on any) meets it too.
+    # That limit is alice's at this endpoint: someone else (an operator, who may act on any) still tests it.
     client.force_login(olga)
     client.post(f"/profile/webhooks/{endpoint.pk}/test/")
-    assert Delivery.objects.count() == 4
+    assert Delivery.objects.count() == 5
+
+
+def test_refused_tries_do_not_use_up_the_endpoints_budget_for_an_admin(alice, olga) -> None:
+    # Someone else who may send (here an operator) hammers the button; alice must still be able to test.
+    endpoint = register(alice)
+    member = Client()
+    member.force_login(olga)
+    for _ in range(50):
+        member.post(f"/profile/webhooks/{endpoint.pk}/test/")
+    assert Delivery.objects.count() == 4, "olga's own limit at this endpoint"
+    admin = Client()
+    admin.force_login(alice)
+    for _ in range(3):
+        admin.post(f"/profile/webhooks/{endpoint.pk}/test/")
+    assert Delivery.objects.count() == 7, "the endpoint's budget counted only olga's four sends"
+    page = admin.post(f"/profile/webhooks/{endpoint.pk}/test/", follow=True).content.decode()
+    assert "Too many test sends" in page and Delivery.objects.count() == 7, "the endpoint's own limit holds"
 
 
 def test_one_user_cannot_spread_test_sends_over_many_endpoints(alice) -> None:

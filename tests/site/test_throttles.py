@@ -79,3 +79,20 @@ def test_a_login_that_succeeds_does_not_clear_the_addresss_other_failures(alice,
     assert login_from("198.51.100.7", "carol", "pw") == 302, "below the limit a right password logs in"
     login_from("198.51.100.7", "someone", "wrong")
     assert login_from("198.51.100.7", "alice", "pw") == 429
+
+
+def test_ipv6_addresses_of_one_64_prefix_share_one_lock(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    # Anyone given a /64 can use any of its 2^64 addresses: the lock is the prefix's.
+    settings.TRUSTED_PROXY_COUNT = 1
+    for n in range(settings.AXES_FAILURE_LIMIT):
+        login_from(f"2001:db8:1:2::{n % 2 + 1:x}", "alice", "wrong")
+    assert login_from("2001:db8:1:2:ffff::9", "alice", "pw") == 429, "another address of the same /64"
+    assert login_from("2001:db8:1:3::1", "alice", "pw") == 302, "the next /64 is someone else"
+
+
+def test_the_address_lock_counts_a_64_prefix_as_one_address(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.TRUSTED_PROXY_COUNT = 1
+    limit = settings.LOGIN_ADDRESS_FAILURE_LIMIT
+    answers = [login_from(f"2001:db8:1:2::{n % 2 + 1:x}", f"user{n}", "wrong") for n in range(limit)]
+    assert answers[-1] == 429
+    assert login_from("2001:db8:1:2:abcd::1", "alice", "pw") == 429
