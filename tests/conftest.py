@@ -82,7 +82,12 @@ def start_gunicorn(*, port: int, env: dict[str, str], workers: int = 1) -> subpr
         stderr=subprocess.DEVNULL,
         start_new_session=True,
     )
-    wait_for_http(f"http://127.0.0.1:{port}/healthz", process=server)
+    try:
+        # Generous: a busy machine (CI's two cores) takes a while to import Django in each worker.
+        wait_for_http(f"http://127.0.0.1:{port}/healthz", process=server, timeout=60.0)
+    except BaseException:
+        stop_process(server)  # never leave a server behind a failed start
+        raise
     return server
 
 
