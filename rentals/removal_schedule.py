@@ -52,7 +52,8 @@ def removal_time(*, hours: int | None = None, at: datetime | None = None, now: d
 def _check_may_change(rental: Rental) -> None:
     if rental.status not in HOLDS_CLUSTER_STATES:
         raise ValidationError("Only a rented cluster has a removal to schedule or cancel.", code="no_cluster")
-    if not rental.members.exists():
+    # The rent answer's pod ids are enough to set the time; it reaches the members once the pods sync attached them.
+    if not rental.pod_ids and not rental.members.exists():
         raise ValidationError("The cluster's members are not known yet; try again in a moment.", code="no_members")
 
 

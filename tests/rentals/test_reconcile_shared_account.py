@@ -300,15 +300,23 @@ def test_acme_removal_push_never_touches_globex_pods(
     assert fake_upstream.requests[sent_before:] == [], "nothing pushed to Globex's pods"
 
 
-def test_a_removal_push_goes_only_to_the_rentals_own_members(make_rental, fake_upstream: FakeUpstream) -> None:
+def test_a_removal_push_goes_only_to_the_rentals_own_members(
+    make_rental, fake_upstream: FakeUpstream, enqueued, django_capture_on_commit_callbacks
+) -> None:
     # The rent answer's pod ids are a claim, not a holding: only member rows the pods sync attached are pushed to.
     acme = make_rental(status=RentalStatus.RENTED, possibly_sent=True, cluster_id="cl-a", pod_ids=["p-1", "p-2"])
     Rental.objects.filter(pk=acme.pk).update(removal_scheduled_at=timezone.now() + timedelta(hours=2))
     fake_upstream.script = [answer(200, {"success": True}), answer(200, {"success": True})]
     assert removal_schedule.rental_push_removal_schedule(rental_id=acme.pk) == 0
-    ClusterMember.objects.create(rental=acme, pod_id="p-1", status="RUNNING")
+    # Once the pods sync attaches the members, the removal set before them is pushed to them.
+    fake_upstream.pods = [{**member("cl-a", "exec-a"), "id": "p-1"}]
+    with django_capture_on_commit_callbacks(execute=True):
+        members.credential_pods_sync(credential_id=acme.credential_id, force=True)
+    assert enqueued.of("removal_push") == [((acme.pk,), None)]
+    fake_upstream.script = [answer(200, {"success": True})]
+    sent_before = len(fake_upstream.requests)
     assert removal_schedule.rental_push_removal_schedule(rental_id=acme.pk) == 1
-    assert ["p-1" in str(r.url) for r in fake_upstream.requests if r.method != "GET"] == [True]
+    assert ["/p-1/" in r.url.path for r in fake_upstream.requests[sent_before:]] == [True]
 
 
 def test_a_cluster_taken_in_a_race_with_no_holder_found_is_still_recorded(
