@@ -71,6 +71,10 @@ def may_have_reached_lium(rental: Rental) -> bool:
     return rental.possibly_sent or rental.status == RentalStatus.SENDING
 
 
+# The same rule as a query (reconciliation's rivals): `sending` covers an attempt on the wire as well.
+MAY_HAVE_REACHED_LIUM = Q(possibly_sent=True) | Q(status=RentalStatus.SENDING)
+
+
 def rental_claim(*, rental_id: int, turn: int | None = None) -> Claim | None:
     """Take a rental that is due (queued, retry due, or an expired `sending` lease) into `sending`.
 
@@ -253,17 +257,18 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         "possibly_sent": outcomes.possibly_sent_after(result, before=rental.possibly_sent),
         **decided.fields,
     }
-    # A cluster belongs to one rental: one that another rental holds is not taken, whatever the answer says.
-    cluster_id = settle.get("cluster_id") or ""
-    taken = holding.cluster_holder(cluster_id=cluster_id, other_than=rental.pk)
+    # A cluster (and each pod) belongs to one rental: one another rental holds is not taken, whatever the answer.
+    cluster_id, pod_ids = settle.get("cluster_id") or "", settle.get("pod_ids") or []
+    taken = holding.holder_of(cluster_id=cluster_id, pod_ids=pod_ids, other_than=rental.pk)
+    refused = taken is not None
     without = {**settle, "cluster_id": "", "pod_ids": []}  # its pods are the holder's too
     try:
-        moved = rental_transition(**(without if taken else settle))
+        moved = rental_transition(**(without if refused else settle))
     except IntegrityError:  # another rental took it between the check and this write
-        taken = holding.cluster_holder(cluster_id=cluster_id, other_than=rental.pk)
+        taken, refused = holding.holder_of(cluster_id=cluster_id, pod_ids=pod_ids, other_than=rental.pk), True
         moved = rental_transition(**without)
-    if moved and cluster_id and taken is not None:
-        _record_cluster_held(rental, cluster_id=cluster_id, pod_ids=settle.get("pod_ids") or [], holder=taken)
+    if moved and refused:  # always on the timeline, even when the race's holder was not found again
+        _record_cluster_held(rental, cluster_id=cluster_id, pod_ids=pod_ids, holder=taken)
     if not moved:
         return None
     if decided.status == RentalStatus.RENTED:
@@ -302,12 +307,13 @@ def _store_attempt(claim: Claim, result: RentResult, *, started_at: datetime, du
 def _record_cluster_held(rental: Rental, *, cluster_id: str, pod_ids: list[str], holder: Rental | None) -> None:
     """Record as a defect that Lium confirmed our order with a cluster another rental holds: it stays with that
     rental (one holder only), and an operator asks Lium which order created it."""
-    logger.error("Defect: rental %s was confirmed as cluster %s, which another rental holds.", rental.pk, cluster_id)
+    what = cluster_id or f"pods {', '.join(pod_ids)}"
+    logger.error("Defect: rental %s was confirmed as %s, which another rental holds.", rental.pk, what)
     RentalEvent.objects.create(
         rental_id=rental.pk,
         kind=RentalEvent.Kind.DEFECT,
-        message=f"Lium confirmed this order as cluster {cluster_id}, but "
-        + holding.held_message(cluster_id=cluster_id, holder=holder)
+        message=f"Lium confirmed this order as {'cluster ' if cluster_id else ''}{what}, but "
+        + holding.held_message(cluster_id=cluster_id, holder=holder, pod_ids=pod_ids)
         + " Ask Lium which order created it; this rental tracks no member until then.",
         data={"cluster_id": cluster_id, "pod_ids": pod_ids, "held_by": str(holder.public_id) if holder else None},
     )

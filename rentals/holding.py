@@ -44,9 +44,11 @@ def holder_of(*, cluster_id: str, pod_ids: Iterable[str] = (), other_than: int |
     )
 
 
-def held_message(*, cluster_id: str, holder: Rental | None) -> str:
-    """Say, for staff, that the cluster belongs to another rental."""
+def held_message(*, cluster_id: str, holder: Rental | None, pod_ids: Iterable[str] = ()) -> str:
+    """Say, for staff, that the cluster (or, without its id, its pods) belongs to another rental."""
     whose = f"rental {holder.public_id} ({holder.customer.name})" if holder is not None else "another rental"
+    if not cluster_id:
+        return f"Pods {', '.join(pod_ids)} already belong to {whose}: a pod belongs to one rental only."
     return f"Cluster {cluster_id} already belongs to {whose}: a cluster belongs to one rental only."
 
 

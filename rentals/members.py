@@ -30,7 +30,7 @@ from django.utils import timezone
 
 from accounts.models import UpstreamCredential
 from rentals import upstream
-from rentals.enqueue import enqueue_cluster_delete
+from rentals.enqueue import enqueue_cluster_delete, enqueue_removal_push
 from rentals.holding import holder_of
 from rentals.member_events import member_events_request
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
@@ -134,6 +134,9 @@ def _sync_rental_with_pods(rental: Rental, rows: list[PodRow]) -> bool:
         if learned and not _learn_cluster_id(rental, carried.pop()):
             return False
         stored = _store_listed_members(rental, rows, existing, now)
+        if stored and not existing and rental.removal_scheduled_at is not None:
+            # A removal set before the members were known reached none of them (pushes go to members only).
+            transaction.on_commit(lambda: enqueue_removal_push(rental.pk))
         missed, gone = _mark_unlisted_members(existing, listed={row.id for row in rows}, now=now)
         touched = stored or missed or learned
         moved = _advance_state(rental, rows, gone=gone, known=len(existing))

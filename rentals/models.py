@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from accounts.models import Customer, UpstreamCredential
-from rentals.states import FINAL_STATES, IN_FLIGHT_STATES, RentalStatus
+from rentals.states import FINAL_STATES, IN_FLIGHT_STATES, UNSETTLED_STATES, RentalStatus
 
 STATUS_LABELS: dict[str, str] = dict(RentalStatus.choices)
 
@@ -94,6 +94,12 @@ class Rental(models.Model):
             # Every range read on `created_at`; with state and customer in the index, the ops overview counts a
             # window's first part-hour (up to an hour of rentals) index-only instead of one heap page per rental.
             models.Index(fields=["created_at"], include=["status", "customer"], name="rental_created_cover"),
+            # Reconciliation's rivals, on every credential: the few orders by pod name that hold no cluster yet.
+            models.Index(
+                fields=["pod_name"],
+                condition=models.Q(cluster_id="", status__in=UNSETTLED_STATES),
+                name="rental_unsettled_pod_name",
+            ),
         ]
         constraints = [
             # Evidence is exclusive: many customers share one Lium account, and a second holder of a cluster would

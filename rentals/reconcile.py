@@ -11,8 +11,8 @@ a cluster is adopted only when the match is unambiguous both ways (DESIGN.md pri
 - a candidate is a cluster whose members all carry the order's pod name, number exactly its nodes, sit on
   exactly its executors (a pod row without an executor id matches nothing) and were created after the order;
 - exactly one candidate is free: no other rental holds it or one of its pods (`rentals.holding`);
-- no other unsettled rental on the credential matches it too (unknown, rented without a cluster id, or being
-  sent after an attempt that may have reached Lium), whoever its customer.
+- no other unsettled rental matches it too (unknown, rented without a cluster id, or with an attempt that may
+  have reached Lium, the first one in flight included), whoever its customer and on whichever credential.
 Then the rental settles `rented` with the evidence ("match"). Otherwise it stays `unknown` and the finding on its
 timeline lists every candidate with who holds or also matches it: "no_match" and "held" (every candidate is
 another rental's) and "contested" (another unsettled order matches it) look again later; "ambiguous" (two free
@@ -35,10 +35,11 @@ from django.utils import timezone
 
 from common.backoff import backoff_seconds
 from rentals import upstream
+from rentals.engine import MAY_HAVE_REACHED_LIUM
 from rentals.enqueue import enqueue_pods_sync
 from rentals.holding import held_message, holder_of
 from rentals.models import Rental, RentalEvent
-from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
+from rentals.states import HOLDS_CLUSTER_STATES, UNSETTLED_STATES, RentalStatus
 from rentals.transitions import rental_touch, rental_transition
 
 logger = logging.getLogger(__name__)
@@ -213,7 +214,8 @@ RECONCILE_CLOCK_SKEW = timedelta(minutes=5)
 UNSETTLED = (
     Q(status=RentalStatus.UNKNOWN)
     | Q(status__in=HOLDS_CLUSTER_STATES, cluster_id="")
-    | Q(status__in=(RentalStatus.SENDING, RentalStatus.RETRYING), possibly_sent=True)
+    # Any attempt that may have reached Lium, the first one still on the wire included (the engine's rule).
+    | (Q(status__in=(RentalStatus.QUEUED, RentalStatus.SENDING, RentalStatus.RETRYING)) & MAY_HAVE_REACHED_LIUM)
 )
 
 
@@ -277,7 +279,9 @@ def _candidates(rental: Rental, pods: list[upstream.PodRow]) -> tuple[list[Candi
             clusters[pod.cluster_id].append(pod)
     rivals = list(
         Rental.objects.select_related("customer")
-        .filter(UNSETTLED, credential_id=rental.credential_id, pod_name=rental.pod_name)
+        # On every credential: a reseller may give each customer its own credential on one Lium account.
+        # `rental_unsettled_pod_name` serves this: the status list and the empty cluster id are its condition.
+        .filter(UNSETTLED, status__in=UNSETTLED_STATES, cluster_id="", pod_name=rental.pod_name)
         .exclude(pk=rental.pk)
     )
     known = {str(rival.public_id): rival for rival in rivals}

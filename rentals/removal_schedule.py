@@ -52,6 +52,7 @@ def removal_time(*, hours: int | None = None, at: datetime | None = None, now: d
 def _check_may_change(rental: Rental) -> None:
     if rental.status not in HOLDS_CLUSTER_STATES:
         raise ValidationError("Only a rented cluster has a removal to schedule or cancel.", code="no_cluster")
+    # The rent answer's pod ids are enough to set the time; it reaches the members once the pods sync attached them.
     if not rental.pod_ids and not rental.members.exists():
         raise ValidationError("The cluster's members are not known yet; try again in a moment.", code="no_members")
 
@@ -138,7 +139,8 @@ def rental_push_removal_schedule(*, rental_id: int) -> int:
     rental = Rental.objects.select_related("credential").filter(pk=rental_id).first()
     if rental is None or rental.status not in HOLDS_CLUSTER_STATES:
         return 0
-    pod_ids = list(rental.members.filter(gone_at__isnull=True).values_list("pod_id", flat=True)) or rental.pod_ids
+    # Only the rental's own member rows: the rent answer's pod ids are a claim that may name another rental's pods.
+    pod_ids = list(rental.members.filter(gone_at__isnull=True).values_list("pod_id", flat=True))
     client = upstream.client_for(rental.credential)
     at = rental.removal_scheduled_at
     told = 0

@@ -33,6 +33,8 @@ S = RentalStatus
 FINAL_STATES = frozenset({S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED, S.TERMINATED})
 # States in which the upstream may hold a cluster of ours (members are tracked, it can be terminated).
 HOLDS_CLUSTER_STATES = frozenset({S.RENTED, S.READY, S.DEGRADED})
+# States in which an order may have created a cluster it does not hold yet (reconciliation's rivals, indexed).
+UNSETTLED_STATES = (S.QUEUED, S.SENDING, S.RETRYING, S.UNKNOWN, S.RENTED, S.READY, S.DEGRADED)
 # States whose page keeps changing by itself (the poller or the worker moves them on).
 IN_FLIGHT_STATES = frozenset({S.QUEUED, S.SENDING, S.RETRYING, S.RENTED, S.TERMINATING})
 

@@ -7,19 +7,22 @@ cluster: not the automatic look, not an operator's confirmation, not the pods sy
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
+from django.utils import timezone
 
-from rentals import members, reconcile, tasks
+from accounts.models import UpstreamCredential
+from rentals import holding, members, reconcile, removal_schedule, tasks
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.ordering import RentOrder
 from rentals.services import rental_confirm_reconciliation, rental_submit, rental_terminate
 from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY
-from tests.rentals.fakes import EXECUTORS, Clock, FakeUpstream, rented
+from tests.rentals.fakes import EXECUTORS, Clock, FakeUpstream, answer, rented
 
 pytestmark = pytest.mark.django_db
 
@@ -239,3 +242,95 @@ def test_pods_named_by_id_are_attached_only_when_they_carry_no_other_cluster_id(
     ]
     members.credential_pods_sync(credential_id=acme.credential_id, force=True)
     assert set(acme.members.values_list("pod_id", flat=True)) == {"p-1", "p-2"}
+
+
+# --- rivals: every order that may have created the cluster, on every credential of the account ----------------------
+
+
+def test_globex_first_attempt_in_flight_is_a_rival(
+    acme_unknown: Rental, globex_order, fake_upstream: FakeUpstream
+) -> None:
+    # Globex's first attempt is on the wire (nothing answered yet): the cluster listed may well be its own.
+    globex = globex_order(status=RentalStatus.SENDING, possibly_sent=False, attempt_count=1)
+    fake_upstream.pods = cluster("cl-g")
+    assert tasks.rental_reconcile_look(acme_unknown.pk) == "contested"
+    acme = Rental.objects.get(pk=acme_unknown.pk)
+    assert acme.status == RentalStatus.UNKNOWN and acme.cluster_id == ""
+    [candidate] = last_finding(acme).data["candidates"]
+    assert candidate["also_matches"] == [str(globex.public_id)]
+
+
+def test_rival_on_a_second_credential_of_the_same_account(
+    acme_unknown: Rental, globex_order, fake_upstream: FakeUpstream
+) -> None:
+    # A reseller may give each customer its own credential row for the same Lium account.
+    other = UpstreamCredential(name="globex-key", customer_ref="globex")
+    other.set_secret("same-lium-account-key")
+    other.save()
+    globex = globex_order(status=RentalStatus.UNKNOWN, possibly_sent=True, attempt_count=1, credential_id=other.pk)
+    fake_upstream.pods = cluster("cl-g")
+    assert tasks.rental_reconcile_look(acme_unknown.pk) == "contested"
+    acme = Rental.objects.get(pk=acme_unknown.pk)
+    assert acme.status == RentalStatus.UNKNOWN and acme.cluster_id == ""
+    assert str(globex.public_id) in last_finding(acme).message
+
+
+# --- a confirmed answer naming another rental's pods ---------------------------------------------------------------
+
+
+def test_acme_removal_push_never_touches_globex_pods(
+    make_rental, globex_order, fake_upstream: FakeUpstream, engine_settings
+) -> None:
+    globex = globex_order(status=RentalStatus.READY, cluster_id="cl-g")
+    for pod in ("cl-g-exec-a", "cl-g-exec-b"):
+        ClusterMember.objects.create(rental=globex, pod_id=pod, status="RUNNING")
+    acme = make_rental()
+    # Lium's confirmed answer names Globex's pods and no cluster id.
+    body = {"success": True, "message": "ok", "pod_ids": ["cl-g-exec-a", "cl-g-exec-b"]}
+    fake_upstream.script = [answer(200, body, headers={"X-Request-Id": "r"})]
+    assert tasks.rental_send(acme.pk) == RentalStatus.RENTED
+    acme.refresh_from_db()
+    assert acme.pod_ids == [], "the pods stay with their holder"
+    defect = acme.events.get(kind=RentalEvent.Kind.DEFECT)
+    assert "cl-g-exec-a" in defect.message and str(globex.public_id) in defect.message
+    Rental.objects.filter(pk=acme.pk).update(removal_scheduled_at=timezone.now() + timedelta(hours=2))
+    fake_upstream.script = [answer(200, {"success": True}), answer(200, {"success": True})]
+    sent_before = len(fake_upstream.requests)
+    assert removal_schedule.rental_push_removal_schedule(rental_id=acme.pk) == 0
+    assert fake_upstream.requests[sent_before:] == [], "nothing pushed to Globex's pods"
+
+
+def test_a_removal_push_goes_only_to_the_rentals_own_members(
+    make_rental, fake_upstream: FakeUpstream, enqueued, django_capture_on_commit_callbacks
+) -> None:
+    # The rent answer's pod ids are a claim, not a holding: only member rows the pods sync attached are pushed to.
+    acme = make_rental(status=RentalStatus.RENTED, possibly_sent=True, cluster_id="cl-a", pod_ids=["p-1", "p-2"])
+    Rental.objects.filter(pk=acme.pk).update(removal_scheduled_at=timezone.now() + timedelta(hours=2))
+    fake_upstream.script = [answer(200, {"success": True}), answer(200, {"success": True})]
+    assert removal_schedule.rental_push_removal_schedule(rental_id=acme.pk) == 0
+    # Once the pods sync attaches the members, the removal set before them is pushed to them.
+    fake_upstream.pods = [{**member("cl-a", "exec-a"), "id": "p-1"}]
+    with django_capture_on_commit_callbacks(execute=True):
+        members.credential_pods_sync(credential_id=acme.credential_id, force=True)
+    assert enqueued.of("removal_push") == [((acme.pk,), None)]
+    fake_upstream.script = [answer(200, {"success": True})]
+    sent_before = len(fake_upstream.requests)
+    assert removal_schedule.rental_push_removal_schedule(rental_id=acme.pk) == 1
+    assert ["/p-1/" in r.url.path for r in fake_upstream.requests[sent_before:]] == [True]
+
+
+def test_a_cluster_taken_in_a_race_with_no_holder_found_is_still_recorded(
+    make_rental, globex_order, fake_upstream: FakeUpstream, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    globex_order(status=RentalStatus.READY, cluster_id="cl-g")
+    acme = make_rental()
+    # Both looks miss the holder (it took the cluster after the first, and e.g. the second read a stale replica):
+    # the database still refuses the second holder, and Acme's timeline must say why it has no cluster.
+    monkeypatch.setattr(holding, "cluster_holder", lambda **_: None)
+    monkeypatch.setattr(holding, "holder_of", lambda **_: None)
+    fake_upstream.script = [rented(cluster_id="cl-g")]
+    assert tasks.rental_send(acme.pk) == RentalStatus.RENTED
+    acme.refresh_from_db()
+    assert acme.cluster_id == "" and acme.pod_ids == []
+    defect = acme.events.get(kind=RentalEvent.Kind.DEFECT)
+    assert "cl-g" in defect.message
