@@ -60,7 +60,7 @@ def check_secrets() -> tuple[int, str]:
 
 
 def test_the_readme_rotation_keeps_webhooks_and_credentials_working_and_retires_the_old_key(
-    settings, credential, alice, receiver, make_rental, rent
+    settings, credential, alice, receiver, make_rental, move_rental
 ) -> None:
     settings.FIELD_ENCRYPTION_KEYS = [OLD]
     credential.set_secret("lium-key-1234")
@@ -74,7 +74,7 @@ def test_the_readme_rotation_keeps_webhooks_and_credentials_working_and_retires_
     settings.FIELD_ENCRYPTION_KEYS = [NEW]  # drop the old key; restart
 
     assert check_secrets()[0] == 0
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     assert deliver_all() == ["delivered"]
     Webhook(whsec).verify(receiver.requests[0].body, receiver.requests[0].headers)
     assert lium_sees(credential) == "lium-key-1234"
@@ -118,12 +118,12 @@ def test_readiness_names_a_secret_no_configured_key_opens(settings, alice) -> No
 
 
 def test_a_webhook_whose_secret_does_not_decrypt_says_so_on_its_delivery(
-    settings, alice, receiver, make_rental, rent
+    settings, alice, receiver, make_rental, move_rental
 ) -> None:
     settings.FIELD_ENCRYPTION_KEYS = [OLD]
     endpoint_create(customer=alice.memberships.get().customer, url=receiver.url, events=["*"], created_by=alice)
     settings.FIELD_ENCRYPTION_KEYS = [NEW]
-    rent(make_rental(alice))
+    move_rental(make_rental(alice))
     assert deliver_all() == ["retry"]
     from notifications.models import Delivery
 
