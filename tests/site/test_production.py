@@ -17,6 +17,7 @@ from cryptography.fernet import Fernet
 from django.utils import timezone
 
 from common.logcontext import ContextFilter
+from dashboard import health
 from rentals import engine, members
 from rentals.models import Heartbeat
 from rentals.services import RentOrder, rental_submit
@@ -63,6 +64,21 @@ def test_production_refuses_to_start_without_a_secret_and_names_it(missing: str)
     assert f"{missing} must be set when DASHBOARD_ENV=production" in result.stderr
 
 
+def wait_for_redis(port: int, timeout: float = 15.0) -> None:
+    """Return once a Redis on `port` answers PING (a busy machine starts it in more than a moment)."""
+    import redis
+
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if redis.Redis(port=port, socket_connect_timeout=0.5).ping():
+                return
+        except redis.ConnectionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 @pytest.mark.django_db
 def test_readyz_names_the_broker_while_redis_is_down_and_recovers(client, settings) -> None:
     settings.READYZ_BROKER_CHECK_SECONDS = 0  # every probe asks the broker (the answer is otherwise reused)
@@ -79,8 +95,10 @@ def test_readyz_names_the_broker_while_redis_is_down_and_recovers(client, settin
     # The embedded default names its file-system transport, which would win over the URL (read from the settings).
     settings.CELERY_BROKER_TRANSPORT = None
     Heartbeat.objects.update_or_create(name="sweeper", defaults={"at": timezone.now()})
+    health.forget_broker_check()
+    health.forget_secrets_check()
     try:
-        time.sleep(0.3)
+        wait_for_redis(port)
         assert client.get("/readyz").status_code == 200
         server.terminate()
         server.wait(timeout=10)
@@ -88,16 +106,19 @@ def test_readyz_names_the_broker_while_redis_is_down_and_recovers(client, settin
         assert down.status_code == 503
         assert any(part.startswith("broker") for part in down.json()["failing"])
         server = subprocess.Popen(start, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
+        wait_for_redis(port)
         assert client.get("/readyz").status_code == 200
     finally:
         app.conf.broker_url, app.conf.broker_write_url = original
         server.terminate()
         server.wait(timeout=10)
+        health.forget_broker_check()  # the next probe asks the real broker, not this test's stopped one
 
 
 @pytest.mark.django_db
 def test_readyz_names_a_sweeper_that_stopped(client) -> None:
+    health.forget_broker_check()  # answers remembered from another test's broker or keys say nothing here
+    health.forget_secrets_check()
     Heartbeat.objects.update_or_create(name="sweeper", defaults={"at": timezone.now() - timedelta(hours=1)})
     response = client.get("/readyz")
     assert response.status_code == 503
