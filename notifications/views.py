@@ -86,13 +86,20 @@ def _managed_endpoint(request: HttpRequest, pk: int):  # type: ignore[no-untyped
     return endpoint, None
 
 
-def _refused_disabled(request: HttpRequest, endpoint: WebhookEndpoint) -> HttpResponse | None:
-    """A disabled endpoint receives nothing: say so rather than make a delivery that fails at once."""
-    if endpoint.disabled_at is None:
-        return None
-    why = endpoint.disabled_reason or "by a team change"
-    messages.error(request, f"This endpoint is disabled ({why}): nothing is sent to it. Delete it and add a new one.")
-    return redirect("notifications:webhook_detail", pk=endpoint.pk)
+def _refused_manual_send(request: HttpRequest, endpoint: WebhookEndpoint) -> HttpResponse | None:
+    """Refuse a test send or redelivery, with a message: to a disabled endpoint (it receives nothing; checked
+    first, so a refusal spends no throttle budget), or over the throttle."""
+    if endpoint.disabled_at is not None:
+        why = endpoint.disabled_reason or "by a team change"
+        messages.error(
+            request, f"This endpoint is disabled ({why}): nothing is sent to it. Delete it and add a new one."
+        )
+        return redirect("notifications:webhook_detail", pk=endpoint.pk)
+    wait = throttles.manual_send_retry_after(user_id=_user(request).pk, endpoint_id=endpoint.pk)
+    if wait is not None:
+        messages.error(request, throttles.throttled_message(wait))
+        return redirect("notifications:webhook_detail", pk=endpoint.pk)
+    return None
 
 
 @login_required
@@ -102,12 +109,8 @@ def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
     endpoint, refused = _managed_endpoint(request, pk)
     if refused:
         return refused
-    if disabled := _refused_disabled(request, endpoint):
-        return disabled
-    wait = throttles.manual_send_retry_after(user_id=_user(request).pk, endpoint_id=endpoint.pk)
-    if wait is not None:
-        messages.error(request, throttles.throttled_message(wait))
-        return redirect("notifications:webhook_detail", pk=endpoint.pk)
+    if refused_send := _refused_manual_send(request, endpoint):
+        return refused_send
     delivery = services.endpoint_send_test(endpoint=endpoint)
     messages.success(request, f"Test event {delivery.event_id} is on its way; its delivery appears below.")
     return redirect("notifications:webhook_detail", pk=endpoint.pk)
@@ -133,12 +136,8 @@ def webhook_redeliver(request: HttpRequest, pk: int, delivery_pk: int) -> HttpRe
     if refused:
         return refused
     delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_pk)
-    if disabled := _refused_disabled(request, endpoint):
-        return disabled
-    wait = throttles.manual_send_retry_after(user_id=_user(request).pk, endpoint_id=endpoint.pk)
-    if wait is not None:
-        messages.error(request, throttles.throttled_message(wait))
-        return redirect("notifications:webhook_detail", pk=endpoint.pk)
+    if refused_send := _refused_manual_send(request, endpoint):
+        return refused_send
     services.delivery_redeliver(delivery=delivery)
     messages.success(request, f"Event {delivery.event_id} will be delivered again (same webhook-id).")
     return redirect("notifications:webhook_detail", pk=endpoint.pk)
