@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from datetime import timedelta
 from time import monotonic
 
 from django.conf import settings
@@ -11,10 +10,7 @@ from django.db import connection
 from django.utils import timezone
 
 from accounts.secret_rows import secrets_undecryptable
-from rentals.models import Heartbeat
-
-# The sweeper runs every SWEEP_INTERVAL_SECONDS; this many missed runs means beat or the workers are down.
-SWEEPER_GRACE_RUNS = 6
+from rentals.heartbeats import sweeper_last_run
 
 
 def check_database() -> str | None:
@@ -65,14 +61,10 @@ def _connect_to_broker() -> str | None:
 
 def check_sweeper() -> str | None:
     """Return None when the sweeper ran recently (beat and a worker are alive), else how long ago it ran."""
-    limit = timedelta(seconds=settings.SWEEP_INTERVAL_SECONDS * SWEEPER_GRACE_RUNS + 30)
-    heartbeat = Heartbeat.objects.filter(name="sweeper").only("at").first()
-    if heartbeat is None:
+    run = sweeper_last_run(now=timezone.now())
+    if run.age is None:
         return "sweeper: has never run"
-    age = timezone.now() - heartbeat.at
-    if age > limit:
-        return f"sweeper: last ran {int(age.total_seconds())} s ago"
-    return None
+    return f"sweeper: last ran {int(run.age.total_seconds())} s ago" if run.stale else None
 
 
 _secrets_lock = threading.Lock()

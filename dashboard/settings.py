@@ -169,7 +169,7 @@ STORAGES = {
 CACHE_URL = env.str("CACHE_URL", "")
 CACHES = {
     "default": (
-        {"BACKEND": "common.redis_cache.ReusingRedisCache", "LOCATION": CACHE_URL}
+        {"BACKEND": "django.core.cache.backends.redis.RedisCache", "LOCATION": CACHE_URL}
         if CACHE_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     ),

@@ -52,6 +52,8 @@ RECONCILE_MAX_LOOKS = env.int("RECONCILE_MAX_LOOKS", 6, validate=NOT_NEGATIVE)
 OPS_RETRYING_ATTENTION_MINUTES = env.int("OPS_RETRYING_ATTENTION_MINUTES", 15, validate=POSITIVE)
 OPS_QUEUED_ATTENTION_MINUTES = env.int("OPS_QUEUED_ATTENTION_MINUTES", 5, validate=POSITIVE)
 OPS_TERMINATING_ATTENTION_MINUTES = env.int("OPS_TERMINATING_ATTENTION_MINUTES", 15, validate=POSITIVE)
+# The overview's figures are computed once for every staff member and process, then kept this long.
+OPS_OVERVIEW_CACHE_SECONDS = env.int("OPS_OVERVIEW_CACHE_SECONDS", 20, validate=POSITIVE)
 
 # Rent calls in flight (rentals in `sending` with a valid lease), counted in the database so the caps hold
 # across worker processes and machines (`rentals.capacity`). Lium publishes no rent-rate limit; the defaults

@@ -35,7 +35,6 @@ from django.db import connection, models
 from django.utils import timezone
 
 from accounts.models import Customer
-from ops.raw_rows import converted
 from rentals.models import STATUS_LABELS, ClusterMember, Rental, RentalNode, RentAttempt
 from rentals.states import FINAL_STATES
 
@@ -259,20 +258,10 @@ def _union(lookups: list[Lookup]) -> tuple[str, list[Any]]:
 
 
 def _page_rows(pks: list[int]) -> list[tuple[Any, ...]]:
-    """Return the table's columns for rentals `pks`, newest first: written out, as the ORM's compile of this
-    three-table read cost more than running it."""
-    marks = ", ".join(["%s"] * len(pks))
-    sql = (
-        f"SELECT r.id, r.public_id, r.pod_name, r.status, c.name, r.customer_ref, u.username, r.created_at, "  # noqa: S608 - our columns, values are parameters
-        f"r.removal_scheduled_at "
-        f"FROM {_table(Rental)} r JOIN {_table(Customer)} c ON c.id = r.customer_id "
-        f"LEFT JOIN {_table(User)} u ON u.id = r.created_by_id "
-        f"WHERE r.id IN ({marks}) ORDER BY r.created_at DESC, r.id DESC"
-    )
-    with connection.cursor() as cursor:
-        cursor.execute(sql, pks)
-        rows = cursor.fetchall()
-    return converted(rows, Rental, {1: "public_id", 7: "created_at", 8: "removal_scheduled_at"})
+    """Return the table's columns for rentals `pks`, newest first."""
+    columns = ("pk", "public_id", "pod_name", "status", "customer__name", "customer_ref", "created_by__username")
+    rentals = Rental.objects.filter(pk__in=pks).order_by("-created_at", "-id")
+    return list(rentals.values_list(*columns, "created_at", "removal_scheduled_at"))
 
 
 def rental_search(*, text: str) -> SearchResult:

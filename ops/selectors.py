@@ -1,4 +1,5 @@
-"""Reads for staff pages: the overview, a rental's timeline, usage and the audit log (the search: `ops.search`).
+"""Reads for staff pages: a rental's timeline, usage and the audit log (the overview: `ops.overview`; the search:
+`ops.search`).
 
 Every function runs a fixed number of queries, whatever the number of rows: aggregates, `select_related`
 and bounded lookups on indexed columns only (the search must stay fast at a million rentals).
@@ -6,144 +7,22 @@ and bounded lookups on indexed columns only (the search must stay fast at a mill
 
 from __future__ import annotations
 
-import functools
 import json
 from dataclasses import dataclass
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
-import redis
-from django.conf import settings
 from django.contrib.auth.models import User
 from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, QuerySet, Sum, Value
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
-from accounts.models import SupportRead, UpstreamCredential
-from ops.attention import attention_queue
-from ops.tally_windows import attempt_counts, created_counts
+from accounts.models import SupportRead
 from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
-from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentAttempt
-from rentals.states import RentalStatus
+from rentals.models import ClusterMember, Rental, RentalEvent, RentAttempt
 
-SWEEPER_HEARTBEAT = "sweeper"
 UPSTREAM_KEY_WINDOW = timedelta(hours=24)
-
-
-# --- overview ---------------------------------------------------------------------------------------------
-
-
-def rental_counts(*, now: datetime) -> dict[str, Any]:
-    """Return rentals created in the last 24 h and 7 d, by state and by customer (from `ops.tally_windows`)."""
-    states, customers = created_counts(now=now)
-    labels = dict(RentalStatus.choices)
-    by_state = [
-        {"status": status, "label": labels.get(status, status), "day": row["day"], "week": row["week"]}
-        for status, row in sorted(states.items())
-        if row["week"]
-    ]
-    by_customer = sorted(
-        (
-            {"customer_id": pk, "customer__name": row["name"], "day": row["day"], "week": row["week"]}
-            for pk, row in customers.items()
-            if row["week"]
-        ),
-        key=lambda row: (-row["week"], row["customer__name"]),
-    )[:50]
-    return {
-        "by_state": by_state,
-        "by_customer": by_customer,
-        "total_day": sum(row["day"] for row in by_state),
-        "total_week": sum(row["week"] for row in by_state),
-    }
-
-
-def upstream_health(*, now: datetime) -> list[dict[str, Any]]:
-    """Return per credential: last 2xx and last confirmed attempt (7 d), last hour's error share, 429 counts.
-
-    Two queries whatever the number of attempts: the credentials, and `ops.tally_windows.attempt_counts`.
-    """
-    by_credential = attempt_counts(now=now)
-    result = []
-    for credential in UpstreamCredential.objects.order_by("name"):
-        row = by_credential.get(credential.pk, {})
-        total = row.get("hour_total", 0)
-        bad = row.get("hour_bad", 0)
-        result.append(
-            {
-                "credential": credential,
-                "last_2xx": row.get("last_2xx"),
-                "last_confirmed": row.get("last_confirmed"),
-                "last_any": row.get("last_any"),
-                "hour_total": total,
-                "hour_bad": bad,
-                "error_rate": round(100 * bad / total) if total else None,
-                "hour_429": row.get("hour_429", 0),
-                "day_429": row.get("day_429", 0),
-            }
-        )
-    return result
-
-
-def broker_queues() -> list[str]:
-    """Return the queues tasks can wait in: every routed queue, the default one, and `celery` (the queue of
-    releases before the split, which the housekeeping worker still drains)."""
-    routed = [route["queue"] for route in settings.CELERY_TASK_ROUTES.values()]
-    return list(dict.fromkeys([*routed, settings.CELERY_TASK_DEFAULT_QUEUE, "celery"]))
-
-
-@functools.cache
-def _broker_client(url: str) -> redis.Redis:
-    # One client (and its connection pool) per process: opening Celery's broker connection for each overview
-    # cost 1.5-2 ms of CPU. Short timeouts: a broker that does not answer must not hold the page.
-    return redis.Redis.from_url(url, socket_timeout=2, socket_connect_timeout=2)
-
-
-def broker_queue_depths() -> dict[str, int] | None:
-    """Return the messages waiting in each queue when the broker is Redis (one round trip), else None."""
-    if not settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
-        return None
-    names = broker_queues()
-    with _broker_client(settings.CELERY_BROKER_URL).pipeline(transaction=False) as pipe:
-        for name in names:
-            pipe.llen(name)
-        return dict(zip(names, (int(count) for count in pipe.execute()), strict=True))
-
-
-def worker_health(*, now: datetime) -> dict[str, Any]:
-    """Return the broker's queue depths (Redis only) and when the sweeper last ran."""
-    depths: dict[str, int] | None = None
-    depth_error = ""
-    try:
-        depths = broker_queue_depths()
-    except Exception as exc:  # the broker is down: say so instead of failing the page
-        depth_error = f"broker unreachable ({type(exc).__name__})"
-    heartbeat = Heartbeat.objects.filter(name=SWEEPER_HEARTBEAT).first()
-    interval = settings.SWEEP_INTERVAL_SECONDS
-    sweeper_age = (now - heartbeat.at).total_seconds() if heartbeat else None
-    return {
-        "broker_redis": settings.CELERY_BROKER_URL.startswith(("redis://", "rediss://")),
-        "queue_depth": None if depths is None else sum(depths.values()),
-        "queue_detail": "" if depths is None else ", ".join(f"{name} {count}" for name, count in depths.items()),
-        "queue_error": depth_error,
-        "sweeper_at": heartbeat.at if heartbeat else None,
-        "sweeper_age": sweeper_age,
-        # Three missed sweeps (and at least a minute) means beat or the worker is not running.
-        "sweeper_stale": sweeper_age is None or sweeper_age > max(3 * interval, 60),
-    }
-
-
-def overview(*, now: datetime | None = None) -> dict[str, Any]:
-    """Return everything the operations overview shows."""
-    now = now or timezone.now()
-    return {
-        "now": now,
-        "counts": rental_counts(now=now),
-        "attention": attention_queue(now=now),
-        "upstream": upstream_health(now=now),
-        "worker": worker_health(now=now),
-    }
 
 
 # --- timeline ---------------------------------------------------------------------------------------------

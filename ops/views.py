@@ -27,6 +27,7 @@ from ops import selectors, services
 from ops.actions import ACTIONS, actions_offered, operator_action_run
 from ops.forms import ActionForm, AuditFilterForm, ConfirmReconciliationForm, SearchForm, UsageForm
 from ops.links import rental_page_links
+from ops.overview import overview_get
 from rentals.audit import support_reads, support_view_record
 from rentals.models import Rental
 from rentals.selectors import needs_attention
@@ -77,14 +78,14 @@ def _rental(public_id: Any) -> Rental:
 @staff_required
 def overview(request: HttpRequest) -> HttpResponse:
     """Counts, the needs-attention queue, upstream and worker health; the panel refreshes itself."""
-    return render(request, "ops/overview.html", {**selectors.overview(), "search_form": SearchForm()})
+    return render(request, "ops/overview.html", {**overview_get(), "search_form": SearchForm()})
 
 
 @require_GET
 @staff_required
 def overview_panel(request: HttpRequest) -> HttpResponse:
     """The polled fragment of the overview."""
-    return render(request, "ops/overview.html#panel", selectors.overview())
+    return render(request, "ops/overview.html#panel", overview_get())
 
 
 @require_GET

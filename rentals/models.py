@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import models
 
 from accounts.models import Customer, UpstreamCredential
-from rentals.states import FINAL_STATES, IN_FLIGHT_STATES, UNSETTLED_STATES, RentalStatus
+from rentals.states import ATTENTION_STATES, FINAL_STATES, IN_FLIGHT_STATES, UNSETTLED_STATES, RentalStatus
 
 STATUS_LABELS: dict[str, str] = dict(RentalStatus.choices)
 
@@ -82,8 +82,13 @@ class Rental(models.Model):
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="rental_status_due"),
             models.Index(fields=["status", "-created_at"], name="rental_status_recent"),
-            # The ops attention queue: each state's least recently updated rentals, read in order.
+            # Each state's least recently updated rentals, read in order (the sweeper's stuck queued rentals).
             models.Index(fields=["status", "updated_at"], name="rental_status_updated"),
+            # The ops attention queue: the rentals that may need a human, least recently updated first; its first
+            # rows that meet a reason are the queue, however many rentals are unknown or degraded.
+            models.Index(
+                fields=["updated_at"], condition=models.Q(status__in=ATTENTION_STATES), name="rental_attention"
+            ),
             # "My rentals", newest first, paged by (created_at, id): the id makes the order the index's own, so
             # no page sorts the customer's whole history.
             models.Index(fields=["customer", "-created_at", "-id"], name="rental_customer_recent_id"),

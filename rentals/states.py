@@ -35,6 +35,8 @@ FINAL_STATES = frozenset({S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED, S.TERM
 HOLDS_CLUSTER_STATES = frozenset({S.RENTED, S.READY, S.DEGRADED})
 # States in which an order may have created a cluster it does not hold yet (reconciliation's rivals, indexed).
 UNSETTLED_STATES = (S.QUEUED, S.SENDING, S.RETRYING, S.UNKNOWN, S.RENTED, S.READY, S.DEGRADED)
+# States in which a rental may need a human (the ops overview's attention queue, indexed).
+ATTENTION_STATES = (S.UNKNOWN, S.DEGRADED, S.RETRYING, S.SENDING, S.QUEUED, S.TERMINATING, S.RENTED)
 # States whose page keeps changing by itself (the poller or the worker moves them on).
 IN_FLIGHT_STATES = frozenset({S.QUEUED, S.SENDING, S.RETRYING, S.RENTED, S.TERMINATING})
 

@@ -22,13 +22,12 @@ from rentals.enqueue import (
     enqueue_reconcile_look,
     enqueue_rental_send,
 )
+from rentals.heartbeats import SWEEPER_HEARTBEAT
 from rentals.models import Heartbeat, Rental
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
 
 logger = logging.getLogger(__name__)
-
-SWEEPER_HEARTBEAT = "sweeper"
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

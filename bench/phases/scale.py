@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from collections.abc import Callable
 from contextlib import nullcontext
 from typing import Any
 from urllib.parse import quote
@@ -76,8 +77,8 @@ def scale_sizes(run: Run) -> tuple[list[int], list[int]]:
 
 
 def grow_to(size: int, *, next_id: int, people: People, tenants: list[tuple[int, int, str]]) -> int:
-    """Insert historical rentals until there are `size`, settle the tables and recount the tallies; return the
-    last inserted id (the next chunk starts after it).
+    """Insert historical rentals until there are `size` and settle the tables; return the last inserted id (the
+    next chunk starts after it).
 
     PostgreSQL generates the rows in the server (`bench.generated`), then vacuums and analyzes once; SQLite gets
     rows built in Python (`bench.bulk`), then the hourly `sqlite_analyze`.
@@ -106,16 +107,6 @@ def grow_to(size: int, *, next_id: int, people: People, tenants: list[tuple[int,
         settle(connection)
         say(f"    indexes built, tables vacuumed and analyzed ({time.monotonic() - t0:.1f} s)")
     say(f"    {Rental.objects.count()} rentals now ({time.monotonic() - t0:.1f} s)")
-    if "ops" in settings.INSTALLED_APPS:
-        # Bulk inserts bypass the receivers that keep the overview's tallies: recount them, as the migration does.
-        from ops.tallies import rebuild_tallies
-
-        t0 = time.monotonic()
-        rebuild_tallies()
-        if connection.vendor == "postgresql":
-            # As autovacuum does for a dashboard that grew to this size: the overview reads them index-only.
-            vacuum_tallies(connection)
-        say(f"    overview tallies recounted ({time.monotonic() - t0:.1f} s)")
     # The hourly beat task a running dashboard has done by the time it holds this many rentals.
     if sqlite_analyze():
         say("    SQLite statistics refreshed (rentals.tasks.sqlite_analyze, hourly in beat)")
@@ -123,7 +114,8 @@ def grow_to(size: int, *, next_id: int, people: People, tenants: list[tuple[int,
 
 
 def measure_pages(run: Run, people: People, in_process: dict[str, Client]) -> dict[str, Any]:
-    """Time each page through gunicorn and count its queries in-process; return the figures per page."""
+    """Time each page through gunicorn, and a cached page with its cache empty; count its queries in-process;
+    return the figures per page."""
     # Page 100 of my rentals: the keyset cursor after the 2,475th newest row, as the "Older" links would reach it.
     deep = Rental.objects.filter(customer=people.customer).order_by("-created_at", "-id")[2474]
     cursor = quote(f"{deep.created_at.isoformat()}_{deep.pk}")
@@ -159,18 +151,57 @@ def measure_pages(run: Run, people: People, in_process: dict[str, Client]) -> di
             "queries": len(queries),
             "first_ms": r(first_ms),
         }
+        miss = ""
+        forget = cache_forgetters(people).get(name)
+        if forget is not None:
+            misses = cache_misses(forget, http if shared_cache() else in_process[who], path)
+            figures[name] |= {"miss_ms": r(statistics.median(misses)), "miss_max_ms": r(max(misses))}
+            miss = f"   miss {statistics.median(misses):6.1f} ms (max {max(misses):.1f})"
         p95 = figures[name]["p95_ms"]
-        say(f"    {name:22s} median {statistics.median(times):8.1f} ms   p95 {p95:8.1f} ms   queries {len(queries)}")
+        say(
+            f"    {name:22s} median {statistics.median(times):8.1f} ms   p95 {p95:8.1f} ms{miss}   "
+            f"queries {len(queries)}"
+        )
     return figures
 
 
-def vacuum_tallies(connection: Any) -> None:
-    """VACUUM ANALYZE the overview's tallies after their recount."""
-    from ops.models import AttemptTally, CustomerTally, StateTally
+MISS_SAMPLES = 5
 
-    with connection.cursor() as cursor:
-        for model in (StateTally, CustomerTally, AttemptTally):
-            cursor.execute(f"VACUUM ANALYZE {connection.ops.quote_name(model._meta.db_table)}")
+
+def cache_forgetters(people: People) -> dict[str, Callable[[], None]]:
+    """Return, per cached page, what empties its cache: the fabric listing, the overview's figures."""
+    from django.core.cache import cache
+
+    from rentals.offers import offers_forget
+
+    forgetters = {"fabric_list": lambda: offers_forget(credential=people.credential)}
+    if "ops" in settings.INSTALLED_APPS:
+        from ops.overview import OVERVIEW_CACHE_KEY
+
+        def overview_forget() -> None:
+            cache.delete(OVERVIEW_CACHE_KEY)
+
+        forgetters["ops_overview"] = overview_forget
+    return forgetters
+
+
+def shared_cache() -> bool:
+    """Whether gunicorn's workers and this process share the cache (Redis), so this process can empty theirs."""
+    return "redis" in settings.CACHES["default"]["BACKEND"].lower()
+
+
+def cache_misses(forget: Callable[[], None], client: Any, path: str) -> list[float]:
+    """Time `path` right after its cache was emptied, `MISS_SAMPLES` times: through gunicorn when the cache is
+    shared, else in this process (each gunicorn worker's local cache is out of reach)."""
+    times = []
+    for _ in range(MISS_SAMPLES):
+        forget()
+        p0 = time.perf_counter()
+        response = client.get(path)
+        times.append((time.perf_counter() - p0) * 1000)
+        if response.status_code != 200:
+            raise RuntimeError(f"{path} answered {response.status_code} on a cache miss")
+    return times
 
 
 def measure_search(samples_per_kind: int, staff_http: httpx.Client, samples: dict[str, list[str]]) -> dict[str, Any]:
@@ -214,7 +245,9 @@ def summarise_pages(run: Run, page_sizes: list[int]) -> None:
     )
     for s in page_sizes:
         line = ", ".join(
-            f"{name} {v['median_ms']}/{v['p95_ms']} ms/{v['queries']}q" for name, v in sizes[str(s)].items()
+            f"{name} {v['median_ms']}/{v['p95_ms']} ms/{v['queries']}q"
+            + (f" (miss {v['miss_ms']} ms)" if "miss_ms" in v else "")
+            for name, v in sizes[str(s)].items()
         )
         run.summary.append((f"pages at {s} rows (median/p95)", line))
 

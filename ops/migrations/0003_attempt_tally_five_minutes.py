@@ -1,15 +1,7 @@
-"""Attempt tallies per five minutes, with how many and how many unhealthy: the overview's last hour from twelve
-rows instead of the hour's attempts joined to their rentals. The buckets are recounted from the rows."""
+"""Attempt tallies per five minutes, with how many and how many unhealthy. (Their recount from the rows is gone:
+0005 drops the tallies.)"""
 
 from django.db import migrations, models
-
-
-def recount(apps, schema_editor):  # type: ignore[no-untyped-def]
-    from ops.tallies import rebuild_tallies
-
-    models_by_name = {name: apps.get_model("rentals", name) for name in ("Rental", "RentAttempt")}
-    models_by_name |= {name: apps.get_model("ops", name) for name in ("StateTally", "CustomerTally", "AttemptTally")}
-    rebuild_tallies(models_by_name)
 
 
 class Migration(migrations.Migration):
@@ -24,5 +16,4 @@ class Migration(migrations.Migration):
             model_name="attempttally",
             constraint=models.UniqueConstraint(fields=("start", "credential"), name="attempt_tally_bucket"),
         ),
-        migrations.RunPython(recount, migrations.RunPython.noop),
     ]

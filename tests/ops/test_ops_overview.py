@@ -9,7 +9,6 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from ops.durations import duration_text
 from rentals.models import Rental
 from rentals.states import RentalStatus
 
@@ -23,6 +22,7 @@ def attention_cells(html: str, pod_name: str) -> list[str]:
     href = re.search(r'href="([^"]+)"', row)
     assert href is not None
     cells = [re.sub(r"<[^>]+>", "", cell).strip() for cell in re.findall(r"<td>(.*?)</td>", row, flags=re.S)]
+    cells = [cell.replace("\xa0", " ") for cell in cells]  # `timesince` keeps a number and its unit together
     return [href.group(1), *cells]
 
 
@@ -36,7 +36,7 @@ def test_an_attention_row_links_to_the_rental_and_says_why_and_for_how_long(make
         "Globex",
         "Outcome unknown",
         "Outcome unknown: reconcile · timeout",
-        "2 h 05 min",
+        "2 hours, 5 minutes",
     ]
     assert 'class="badge s-unknown">Outcome unknown<' in html
 
@@ -49,24 +49,8 @@ def test_attention_rows_are_oldest_problem_first_and_escaped(make_rental, acme, 
     Rental.objects.filter(pk=new.pk).update(updated_at=now - timedelta(minutes=3))
     html = client_for(sam).get("/ops/").content.decode()
     assert "old-<b>" not in html and html.index("old-&lt;b&gt;") < html.index(">new-one<")
-    assert attention_cells(html, "old-&lt;b&gt;")[-1] == "3 d 0 h"
-    assert attention_cells(html, "new-one")[-1] == "3 min"
-
-
-@pytest.mark.parametrize(
-    ("delta", "text"),
-    [
-        (timedelta(seconds=59), "0 min"),
-        (timedelta(minutes=59, seconds=59), "59 min"),
-        (timedelta(hours=1), "1 h 00 min"),
-        (timedelta(hours=23, minutes=59), "23 h 59 min"),
-        (timedelta(days=1), "1 d 0 h"),
-        (timedelta(days=9, hours=5, minutes=30), "9 d 5 h"),
-        (timedelta(seconds=-5), "0 min"),
-    ],
-)
-def test_durations_read_largest_unit_first(delta: timedelta, text: str) -> None:
-    assert duration_text(delta) == text
+    assert attention_cells(html, "old-&lt;b&gt;")[-1] == "3 days"
+    assert attention_cells(html, "new-one")[-1] == "3 minutes"
 
 
 @pytest.fixture
@@ -86,7 +70,7 @@ def waiting_rent_message(settings):  # type: ignore[no-untyped-def]
 
 def test_the_queue_depth_counts_the_rent_queue(waiting_rent_message, sam, client_for) -> None:
     """Rent calls wait in their own queue (not Celery's default `celery`): a backlog there is what matters."""
-    from ops.selectors import worker_health
+    from ops.overview import worker_health
 
     worker = worker_health(now=timezone.now())
     assert worker["queue_depth"] >= 1

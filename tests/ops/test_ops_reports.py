@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 from django.utils import timezone
 
-from ops import selectors
+from ops import overview, selectors
 from rentals.models import ClusterMember, Heartbeat, RentalEvent, RentAttempt
 
 pytestmark = pytest.mark.django_db
@@ -148,23 +148,24 @@ def many_rows(make_rental, globex, olga):  # type: ignore[no-untyped-def]
 
 def test_the_overview_runs_a_fixed_number_of_queries(many_rows, sam, client_for, django_assert_max_num_queries) -> None:
     client = client_for(sam)
-    # The same at any size: session and user (3), the tallies and attention queue (8), the runway panel (2).
-    with django_assert_max_num_queries(13):
+    # The same at any size: session and user (3), the figures (counts 2, attention 1, upstream 2, the sweeper
+    # 1), the runway panel (2).
+    with django_assert_max_num_queries(11):
         html = client.get("/ops/").content.decode()
     assert 'data-testid="attention"' in html and "Stuck lease" in html and "Retrying for more than" in html
     assert "Queued for more than" not in html, "queued rentals are not stuck yet"
-    with django_assert_max_num_queries(12):
+    with django_assert_max_num_queries(3):  # the session and user: the figures come from the cache
         panel = client.get("/ops/panel/", headers={"HX-Request": "true"}).content.decode()
     assert panel.startswith('\n<div id="ops-panel"') or panel.lstrip().startswith('<div id="ops-panel"')
     assert "<html" not in panel and 'hx-trigger="load delay:15s"' in panel
 
 
 def test_the_overview_reports_upstream_and_worker_health(many_rows, sam, client_for) -> None:
-    health = selectors.upstream_health(now=timezone.now())
+    health = overview.upstream_health(now=timezone.now())
     [main] = health
     assert main["hour_total"] == 60 and main["hour_429"] == 40 and main["error_rate"] == 67
     assert main["last_2xx"] is not None
-    worker = selectors.worker_health(now=timezone.now())
+    worker = overview.worker_health(now=timezone.now())
     assert not worker["sweeper_stale"]
     html = client_for(sam).get("/ops/").content.decode()
     assert "40 / 40" in html
