@@ -2,7 +2,8 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-    """The ops attention queue reads the rentals that may need a human in `updated_at` order off one index."""
+    """The ops overview: its attention queue reads the rentals that may need a human in `updated_at` order off one
+    index, and its last day's 429s off another."""
 
     dependencies = [("rentals", "0014_unsettled_pod_name_index")]
 
@@ -16,5 +17,9 @@ class Migration(migrations.Migration):
                 fields=["updated_at"],
                 name="rental_attention",
             ),
+        ),
+        migrations.AddIndex(
+            model_name="rentattempt",
+            index=models.Index(condition=models.Q(http_status=429), fields=["started_at"], name="attempt_429_started"),
         ),
     ]
