@@ -57,7 +57,7 @@ def rental_counts(*, now: datetime) -> dict[str, Any]:
     """Return rentals created in the last 24 h and 7 d, by state and by customer (the 50 with most).
 
     One pass over the week's rentals per (state, customer), read off the `rental_created_cover` index alone (it
-    holds both), summed here both ways; then the customers' names.
+    holds both), summed here both ways (a second `GROUP BY` would scan the week again); then the customers' names.
     """
     recent = Rental.objects.filter(created_at__gte=now - WEEK).order_by()
     rows = recent.values("status", "customer_id").annotate(
@@ -191,7 +191,7 @@ class AttentionItem:
 def attention_rentals(*, now: datetime) -> QuerySet[Rental]:
     """Return the rentals a human should look at, least recently updated first.
 
-    The `rental_attention_updated` index holds exactly the states these can be in, in `updated_at` order: the
+    The `rental_attention` index holds exactly the states these can be in, in `updated_at` order: the
     first rows that meet a reason are the answer, however many rentals are unknown or degraded.
     """
     minutes = {
