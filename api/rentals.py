@@ -24,8 +24,9 @@ from accounts.models import customer_ref_validator
 from accounts.roles import is_operator
 from api import idempotency
 from api.auth import require_scope, require_writer
+from api.bodies import json_body
 from api.errors import ApiError, error_response
-from api.orders import order_body_parse, order_build
+from api.fabrics import upstream_refusal
 from api.representations import dumps, json_response, rental_dict
 from api.schemas import ERRORS, RentalCreateIn, RentalListOut, RentalOut
 from rentals import offers, selectors, services
@@ -33,7 +34,9 @@ from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.explanations import members_grace_text
 from rentals.models import Rental
+from rentals.order_service import OrderChoice, OrderRefused, order_check, order_save
 from rentals.states import RentalStatus
+from rentals.upstream import UpstreamError
 
 router = Router()
 
@@ -222,6 +225,8 @@ def rental_create(
         rental, body = _order_save(request, raw, record)
     except idempotency.LostIdempotencyLock:
         return _lost_lock_response(request)
+    except OrderRefused as refused:
+        return _refusal_answer(request, order_refusal(refused), record)
     except ApiError as error:
         return _refusal_answer(request, error, record)
     except BaseException:
@@ -233,22 +238,52 @@ def rental_create(
 
 
 def _order_save(request: HttpRequest, raw: bytes, record: Any) -> tuple[Rental, str]:
-    """Build and save the order, and store the answer under its idempotency key in the same transaction."""
-    customer, order, customer_ref = order_build(request, order_body_parse(raw))
+    """Hand the order to the order service and store the answer under its idempotency key in one transaction."""
+    data = json_body(raw, RentalCreateIn)
+    choice = OrderChoice(
+        customer=data.customer,
+        customer_ref=data.customer_ref,
+        fabric_id=data.fabric_id,
+        executor_ids=data.executor_ids,
+        node_count=data.node_count,
+        template_id=data.template_id,
+        pod_name=data.pod_name,
+        public_keys=data.ssh_public_keys,
+        options=data.model_dump(include=ORDER_OPTIONS),
+    )
+    try:
+        checked = order_check(user=_user(request), choice=choice)  # outside the transaction: it may call Lium
+    except UpstreamError as exc:
+        raise upstream_refusal(exc) from exc
     with transaction.atomic():
-        try:
-            rental = services.rental_submit(
-                user=_user(request), customer=customer, order=order, customer_ref=customer_ref
-            )
-        except DjangoValidationError as exc:
-            raise ApiError(
-                422, exc.code or "order_refused", " ".join(exc.messages), hint="Change the order and try again."
-            ) from exc
+        rental = order_save(user=_user(request), checked=checked)
         rental = _with_details(Rental.objects.select_related("customer")).get(pk=rental.pk)
         body = dumps(rental_dict(rental))
         if record is not None:
             idempotency.idempotency_finish(record=record, status=201, body=body)
     return rental, body
+
+
+ORDER_OPTIONS = {
+    "initial_port_count",
+    "termination_hours",
+    "enable_jupyter",
+    "enable_volume_encryption",
+    "enable_backups",
+}
+
+
+def order_refusal(exc: OrderRefused) -> ApiError:
+    """Return the envelope of a refused order: the field at fault (403 for a customer_ref only operators may set)."""
+    if exc.field is None:
+        return ApiError(422, exc.code, exc.message, hint="Change the order and try again.")
+    return ApiError(
+        403 if exc.code == "customer_ref_not_allowed" else 422,
+        exc.code,
+        f"{exc.field}: {exc.message}",
+        hint="Fix this field and send the request again.",
+        validation_errors=[{"field": exc.field, "message": exc.message}],
+    )
 
 
 def _refusal_answer(request: HttpRequest, error: ApiError, record: Any) -> HttpResponse:
