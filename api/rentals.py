@@ -12,7 +12,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import QuerySet
@@ -22,6 +21,7 @@ from ninja import Header, Query, Router
 
 from accounts.models import customer_ref_validator
 from accounts.roles import is_operator
+from accounts.users import request_user
 from api import idempotency
 from api.auth import require_scope, require_writer
 from api.bodies import json_body
@@ -41,10 +41,6 @@ from rentals.upstream import UpstreamError
 router = Router()
 
 StatusFilter = Literal[tuple(RentalStatus.values)]  # type: ignore[valid-type]
-
-
-def _user(request: HttpRequest) -> User:
-    return request.user  # type: ignore[return-value]
 
 
 def _aware(value: datetime | None, name: str) -> datetime | None:
@@ -151,14 +147,14 @@ def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
     """
     require_scope(request, "manage")
     require_writer(request)
-    rental = rental_for(request, rental_id)
-    if not is_operator(request.user) and not rental.customer.memberships.filter(user_id=_user(request).pk).exists():
+    rental, user = rental_for(request, rental_id), request_user(request)
+    if not is_operator(user) and not rental.customer.memberships.filter(user_id=user.pk).exists():
         raise ApiError(403, "forbidden", "You may not change this rental.")
     if rental.status == RentalStatus.TERMINATING:
         return json_response(rental_dict(rental), status=202)
     try:
         # An operator's terminate is recorded as a staff action (`rentals.audit`), as on the ops pages.
-        moved = services.rental_terminate(rental=rental, actor=_user(request), reason="Requested through the API.")
+        moved = services.rental_terminate(rental=rental, actor=user, reason="Requested through the API.")
     except DjangoValidationError as exc:
         raise ApiError(409, "cluster_not_known_yet", exc.messages[0], hint=_cluster_unknown_hint(rental)) from exc
     if not moved:
@@ -214,7 +210,7 @@ def rental_create(
     if idempotency_key is not None:
         idempotency.validate_key(idempotency_key)
         claim = idempotency.idempotency_begin(
-            user=_user(request), key=idempotency_key, body_sha256=hashlib.sha256(raw).hexdigest()
+            user=request_user(request), key=idempotency_key, body_sha256=hashlib.sha256(raw).hexdigest()
         )
         if isinstance(claim, idempotency.Replay):
             response = HttpResponse(claim.body, status=claim.status, content_type="application/json")
@@ -252,11 +248,11 @@ def _order_save(request: HttpRequest, raw: bytes, record: Any) -> tuple[Rental, 
         options=data.model_dump(include=ORDER_OPTIONS),
     )
     try:
-        checked = order_check(user=_user(request), choice=choice)  # outside the transaction: it may call Lium
+        checked = order_check(user=request_user(request), choice=choice)  # outside the transaction: it may call Lium
     except UpstreamError as exc:
         raise upstream_refusal(exc) from exc
     with transaction.atomic():
-        rental = order_save(user=_user(request), checked=checked)
+        rental = order_save(user=request_user(request), checked=checked)
         rental = _with_details(Rental.objects.select_related("customer")).get(pk=rental.pk)
         body = dumps(rental_dict(rental))
         if record is not None:

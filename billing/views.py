@@ -13,7 +13,6 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -24,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.audit import support_read_record
 from accounts.models import Customer, Membership
 from accounts.roles import is_operator, is_staff_reader
+from accounts.users import request_user
 from billing import invitations, selectors, services
 from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, SignupForm, UsageFilterForm
 from billing.left_keys import left_key_clusters
@@ -35,11 +35,6 @@ from rentals.removal_policy import policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
 INVITATION_TOKEN_KEY = "billing_invitation_token"  # noqa: S105 (a session key's name)
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
 
 
 def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
@@ -164,7 +159,7 @@ def invite_create(request: HttpRequest, customer_id: int) -> HttpResponse:
         return customer
     form = InviteForm(request.POST)
     role = form.cleaned_data["role"] if form.is_valid() else Invitation.Role.MEMBER
-    new = invitations.invitation_create(customer=customer, created_by=_user(request), role=role)
+    new = invitations.invitation_create(customer=customer, created_by=request_user(request), role=role)
     link = request.build_absolute_uri(reverse("billing:invite_landing", args=[new.token]))
     request.session[NEW_INVITATION_KEY] = {"customer_id": customer.pk, "id": new.invitation.pk, "link": link}
     return redirect("billing:team", customer_id=customer.pk)
@@ -189,7 +184,7 @@ def member_remove(request: HttpRequest, customer_id: int, pk: int) -> HttpRespon
     if isinstance(membership, HttpResponse):
         return membership
     try:
-        invitations.member_remove(membership=membership, by=_user(request))
+        invitations.member_remove(membership=membership, by=request_user(request))
     except ValidationError as exc:
         messages.error(request, exc.messages[0])
     else:
@@ -302,7 +297,7 @@ def _invite_answer(request: HttpRequest, token: str) -> HttpResponse:
         try:
             # The account is created inside the claim's transaction: a refused claim leaves none behind.
             user = invitations.invitation_accept(
-                token=token, user=None if anonymous else _user(request), signup=form.save
+                token=token, user=None if anonymous else request_user(request), signup=form.save
             ).user
         except ValidationError as exc:
             return _invite_problem(request, exc.messages[0])

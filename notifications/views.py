@@ -5,23 +5,18 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import support_read_record
+from accounts.users import request_user
 from notifications import selectors, services, throttles
 from notifications.forms import EmailPreferenceForm, WebhookEndpointForm
 from notifications.models import WebhookEndpoint
 
 READ_ONLY = "Support can look at webhooks but not change them."
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
 
 
 def _no_store(response: HttpResponse) -> HttpResponse:
@@ -46,7 +41,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
                 customer=form.cleaned_data["customer"],
                 url=form.cleaned_data["url"],
                 events=form.cleaned_data["subscription"],
-                created_by=_user(request),
+                created_by=request_user(request),
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -95,7 +90,7 @@ def _refused_manual_send(request: HttpRequest, endpoint: WebhookEndpoint) -> Htt
             request, f"This endpoint is disabled ({why}): nothing is sent to it. Delete it and add a new one."
         )
         return redirect("notifications:webhook_detail", pk=endpoint.pk)
-    wait = throttles.manual_send_retry_after(user_id=_user(request).pk, endpoint_id=endpoint.pk)
+    wait = throttles.manual_send_retry_after(user_id=request_user(request).pk, endpoint_id=endpoint.pk)
     if wait is not None:
         messages.error(request, throttles.throttled_message(wait))
         return redirect("notifications:webhook_detail", pk=endpoint.pk)
@@ -147,7 +142,7 @@ def webhook_redeliver(request: HttpRequest, pk: int, delivery_pk: int) -> HttpRe
 @require_http_methods(["GET", "POST"])
 def notification_preferences(request: HttpRequest) -> HttpResponse:
     """Choose which events reach the user by e-mail."""
-    user = _user(request)
+    user = request_user(request)
     if request.method == "POST":
         form = EmailPreferenceForm(request.POST)
         if form.is_valid():

@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import is_operator, is_staff_reader
+from accounts.users import request_user
 from common.csv_export import csv_response
 from ops import search as support_search
 from ops import selectors, services
@@ -64,11 +65,6 @@ def operator_required(view: View) -> View:
     return wrapper
 
 
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
-
-
 def _rental(public_id: Any) -> Rental:
     return get_object_or_404(Rental.objects.select_related("customer", "credential", "created_by"), public_id=public_id)
 
@@ -109,7 +105,7 @@ def search(request: HttpRequest) -> HttpResponse:
 def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
     """Everything that happened to one rental, its stored request and its key's windows."""
     rental = _rental(public_id)
-    user = _user(request)
+    user = request_user(request)
     if not is_operator(user):
         support_view_record(rental=rental, user=user)
     now = timezone.now()
@@ -152,7 +148,7 @@ def rental_action(request: HttpRequest, public_id: Any, action: str) -> HttpResp
     form = _confirm_form(data, finding) if action == "confirm" else ActionForm(data)
     if request.method == "POST" and form.is_valid():
         try:
-            done = operator_action_run(action, rental=rental, actor=_user(request), form=form)
+            done = operator_action_run(action, rental=rental, actor=request_user(request), form=form)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:

@@ -9,7 +9,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -18,6 +17,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import Customer, SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
+from accounts.users import request_user
 from common import ratelimit
 from common.metrics import POLL_REQUESTS
 from rentals import offers, progress, selectors, services
@@ -164,14 +164,14 @@ def _back_to_fabrics(request: HttpRequest, chosen: Customer, exc: Exception) -> 
 def _rent_submit(request: HttpRequest, form: RentForm, offer: OrderOffer) -> Rental | None:
     """Submit a valid rent form through the order service: the rental, or None with the refusal on the form."""
     try:
-        checked = order_check(user=_user(request), choice=form.choice(), offer=offer)
+        checked = order_check(user=request_user(request), choice=form.choice(), offer=offer)
         wait = ratelimit.hit(scope="rent-submit", key=str(request.user.pk), limit=settings.RENT_SUBMIT_RATE_PER_MINUTE)
         if wait is not None:
             form.add_error(None, f"Too many orders in a minute; wait {wait} s and submit again.")
             return None
         # A second click that still validates meets its first rental through the form token's unique
         # constraint, and is answered with that rental.
-        rental = order_save(user=_user(request), checked=checked, submit_token=form.cleaned_data["submit_token"])
+        rental = order_save(user=request_user(request), checked=checked, submit_token=form.cleaned_data["submit_token"])
     except OrderRefused as refused:
         form.add_error(refused.field if refused.field in form.fields else None, refused.message)
         return None
@@ -328,7 +328,7 @@ def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
     if request.method == "GET":
         return render(request, "rentals/terminate_confirm.html", {"rental": rental})
     try:
-        if services.rental_terminate(rental=rental, actor=_user(request), reason=_reason(request)):
+        if services.rental_terminate(rental=rental, actor=request_user(request), reason=_reason(request)):
             messages.success(request, "Removing the cluster.")
         else:
             messages.error(request, "This rental has no cluster to remove.")
@@ -344,7 +344,7 @@ def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request):
         return HttpResponse("Support can look but not change rentals.", status=403)
-    if services.rental_cancel(rental=rental, actor=_user(request), reason=_reason(request)):
+    if services.rental_cancel(rental=rental, actor=request_user(request), reason=_reason(request)):
         messages.success(request, "Cancelled. Nothing was rented.")
     else:
         messages.error(request, "Too late to cancel: the order has already been sent.")
@@ -366,9 +366,3 @@ def _may_act(request: HttpRequest) -> bool:
     this far is a member of the rental's customer.
     """
     return is_operator(request.user) or not is_staff_reader(request.user)
-
-
-def _user(request: HttpRequest) -> User:
-    """Return the logged-in user (the views that call this are behind login_required)."""
-    assert isinstance(request.user, User)
-    return request.user
