@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -35,10 +35,6 @@ from rentals.removal_policy import policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
 INVITATION_TOKEN_KEY = "billing_invitation_token"  # noqa: S105 (a session key's name)
-
-
-def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
-    return render(request, "ops/forbidden.html", {"message": message}, status=403)
 
 
 def _usage(request: HttpRequest, *, what: str) -> tuple[UsageFilterForm, UsageReport, Customer | None]:
@@ -143,10 +139,11 @@ def team(request: HttpRequest, customer_id: int) -> HttpResponse:
     return render(request, "billing/team.html", _team_context(request, customer, **extra))
 
 
-def _managed_customer(request: HttpRequest, customer_id: int) -> Customer | HttpResponse:
+def _managed_customer(request: HttpRequest, customer_id: int) -> Customer:
+    """Return a customer this user manages; raise 404 for one they cannot see, 403 for one they only see."""
     customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id)
     if not may_manage_team(request.user, customer):
-        return _forbidden(request, "Only this customer's admins and operators can change its team and budget.")
+        raise PermissionDenied("Only this customer's admins and operators can change its team and budget.")
     return customer
 
 
@@ -155,8 +152,6 @@ def _managed_customer(request: HttpRequest, customer_id: int) -> Customer | Http
 def invite_create(request: HttpRequest, customer_id: int) -> HttpResponse:
     """Make an invitation link and show it once."""
     customer = _managed_customer(request, customer_id)
-    if isinstance(customer, HttpResponse):
-        return customer
     form = InviteForm(request.POST)
     role = form.cleaned_data["role"] if form.is_valid() else Invitation.Role.MEMBER
     new = invitations.invitation_create(customer=customer, created_by=request_user(request), role=role)
@@ -169,8 +164,6 @@ def invite_create(request: HttpRequest, customer_id: int) -> HttpResponse:
 @login_required
 def invite_revoke(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
     customer = _managed_customer(request, customer_id)
-    if isinstance(customer, HttpResponse):
-        return customer
     invitations.invitation_revoke(invitation=get_object_or_404(Invitation, pk=pk, customer=customer))
     messages.success(request, "The invitation link no longer works.")
     return redirect("billing:team", customer_id=customer.pk)
@@ -181,8 +174,6 @@ def invite_revoke(request: HttpRequest, customer_id: int, pk: int) -> HttpRespon
 def member_remove(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
     """Remove a member of this customer."""
     membership = _managed_membership(request, customer_id, pk)
-    if isinstance(membership, HttpResponse):
-        return membership
     try:
         invitations.member_remove(membership=membership, by=request_user(request))
     except ValidationError as exc:
@@ -198,18 +189,14 @@ def member_remove(request: HttpRequest, customer_id: int, pk: int) -> HttpRespon
 def member_admin(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
     """Make a member an admin of this customer, or a plain member again."""
     membership = _managed_membership(request, customer_id, pk)
-    if isinstance(membership, HttpResponse):
-        return membership
     invitations.admin_set(membership=membership, admin=request.POST.get("admin") == "1")
     return redirect("billing:team", customer_id=customer_id)
 
 
-def _managed_membership(request: HttpRequest, customer_id: int, pk: int) -> Membership | HttpResponse:
-    """Return a membership of a customer this user manages, or the refusal (never another customer's: the
-    membership is looked up within the customer)."""
+def _managed_membership(request: HttpRequest, customer_id: int, pk: int) -> Membership:
+    """Return a membership of a customer this user manages (never another customer's: the membership is looked
+    up within the customer); raise 404 or 403 as `_managed_customer` does."""
     customer = _managed_customer(request, customer_id)
-    if isinstance(customer, HttpResponse):
-        return customer
     membership = get_object_or_404(Membership.objects.select_related("user"), pk=pk, customer=customer)
     membership.customer = customer
     return membership
@@ -220,8 +207,6 @@ def _managed_membership(request: HttpRequest, customer_id: int, pk: int) -> Memb
 def budget_set(request: HttpRequest, customer_id: int) -> HttpResponse:
     """Operators set the budget and enforcement; the customer's admins may lower it for themselves."""
     customer = _managed_customer(request, customer_id)
-    if isinstance(customer, HttpResponse):
-        return customer
     if is_operator(request.user) and "monthly_budget_usd" in request.POST:
         operator_form = OperatorBudgetForm(request.POST)
         if not operator_form.is_valid():
@@ -315,7 +300,7 @@ def _invite_answer(request: HttpRequest, token: str) -> HttpResponse:
 def budgets(request: HttpRequest) -> HttpResponse:
     """Staff: every customer's month-to-date spend against its budget."""
     if not is_staff_reader(request.user):
-        return _forbidden(request, "This page is for support and operators.")
+        raise PermissionDenied("This page is for support and operators.")
     customers = list(Customer.objects.filter(active=True).order_by("name"))
     # Each customer's removal policy beside its budget: this is where staff look at every customer at once.
     policies = policy_summaries(customer_ids=[customer.pk for customer in customers])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -74,11 +74,12 @@ def webhook_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def _managed_endpoint(request: HttpRequest, pk: int):  # type: ignore[no-untyped-def]
+def _managed_endpoint(request: HttpRequest, pk: int) -> WebhookEndpoint:
+    """Return an endpoint this user may change; raise 404 for one they cannot see, 403 for one they only see."""
     endpoint = selectors.endpoint_get_for_user(user=request.user, pk=pk)
     if not selectors.may_manage_endpoints(user=request.user, customer_id=endpoint.customer_id):
-        return endpoint, HttpResponse(READ_ONLY, status=403)
-    return endpoint, None
+        raise PermissionDenied(READ_ONLY)
+    return endpoint
 
 
 def _refused_manual_send(request: HttpRequest, endpoint: WebhookEndpoint) -> HttpResponse | None:
@@ -101,9 +102,7 @@ def _refused_manual_send(request: HttpRequest, endpoint: WebhookEndpoint) -> Htt
 @require_POST
 def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
     """Send a `webhook.test` event to this endpoint."""
-    endpoint, refused = _managed_endpoint(request, pk)
-    if refused:
-        return refused
+    endpoint = _managed_endpoint(request, pk)
     if refused_send := _refused_manual_send(request, endpoint):
         return refused_send
     delivery = services.endpoint_send_test(endpoint=endpoint)
@@ -115,9 +114,7 @@ def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def webhook_delete(request: HttpRequest, pk: int) -> HttpResponse:
     """Delete an endpoint: it receives nothing more."""
-    endpoint, refused = _managed_endpoint(request, pk)
-    if refused:
-        return refused
+    endpoint = _managed_endpoint(request, pk)
     services.endpoint_delete(endpoint=endpoint)
     messages.success(request, f"Webhook endpoint {endpoint.url} deleted.")
     return redirect("notifications:webhook_list")
@@ -127,9 +124,7 @@ def webhook_delete(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def webhook_redeliver(request: HttpRequest, pk: int, delivery_pk: int) -> HttpResponse:
     """Send a delivery's event again, with the same webhook-id."""
-    endpoint, refused = _managed_endpoint(request, pk)
-    if refused:
-        return refused
+    endpoint = _managed_endpoint(request, pk)
     delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_pk)
     if refused_send := _refused_manual_send(request, endpoint):
         return refused_send
