@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -35,10 +35,6 @@ from rentals.selectors import needs_attention
 View = Callable[..., HttpResponse]
 
 
-def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
-    return render(request, "ops/forbidden.html", {"message": message}, status=403)
-
-
 def staff_required(view: View) -> View:
     """Let in support, operators and superusers; refuse everyone else with 403."""
 
@@ -46,7 +42,7 @@ def staff_required(view: View) -> View:
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not is_staff_reader(request.user):
-            return _forbidden(request, "These pages are for support and operators.")
+            raise PermissionDenied("These pages are for support and operators.")
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -59,7 +55,7 @@ def operator_required(view: View) -> View:
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not is_operator(request.user):
-            return _forbidden(request, "Support can look but not change rentals; ask an operator.")
+            raise PermissionDenied("Support can look but not change rentals; ask an operator.")
         return view(request, *args, **kwargs)
 
     return wrapper

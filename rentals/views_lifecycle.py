@@ -13,7 +13,7 @@ from datetime import timedelta
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
@@ -137,14 +137,14 @@ class RemovalPolicyForm(forms.Form):
 def customer_removal_policy(request: HttpRequest, customer_id: int) -> HttpResponse:
     """Show (staff) or set (operators) a customer's default and maximum cluster life in hours."""
     if not is_staff_reader(request.user):
-        return render(request, "ops/forbidden.html", {"message": "This page is for support and operators."}, status=403)
+        raise PermissionDenied("This page is for support and operators.")
     customer = get_object_or_404(Customer, pk=customer_id)
     policy = removal_policy.removal_policy_for(customer)
     initial = {"default_hours": policy.default_hours, "max_hours": policy.max_hours} if policy else {}
     form = RemovalPolicyForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST":
         if not is_operator(request.user):
-            return render(request, "ops/forbidden.html", {"message": "Only operators change the policy."}, status=403)
+            raise PermissionDenied("Only operators change the policy.")
         if form.is_valid():
             try:
                 removal_policy.removal_policy_set(customer=customer, actor=request_user(request), **form.cleaned_data)
