@@ -153,8 +153,8 @@ def rent(request: HttpRequest) -> HttpResponse:
 
 def _back_to_fabrics(request: HttpRequest, chosen: Customer, exc: Exception) -> HttpResponse:
     """Go back to the fabrics of the chosen customer, saying why the rent form cannot be shown."""
-    if isinstance(exc, UpstreamError):
-        messages.error(request, f"The Lium API could not list the offers right now ({exc}).")
+    if isinstance(exc, UpstreamError):  # the offers or the templates (which the fabrics page does not read)
+        messages.error(request, f"The Lium API could not list the fabrics and templates right now ({exc}).")
     elif isinstance(exc, OrderRefused) and exc.code == "fabric_not_offered":
         messages.error(request, f"That fabric is not offered to {chosen.name} any more; pick another one.")
     # Without a credential the fabrics page says itself why (said once).
