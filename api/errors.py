@@ -2,22 +2,20 @@
 
     {"success": false, "error": {"code", "message", "hint", "request_id"}, "message": ..., "status_code": N}
 
-Every response carries `X-Request-Id`. Ninja's own errors (validation, 404, 405, auth) are turned into the
-envelope by the handlers below and by `envelope_view`, which wraps every URL of the API, so no input
-reaches the client as an HTML page or a bare 500.
+Every response carries `X-Request-Id` (`request_id_middleware`). Ninja's own errors (validation, 404, auth) and
+any exception in a view are turned into the envelope by the exception handlers below, registered on the API with
+ninja's `add_exception_handler`, so no input reaches the client as an HTML page or a bare 500.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
 logger = logging.getLogger(__name__)
@@ -171,43 +169,22 @@ def _internal() -> ApiError:
     )
 
 
-def _is_envelope(response: HttpResponse) -> bool:
-    if not response.get("Content-Type", "").startswith("application/json"):
-        return False
-    try:
-        body = json.loads(response.content)
-    except (ValueError, AttributeError):
-        return False
-    return isinstance(body, dict) and isinstance(body.get("error"), dict)
+def request_id_middleware(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+    """Give every JSON API response its `X-Request-Id`, and the envelope to the one error no handler sees:
+    ninja's 405 for a method a path does not offer."""
 
-
-def envelope_view(view: Callable[..., HttpResponse]) -> Callable[..., HttpResponse]:
-    """Wrap an API view: give the request an id, and turn any non-envelope error into the envelope."""
-
-    @functools.wraps(view)
-    def wrapped(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
-        request_id(request)
-        try:
-            response = view(request, *args, **kwargs)
-        except Http404:
-            response = error_response(request, ApiError(404, "not_found", "Not found."))
-        except Exception:
-            logger.exception("Unexpected error in the JSON API (request %s)", request_id(request))
-            response = error_response(request, _internal())
-        if response.status_code >= 400 and not getattr(response, "streaming", False) and not _is_envelope(response):
-            status = response.status_code
-            message = {
-                404: "Not found.",
-                405: f"Method {request.method} is not allowed here.",
-            }.get(status, f"HTTP {status}.")
-            headers = {"Allow": response["Allow"]} if response.has_header("Allow") else {}
-            response = error_response(
-                request, ApiError(status, DEFAULT_CODES.get(status, "error"), message, headers=headers)
-            )
+    def middleware(request: HttpRequest) -> HttpResponse:
+        response = get_response(request)
+        if getattr(request.resolver_match, "namespace", "") != "api-v1":
+            return response
+        if isinstance(response, HttpResponseNotAllowed):
+            message = f"Method {request.method} is not allowed here."
+            refusal = ApiError(405, "method_not_allowed", message, headers={"Allow": response["Allow"]})
+            response = error_response(request, refusal)
         response["X-Request-Id"] = request_id(request)
         return response
 
-    return wrapped
+    return middleware
 
 
 def not_found_view(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:

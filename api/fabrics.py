@@ -35,30 +35,35 @@ def listing_for(credential: UpstreamCredential | None) -> OfferListing:
         )
     try:
         return offers.offers_get(credential=credential)
-    except RateLimited as exc:
+    except (UpstreamError, ValueError) as exc:
+        raise upstream_refusal(exc) from exc
+
+
+def upstream_refusal(exc: Exception) -> ApiError:
+    """Return the envelope's answer to offers that cannot be read: 503 to try again soon, else 502."""
+    if isinstance(exc, RateLimited):
         retry = str(max(1, int(exc.retry_after or 5)))
-        raise ApiError(
+        return ApiError(
             503,
             "upstream_rate_limited",
             "The Lium API asked us to slow down.",
             hint="Try again shortly.",
             headers={"Retry-After": retry},
-        ) from exc
-    except UpstreamUnavailable as exc:
-        raise ApiError(
+        )
+    if isinstance(exc, UpstreamUnavailable):
+        return ApiError(
             503,
             "upstream_unavailable",
             f"The Lium API cannot be reached right now ({exc.message}).",
             hint="Try again in a moment.",
             headers={"Retry-After": "5"},
-        ) from exc
-    except (UpstreamError, ValueError) as exc:
-        raise ApiError(
-            502,
-            "upstream_error",
-            f"The Lium API refused to list the fabrics ({exc}).",
-            hint="Give support the request_id if this persists.",
-        ) from exc
+        )
+    return ApiError(
+        502,
+        "upstream_error",
+        f"The Lium API refused to list the fabrics ({exc}).",
+        hint="Give support the request_id if this persists.",
+    )
 
 
 CUSTOMER_QUERY = Query(

@@ -12,7 +12,6 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import QuerySet
@@ -22,10 +21,12 @@ from ninja import Header, Query, Router
 
 from accounts.models import customer_ref_validator
 from accounts.roles import is_operator
+from accounts.users import request_user
 from api import idempotency
 from api.auth import require_scope, require_writer
+from api.bodies import json_body
 from api.errors import ApiError, error_response
-from api.orders import order_body_parse, order_build
+from api.fabrics import upstream_refusal
 from api.representations import dumps, json_response, rental_dict
 from api.schemas import ERRORS, RentalCreateIn, RentalListOut, RentalOut
 from rentals import offers, selectors, services
@@ -33,15 +34,13 @@ from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.explanations import members_grace_text
 from rentals.models import Rental
+from rentals.order_service import OrderChoice, OrderRefused, order_check, order_save
 from rentals.states import RentalStatus
+from rentals.upstream import UpstreamError
 
 router = Router()
 
 StatusFilter = Literal[tuple(RentalStatus.values)]  # type: ignore[valid-type]
-
-
-def _user(request: HttpRequest) -> User:
-    return request.user  # type: ignore[return-value]
 
 
 def _aware(value: datetime | None, name: str) -> datetime | None:
@@ -148,14 +147,14 @@ def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
     """
     require_scope(request, "manage")
     require_writer(request)
-    rental = rental_for(request, rental_id)
-    if not is_operator(request.user) and not rental.customer.memberships.filter(user_id=_user(request).pk).exists():
+    rental, user = rental_for(request, rental_id), request_user(request)
+    if not is_operator(user) and not rental.customer.memberships.filter(user_id=user.pk).exists():
         raise ApiError(403, "forbidden", "You may not change this rental.")
     if rental.status == RentalStatus.TERMINATING:
         return json_response(rental_dict(rental), status=202)
     try:
         # An operator's terminate is recorded as a staff action (`rentals.audit`), as on the ops pages.
-        moved = services.rental_terminate(rental=rental, actor=_user(request), reason="Requested through the API.")
+        moved = services.rental_terminate(rental=rental, actor=user, reason="Requested through the API.")
     except DjangoValidationError as exc:
         raise ApiError(409, "cluster_not_known_yet", exc.messages[0], hint=_cluster_unknown_hint(rental)) from exc
     if not moved:
@@ -211,7 +210,7 @@ def rental_create(
     if idempotency_key is not None:
         idempotency.validate_key(idempotency_key)
         claim = idempotency.idempotency_begin(
-            user=_user(request), key=idempotency_key, body_sha256=hashlib.sha256(raw).hexdigest()
+            user=request_user(request), key=idempotency_key, body_sha256=hashlib.sha256(raw).hexdigest()
         )
         if isinstance(claim, idempotency.Replay):
             response = HttpResponse(claim.body, status=claim.status, content_type="application/json")
@@ -222,6 +221,8 @@ def rental_create(
         rental, body = _order_save(request, raw, record)
     except idempotency.LostIdempotencyLock:
         return _lost_lock_response(request)
+    except OrderRefused as refused:
+        return _refusal_answer(request, order_refusal(refused), record)
     except ApiError as error:
         return _refusal_answer(request, error, record)
     except BaseException:
@@ -233,22 +234,52 @@ def rental_create(
 
 
 def _order_save(request: HttpRequest, raw: bytes, record: Any) -> tuple[Rental, str]:
-    """Build and save the order, and store the answer under its idempotency key in the same transaction."""
-    customer, order, customer_ref = order_build(request, order_body_parse(raw))
+    """Hand the order to the order service and store the answer under its idempotency key in one transaction."""
+    data = json_body(raw, RentalCreateIn)
+    choice = OrderChoice(
+        customer=data.customer,
+        customer_ref=data.customer_ref,
+        fabric_id=data.fabric_id,
+        executor_ids=data.executor_ids,
+        node_count=data.node_count,
+        template_id=data.template_id,
+        pod_name=data.pod_name,
+        public_keys=data.ssh_public_keys,
+        options=data.model_dump(include=ORDER_OPTIONS),
+    )
+    try:
+        checked = order_check(user=request_user(request), choice=choice)  # outside the transaction: it may call Lium
+    except UpstreamError as exc:
+        raise upstream_refusal(exc) from exc
     with transaction.atomic():
-        try:
-            rental = services.rental_submit(
-                user=_user(request), customer=customer, order=order, customer_ref=customer_ref
-            )
-        except DjangoValidationError as exc:
-            raise ApiError(
-                422, exc.code or "order_refused", " ".join(exc.messages), hint="Change the order and try again."
-            ) from exc
+        rental = order_save(user=request_user(request), checked=checked)
         rental = _with_details(Rental.objects.select_related("customer")).get(pk=rental.pk)
         body = dumps(rental_dict(rental))
         if record is not None:
             idempotency.idempotency_finish(record=record, status=201, body=body)
     return rental, body
+
+
+ORDER_OPTIONS = {
+    "initial_port_count",
+    "termination_hours",
+    "enable_jupyter",
+    "enable_volume_encryption",
+    "enable_backups",
+}
+
+
+def order_refusal(exc: OrderRefused) -> ApiError:
+    """Return the envelope of a refused order: the field at fault (403 for a customer_ref only operators may set)."""
+    if exc.field is None:
+        return ApiError(422, exc.code, exc.message, hint="Change the order and try again.")
+    return ApiError(
+        403 if exc.code == "customer_ref_not_allowed" else 422,
+        exc.code,
+        f"{exc.field}: {exc.message}",
+        hint="Fix this field and send the request again.",
+        validation_errors=[{"field": exc.field, "message": exc.message}],
+    )
 
 
 def _refusal_answer(request: HttpRequest, error: ApiError, record: Any) -> HttpResponse:

@@ -3,10 +3,10 @@
 import functools
 from typing import Any
 
-from django.urls import URLPattern, path, re_path
+from django.urls import path, re_path
 
 from api import views
-from api.errors import envelope_view, not_found_view
+from api.errors import not_found_view
 
 # The profile pages' namespace; the JSON API's own URLs are namespaced "api-v1" by django-ninja.
 app_name = "api"
@@ -19,12 +19,9 @@ urlpatterns = [
 
 @functools.cache  # ninja refuses to build one API's URLs twice
 def api_v1_urls() -> tuple[list[Any], str, str]:
-    """Return the API's URLconf with every view wrapped in the error envelope, plus a catch-all 404."""
+    """Return the API's URLconf plus a catch-all 404 in the error envelope."""
     from api.v1 import api
 
     patterns, app_name, namespace = api.urls
-    for pattern in patterns:
-        if isinstance(pattern, URLPattern):
-            pattern.callback = envelope_view(pattern.callback)
-    patterns.append(re_path(r"^.*$", envelope_view(not_found_view), name="api-not-found"))
+    patterns.append(re_path(r"^.*$", not_found_view, name="api-not-found"))
     return patterns, app_name, namespace

@@ -13,8 +13,7 @@ from urllib.parse import urlencode
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -24,6 +23,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from accounts.audit import support_read_record
 from accounts.models import Customer, Membership
 from accounts.roles import is_operator, is_staff_reader
+from accounts.users import request_user
 from billing import invitations, selectors, services
 from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, SignupForm, UsageFilterForm
 from billing.left_keys import left_key_clusters
@@ -35,15 +35,6 @@ from rentals.removal_policy import policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
 INVITATION_TOKEN_KEY = "billing_invitation_token"  # noqa: S105 (a session key's name)
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
-
-
-def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
-    return render(request, "ops/forbidden.html", {"message": message}, status=403)
 
 
 def _usage(request: HttpRequest, *, what: str) -> tuple[UsageFilterForm, UsageReport, Customer | None]:
@@ -148,10 +139,11 @@ def team(request: HttpRequest, customer_id: int) -> HttpResponse:
     return render(request, "billing/team.html", _team_context(request, customer, **extra))
 
 
-def _managed_customer(request: HttpRequest, customer_id: int) -> Customer | HttpResponse:
+def _managed_customer(request: HttpRequest, customer_id: int) -> Customer:
+    """Return a customer this user manages; raise 404 for one they cannot see, 403 for one they only see."""
     customer = selectors.customer_get_for_user(user=request.user, customer_id=customer_id)
     if not may_manage_team(request.user, customer):
-        return _forbidden(request, "Only this customer's admins and operators can change its team and budget.")
+        raise PermissionDenied("Only this customer's admins and operators can change its team and budget.")
     return customer
 
 
@@ -160,11 +152,9 @@ def _managed_customer(request: HttpRequest, customer_id: int) -> Customer | Http
 def invite_create(request: HttpRequest, customer_id: int) -> HttpResponse:
     """Make an invitation link and show it once."""
     customer = _managed_customer(request, customer_id)
-    if isinstance(customer, HttpResponse):
-        return customer
     form = InviteForm(request.POST)
     role = form.cleaned_data["role"] if form.is_valid() else Invitation.Role.MEMBER
-    new = invitations.invitation_create(customer=customer, created_by=_user(request), role=role)
+    new = invitations.invitation_create(customer=customer, created_by=request_user(request), role=role)
     link = request.build_absolute_uri(reverse("billing:invite_landing", args=[new.token]))
     request.session[NEW_INVITATION_KEY] = {"customer_id": customer.pk, "id": new.invitation.pk, "link": link}
     return redirect("billing:team", customer_id=customer.pk)
@@ -174,8 +164,6 @@ def invite_create(request: HttpRequest, customer_id: int) -> HttpResponse:
 @login_required
 def invite_revoke(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
     customer = _managed_customer(request, customer_id)
-    if isinstance(customer, HttpResponse):
-        return customer
     invitations.invitation_revoke(invitation=get_object_or_404(Invitation, pk=pk, customer=customer))
     messages.success(request, "The invitation link no longer works.")
     return redirect("billing:team", customer_id=customer.pk)
@@ -186,10 +174,8 @@ def invite_revoke(request: HttpRequest, customer_id: int, pk: int) -> HttpRespon
 def member_remove(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
     """Remove a member of this customer."""
     membership = _managed_membership(request, customer_id, pk)
-    if isinstance(membership, HttpResponse):
-        return membership
     try:
-        invitations.member_remove(membership=membership, by=_user(request))
+        invitations.member_remove(membership=membership, by=request_user(request))
     except ValidationError as exc:
         messages.error(request, exc.messages[0])
     else:
@@ -203,18 +189,14 @@ def member_remove(request: HttpRequest, customer_id: int, pk: int) -> HttpRespon
 def member_admin(request: HttpRequest, customer_id: int, pk: int) -> HttpResponse:
     """Make a member an admin of this customer, or a plain member again."""
     membership = _managed_membership(request, customer_id, pk)
-    if isinstance(membership, HttpResponse):
-        return membership
     invitations.admin_set(membership=membership, admin=request.POST.get("admin") == "1")
     return redirect("billing:team", customer_id=customer_id)
 
 
-def _managed_membership(request: HttpRequest, customer_id: int, pk: int) -> Membership | HttpResponse:
-    """Return a membership of a customer this user manages, or the refusal (never another customer's: the
-    membership is looked up within the customer)."""
+def _managed_membership(request: HttpRequest, customer_id: int, pk: int) -> Membership:
+    """Return a membership of a customer this user manages (never another customer's: the membership is looked
+    up within the customer); raise 404 or 403 as `_managed_customer` does."""
     customer = _managed_customer(request, customer_id)
-    if isinstance(customer, HttpResponse):
-        return customer
     membership = get_object_or_404(Membership.objects.select_related("user"), pk=pk, customer=customer)
     membership.customer = customer
     return membership
@@ -225,8 +207,6 @@ def _managed_membership(request: HttpRequest, customer_id: int, pk: int) -> Memb
 def budget_set(request: HttpRequest, customer_id: int) -> HttpResponse:
     """Operators set the budget and enforcement; the customer's admins may lower it for themselves."""
     customer = _managed_customer(request, customer_id)
-    if isinstance(customer, HttpResponse):
-        return customer
     if is_operator(request.user) and "monthly_budget_usd" in request.POST:
         operator_form = OperatorBudgetForm(request.POST)
         if not operator_form.is_valid():
@@ -302,7 +282,7 @@ def _invite_answer(request: HttpRequest, token: str) -> HttpResponse:
         try:
             # The account is created inside the claim's transaction: a refused claim leaves none behind.
             user = invitations.invitation_accept(
-                token=token, user=None if anonymous else _user(request), signup=form.save
+                token=token, user=None if anonymous else request_user(request), signup=form.save
             ).user
         except ValidationError as exc:
             return _invite_problem(request, exc.messages[0])
@@ -320,7 +300,7 @@ def _invite_answer(request: HttpRequest, token: str) -> HttpResponse:
 def budgets(request: HttpRequest) -> HttpResponse:
     """Staff: every customer's month-to-date spend against its budget."""
     if not is_staff_reader(request.user):
-        return _forbidden(request, "This page is for support and operators.")
+        raise PermissionDenied("This page is for support and operators.")
     customers = list(Customer.objects.filter(active=True).order_by("name"))
     # Each customer's removal policy beside its budget: this is where staff look at every customer at once.
     policies = policy_summaries(customer_ids=[customer.pk for customer in customers])

@@ -62,6 +62,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "api.errors.request_id_middleware",  # the JSON API's X-Request-Id
     # Last, as django-axes requires: it turns a locked-out login into a clear "too many attempts" page.
     "axes.middleware.AxesMiddleware",
 ]

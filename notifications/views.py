@@ -5,23 +5,18 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.audit import support_read_record
+from accounts.users import request_user
 from notifications import selectors, services, throttles
 from notifications.forms import EmailPreferenceForm, WebhookEndpointForm
 from notifications.models import WebhookEndpoint
 
 READ_ONLY = "Support can look at webhooks but not change them."
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
 
 
 def _no_store(response: HttpResponse) -> HttpResponse:
@@ -46,7 +41,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
                 customer=form.cleaned_data["customer"],
                 url=form.cleaned_data["url"],
                 events=form.cleaned_data["subscription"],
-                created_by=_user(request),
+                created_by=request_user(request),
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -79,11 +74,12 @@ def webhook_detail(request: HttpRequest, pk: int) -> HttpResponse:
     )
 
 
-def _managed_endpoint(request: HttpRequest, pk: int):  # type: ignore[no-untyped-def]
+def _managed_endpoint(request: HttpRequest, pk: int) -> WebhookEndpoint:
+    """Return an endpoint this user may change; raise 404 for one they cannot see, 403 for one they only see."""
     endpoint = selectors.endpoint_get_for_user(user=request.user, pk=pk)
     if not selectors.may_manage_endpoints(user=request.user, customer_id=endpoint.customer_id):
-        return endpoint, HttpResponse(READ_ONLY, status=403)
-    return endpoint, None
+        raise PermissionDenied(READ_ONLY)
+    return endpoint
 
 
 def _refused_manual_send(request: HttpRequest, endpoint: WebhookEndpoint) -> HttpResponse | None:
@@ -95,7 +91,7 @@ def _refused_manual_send(request: HttpRequest, endpoint: WebhookEndpoint) -> Htt
             request, f"This endpoint is disabled ({why}): nothing is sent to it. Delete it and add a new one."
         )
         return redirect("notifications:webhook_detail", pk=endpoint.pk)
-    wait = throttles.manual_send_retry_after(user_id=_user(request).pk, endpoint_id=endpoint.pk)
+    wait = throttles.manual_send_retry_after(user_id=request_user(request).pk, endpoint_id=endpoint.pk)
     if wait is not None:
         messages.error(request, throttles.throttled_message(wait))
         return redirect("notifications:webhook_detail", pk=endpoint.pk)
@@ -106,9 +102,7 @@ def _refused_manual_send(request: HttpRequest, endpoint: WebhookEndpoint) -> Htt
 @require_POST
 def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
     """Send a `webhook.test` event to this endpoint."""
-    endpoint, refused = _managed_endpoint(request, pk)
-    if refused:
-        return refused
+    endpoint = _managed_endpoint(request, pk)
     if refused_send := _refused_manual_send(request, endpoint):
         return refused_send
     delivery = services.endpoint_send_test(endpoint=endpoint)
@@ -120,9 +114,7 @@ def webhook_test(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def webhook_delete(request: HttpRequest, pk: int) -> HttpResponse:
     """Delete an endpoint: it receives nothing more."""
-    endpoint, refused = _managed_endpoint(request, pk)
-    if refused:
-        return refused
+    endpoint = _managed_endpoint(request, pk)
     services.endpoint_delete(endpoint=endpoint)
     messages.success(request, f"Webhook endpoint {endpoint.url} deleted.")
     return redirect("notifications:webhook_list")
@@ -132,9 +124,7 @@ def webhook_delete(request: HttpRequest, pk: int) -> HttpResponse:
 @require_POST
 def webhook_redeliver(request: HttpRequest, pk: int, delivery_pk: int) -> HttpResponse:
     """Send a delivery's event again, with the same webhook-id."""
-    endpoint, refused = _managed_endpoint(request, pk)
-    if refused:
-        return refused
+    endpoint = _managed_endpoint(request, pk)
     delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_pk)
     if refused_send := _refused_manual_send(request, endpoint):
         return refused_send
@@ -147,7 +137,7 @@ def webhook_redeliver(request: HttpRequest, pk: int, delivery_pk: int) -> HttpRe
 @require_http_methods(["GET", "POST"])
 def notification_preferences(request: HttpRequest) -> HttpResponse:
     """Choose which events reach the user by e-mail."""
-    user = _user(request)
+    user = request_user(request)
     if request.method == "POST":
         form = EmailPreferenceForm(request.POST)
         if form.is_valid():

@@ -13,7 +13,7 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -21,6 +21,7 @@ from django.utils import timezone
 from django.views.decorators.http import require_GET, require_http_methods
 
 from accounts.roles import is_operator, is_staff_reader
+from accounts.users import request_user
 from common.csv_export import csv_response
 from ops import search as support_search
 from ops import selectors, services
@@ -35,10 +36,6 @@ from rentals.selectors import needs_attention
 View = Callable[..., HttpResponse]
 
 
-def _forbidden(request: HttpRequest, message: str) -> HttpResponse:
-    return render(request, "ops/forbidden.html", {"message": message}, status=403)
-
-
 def staff_required(view: View) -> View:
     """Let in support, operators and superusers; refuse everyone else with 403."""
 
@@ -46,7 +43,7 @@ def staff_required(view: View) -> View:
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not is_staff_reader(request.user):
-            return _forbidden(request, "These pages are for support and operators.")
+            raise PermissionDenied("These pages are for support and operators.")
         return view(request, *args, **kwargs)
 
     return wrapper
@@ -59,15 +56,10 @@ def operator_required(view: View) -> View:
     @wraps(view)
     def wrapper(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
         if not is_operator(request.user):
-            return _forbidden(request, "Support can look but not change rentals; ask an operator.")
+            raise PermissionDenied("Support can look but not change rentals; ask an operator.")
         return view(request, *args, **kwargs)
 
     return wrapper
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
 
 
 def _rental(public_id: Any) -> Rental:
@@ -110,7 +102,7 @@ def search(request: HttpRequest) -> HttpResponse:
 def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
     """Everything that happened to one rental, its stored request and its key's windows."""
     rental = _rental(public_id)
-    user = _user(request)
+    user = request_user(request)
     if not is_operator(user):
         support_view_record(rental=rental, user=user)
     now = timezone.now()
@@ -153,7 +145,7 @@ def rental_action(request: HttpRequest, public_id: Any, action: str) -> HttpResp
     form = _confirm_form(data, finding) if action == "confirm" else ActionForm(data)
     if request.method == "POST" and form.is_valid():
         try:
-            done = operator_action_run(action, rental=rental, actor=_user(request), form=form)
+            done = operator_action_run(action, rental=rental, actor=request_user(request), form=form)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:

@@ -1,4 +1,4 @@
-"""The rent form: validates a cluster order against the fabric's current free nodes."""
+"""The rent form: reads a cluster order's fields; the order service (`rentals.order_service`) checks the order."""
 
 from __future__ import annotations
 
@@ -9,17 +9,16 @@ from typing import Any
 from django import forms
 from django.core.exceptions import ValidationError
 
-from accounts.models import Customer, SshPublicKey, customer_ref_validator
+from accounts.models import Customer, SshPublicKey
 from accounts.validators import parse_ssh_public_keys
-from rentals.offers import Fabric, OfferListing, Template
-from rentals.ordering import RentOrder, rental_order_build
+from rentals.offers import Fabric, Template
+from rentals.order_service import OrderChoice
 from rentals.removal_policy import policy_hint
 from rentals.validators import POD_NAME_HELP, validate_pod_name
 
 
 class NodeSelectionField(forms.MultipleChoiceField):
-    """Node ids; checked against the fabric's offers in `RentForm.clean` (`rentals.ordering`), which says what
-    is wrong."""
+    """Node ids; checked against the fabric's offers by the order service, which says what is wrong."""
 
     def validate(self, value: Any) -> None:
         if self.required and not value:
@@ -83,7 +82,6 @@ class RentForm(forms.Form):
         self,
         *args: Any,
         fabric: Fabric,
-        listing: OfferListing,
         templates: list[Template],
         customers: Any,
         may_set_customer_ref: bool,
@@ -94,8 +92,6 @@ class RentForm(forms.Form):
         kwargs["initial"].setdefault("submit_token", uuid.uuid4())
         super().__init__(*args, **kwargs)
         self.fabric = fabric
-        self.listing = listing
-        self.templates = templates
         self.customers = {str(customer.pk): customer for customer in customers}
         self.fields["customer"].choices = [(pk, customer.name) for pk, customer in self.customers.items()]  # type: ignore[attr-defined]
         self.fields["executor_ids"].choices = [(node.id, node.id) for node in fabric.nodes]  # type: ignore[attr-defined]
@@ -133,45 +129,31 @@ class RentForm(forms.Form):
                 "ssh_public_keys", "Add at least one SSH public key (paste it, or save one in your profile)."
             )
         data["all_public_keys"] = list(dict.fromkeys(saved + (pasted or [])))
-        if "executor_ids" in data:
-            # Built even when another field is wrong, so a node that is no longer free is reported at once.
-            try:
-                self._order = self._build_order(data)
-            except ValidationError as exc:
-                self.add_error(None, exc)
         return data
 
-    def clean_customer_ref(self) -> str:
-        value = self.cleaned_data.get("customer_ref", "")
-        if value:
-            customer_ref_validator(value)
-        return value
-
-    def order(self) -> RentOrder:
-        """Return the validated order (call after is_valid())."""
-        return self._order
-
-    def _build_order(self, data: dict[str, Any]) -> RentOrder:
-        """Check the nodes against the fabric's offers and price the order (`rentals.ordering`)."""
-        return rental_order_build(
-            fabric=self.fabric,
-            listing=self.listing,
-            templates=self.templates,
+    def choice(self) -> OrderChoice:
+        """Return what the form asks for, for the order service (call after is_valid())."""
+        data = self.cleaned_data
+        return OrderChoice(
+            customer=data["customer"].pk,
+            customer_ref=data.get("customer_ref") or None,
+            fabric_id=self.fabric.fabric_id,
             executor_ids=list(data["executor_ids"]),
             template_id=data.get("template_id") or None,
-            pod_name=data.get("pod_name", ""),
+            pod_name=data["pod_name"],
             public_keys=data["all_public_keys"],
-            initial_port_count=data.get("initial_port_count"),
-            termination_hours=data.get("termination_hours"),
-            customer=data.get("customer"),  # its removal policy fills in or caps termination_hours
-            enable_jupyter=data.get("enable_jupyter", False),
-            enable_volume_encryption=data.get("enable_volume_encryption", True),
-            enable_backups=data.get("enable_backups", True),
-            advanced={
-                "volume_id": str(data["volume_id"]) if data.get("volume_id") else None,
-                "backup_log_id": str(data["backup_log_id"]) if data.get("backup_log_id") else None,
-                "restore_path": data.get("restore_path") or None,
-                "skip_add_agent_ssh_key": data.get("skip_add_agent_ssh_key") or None,
-                "ncu_profiling": data.get("ncu_profiling") or None,
+            options={
+                "initial_port_count": data.get("initial_port_count"),
+                "termination_hours": data.get("termination_hours"),
+                "enable_jupyter": data.get("enable_jupyter", False),
+                "enable_volume_encryption": data.get("enable_volume_encryption", True),
+                "enable_backups": data.get("enable_backups", True),
+                "advanced": {
+                    "volume_id": str(data["volume_id"]) if data.get("volume_id") else None,
+                    "backup_log_id": str(data["backup_log_id"]) if data.get("backup_log_id") else None,
+                    "restore_path": data.get("restore_path") or None,
+                    "skip_add_agent_ssh_key": data.get("skip_add_agent_ssh_key") or None,
+                    "ncu_profiling": data.get("ncu_profiling") or None,
+                },
             },
         )

@@ -1,7 +1,7 @@
 """A cluster order: what the customer asks for, built from checked input and the offers it was chosen from.
 
-The rent form and the JSON API each check their own input and word their own errors, then call
-`rental_order_build`, so an order is priced, defaulted and checked against the offers one way.
+`rental_order_build` prices, defaults and checks an order against the offers; the order service
+(`rentals.order_service`), which the rent form and the JSON API both call, is its one caller in the product.
 """
 
 from __future__ import annotations
@@ -14,10 +14,8 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from accounts.models import Customer
-from accounts.validators import validate_ssh_public_key
 from rentals.offers import Fabric, OfferListing, Template, check_node_selection
 from rentals.removal_policy import termination_hours_apply
-from rentals.validators import validate_pod_name
 
 
 @dataclass(frozen=True)
@@ -115,16 +113,3 @@ def build_request_body(order: RentOrder) -> bytes:
         if value not in (None, ""):
             body[name] = value
     return json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
-
-
-def validate_order(order: RentOrder) -> None:
-    """Refuse an order the upstream would refuse for its shape, before any row exists."""
-    if len(order.executor_ids) < 2:
-        raise ValidationError("A cluster needs at least 2 nodes.", code="too_few_nodes")
-    if len(set(order.executor_ids)) != len(order.executor_ids):
-        raise ValidationError("The same node is selected twice; select each node once.", code="duplicate_nodes")
-    validate_pod_name(order.pod_name)
-    if not order.public_keys:
-        raise ValidationError("Add at least one SSH public key.", code="no_ssh_key")
-    for key in order.public_keys:
-        validate_ssh_public_key(key)

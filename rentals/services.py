@@ -16,13 +16,13 @@ from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 
-from accounts.models import Customer, UpstreamCredential, customer_ref_validator
+from accounts.models import Customer, UpstreamCredential
 from common.logcontext import bind
 from rentals.audit import change_event, staff_action_event
 from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_rental_send
 from rentals.holding import ClusterHeld, refuse_held
 from rentals.models import Rental, RentalEvent, RentalNode
-from rentals.ordering import RentOrder, build_request_body, validate_order
+from rentals.ordering import RentOrder, build_request_body
 from rentals.selectors import customer_hourly_spend
 from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
@@ -42,12 +42,10 @@ def rental_submit(
 ) -> Rental:
     """Create the rental row (key, bytes, hash) and enqueue its first attempt once the row is committed.
 
-    `customer_ref` is the X-Customer-Ref to send ("" or None sends none). A repeated `submit_token`
-    returns the rental it already created instead of a second one.
+    `order` and `customer_ref` (the X-Customer-Ref to send; "" or None sends none) are checked already: the
+    order service (`rentals.order_service`) builds them. A repeated `submit_token` returns the rental it already
+    created instead of a second one.
     """
-    validate_order(order)
-    if customer_ref:
-        customer_ref_validator(customer_ref)
     credential = credential or customer.default_credential
     if credential is None or not credential.active:
         raise ValidationError(

@@ -9,7 +9,6 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -18,13 +17,16 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import Customer, SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
+from accounts.users import request_user
 from common import ratelimit
 from common.metrics import POLL_REQUESTS
 from rentals import offers, progress, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.forms import RentForm
-from rentals.offers import Fabric, OfferListing, Template
+from rentals.models import Rental
+from rentals.offers import Fabric, OfferListing
+from rentals.order_service import OrderOffer, OrderRefused, order_check, order_offer, order_save
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
 
@@ -111,16 +113,24 @@ def rent(request: HttpRequest) -> HttpResponse:
             )
         messages.error(request, "You can browse fabrics, but renting needs a customer membership or the operator role.")
         return redirect("rentals:fabric_list")
+    if request.method == "POST":
+        # A second click on Submit: its form token created a rental already (its nodes are no longer free),
+        # so show that rental instead of errors that would only confuse.
+        already = selectors.rental_for_submit_token(user=request.user, token=request.POST.get("submit_token", ""))
+        if already is not None:
+            return redirect("rentals:rental_detail", public_id=already.public_id)
     params = request.POST if request.method == "POST" else request.GET
     chosen = _chosen_customer(customers, params.get("customer"))
-    offer = _rent_offer(request, chosen, fabric_id=request.GET.get("fabric") or request.POST.get("fabric", ""))
-    if isinstance(offer, HttpResponse):
-        return offer
-    fabric, listing, templates = offer
+    fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
+    try:
+        # Offers, node checks, prices and the spend cap all use the chosen customer's credential, the one the
+        # order is sent with (customers may rent on different Lium accounts).
+        offer = order_offer(user=request.user, customer=chosen.pk, fabric_id=fabric_id)
+    except (OrderRefused, UpstreamError) as exc:
+        return _back_to_fabrics(request, chosen, exc)
     form_kwargs: dict[str, Any] = {
-        "fabric": fabric,
-        "listing": listing,
-        "templates": templates,
+        "fabric": offer.fabric,
+        "templates": offer.templates,
         # Only the chosen customer: the nodes shown are its account's, so the order must be its too.
         "customers": [chosen],
         "may_set_customer_ref": is_operator(request.user),
@@ -128,73 +138,45 @@ def rent(request: HttpRequest) -> HttpResponse:
     }
     if request.method == "POST":
         form = RentForm(request.POST, **form_kwargs)
-        submitted = _rent_submit(request, form)
-        if submitted is not None:
-            return submitted
+        if form.is_valid() and (rental := _rent_submit(request, form, offer)) is not None:
+            return redirect("rentals:rental_detail", public_id=rental.public_id)
     else:
-        form = RentForm(initial=_cheapest_initial(request, fabric), **form_kwargs)
+        form = RentForm(initial=_cheapest_initial(request, offer.fabric), **form_kwargs)
     spend = [
         {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
         for customer in customers
         if customer.hourly_spend_cap_usd is not None
     ]
-    context = {"form": form, "fabric": fabric, "listing": listing, "spend": spend, "customers": customers}
-    return render(request, "rentals/rent.html", {**context, "chosen_customer": chosen, **_summary(fabric, form)})
+    context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "spend": spend, "customers": customers}
+    return render(request, "rentals/rent.html", {**context, "chosen_customer": chosen, **_summary(offer.fabric, form)})
 
 
-def _rent_offer(
-    request: HttpRequest, chosen: Any, *, fabric_id: str
-) -> tuple[Fabric, OfferListing, list[Template]] | HttpResponse:
-    """Return the fabric, listing and cluster templates the chosen customer's credential offers now, or a
-    redirect to the fabrics saying why not.
+def _back_to_fabrics(request: HttpRequest, chosen: Customer, exc: Exception) -> HttpResponse:
+    """Go back to the fabrics of the chosen customer, saying why the rent form cannot be shown."""
+    if isinstance(exc, UpstreamError):  # the offers or the templates (which the fabrics page does not read)
+        messages.error(request, f"The Lium API could not list the fabrics and templates right now ({exc}).")
+    elif isinstance(exc, OrderRefused) and exc.code == "fabric_not_offered":
+        messages.error(request, f"That fabric is not offered to {chosen.name} any more; pick another one.")
+    # Without a credential the fabrics page says itself why (said once).
+    return redirect(f"{reverse('rentals:fabric_list')}?customer={chosen.pk}")
 
-    Offers, node checks, prices and the spend cap all use this credential, the one the order is sent with
-    (customers may rent on different Lium accounts).
-    """
-    credential = selectors.customer_credential(chosen)
-    listing, _error = _listing_or_error(request, customer=chosen)
-    fabric = listing.fabric(fabric_id) if listing else None
-    # Back to the fabrics of the same customer, which say themselves why a listing failed (said once).
-    fabrics_of_chosen = f"{reverse('rentals:fabric_list')}?customer={chosen.pk}"
-    if listing is None or fabric is None or credential is None:
-        if listing is not None:
-            messages.error(request, f"That fabric is not offered to {chosen.name} any more; pick another one.")
-        return redirect(fabrics_of_chosen)
+
+def _rent_submit(request: HttpRequest, form: RentForm, offer: OrderOffer) -> Rental | None:
+    """Submit a valid rent form through the order service: the rental, or None with the refusal on the form."""
     try:
-        return fabric, listing, offers.cluster_templates(credential=credential)
-    except UpstreamError as exc:
-        messages.error(request, f"The Lium API could not list templates right now ({exc}).")
-        return redirect(fabrics_of_chosen)
-
-
-def _rent_submit(request: HttpRequest, form: RentForm) -> HttpResponse | None:
-    """Submit a posted rent form: a redirect to the rental, or None to show the form with its errors."""
-    if not form.is_valid():
-        # A second click on Submit usually fails validation (its nodes are no longer free): if its form
-        # token created a rental already, show that rental instead of errors that would only confuse.
-        already = selectors.rental_for_submit_token(user=request.user, token=request.POST.get("submit_token", ""))
-        return redirect("rentals:rental_detail", public_id=already.public_id) if already is not None else None
-    wait = ratelimit.hit(scope="rent-submit", key=str(request.user.pk), limit=settings.RENT_SUBMIT_RATE_PER_MINUTE)
-    if wait is not None:
-        form.add_error(None, f"Too many orders in a minute; wait {wait} s and submit again.")
-        return None
-    customer = form.cleaned_data["customer"]
-    override = form.cleaned_data.get("customer_ref") or ""
-    try:
+        checked = order_check(user=request_user(request), choice=form.choice(), offer=offer)
+        wait = ratelimit.hit(scope="rent-submit", key=str(request.user.pk), limit=settings.RENT_SUBMIT_RATE_PER_MINUTE)
+        if wait is not None:
+            form.add_error(None, f"Too many orders in a minute; wait {wait} s and submit again.")
+            return None
         # A second click that still validates meets its first rental through the form token's unique
         # constraint, and is answered with that rental.
-        rental = services.rental_submit(
-            user=_user(request),
-            customer=customer,
-            order=form.order(),
-            customer_ref=override or customer.customer_ref or None,
-            submit_token=form.cleaned_data["submit_token"],
-        )
-    except ValidationError as exc:
-        form.add_error(None, exc)
+        rental = order_save(user=request_user(request), checked=checked, submit_token=form.cleaned_data["submit_token"])
+    except OrderRefused as refused:
+        form.add_error(refused.field if refused.field in form.fields else None, refused.message)
         return None
     offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
-    return redirect("rentals:rental_detail", public_id=rental.public_id)
+    return rental
 
 
 def _cheapest_initial(request: HttpRequest, fabric: Fabric) -> dict[str, object]:
@@ -250,7 +232,6 @@ def rent_summary(request: HttpRequest) -> HttpResponse:
     form = RentForm(
         request.GET,
         fabric=fabric,
-        listing=listing,
         templates=[],
         customers=[],
         may_set_customer_ref=False,
@@ -347,7 +328,7 @@ def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
     if request.method == "GET":
         return render(request, "rentals/terminate_confirm.html", {"rental": rental})
     try:
-        if services.rental_terminate(rental=rental, actor=_user(request), reason=_reason(request)):
+        if services.rental_terminate(rental=rental, actor=request_user(request), reason=_reason(request)):
             messages.success(request, "Removing the cluster.")
         else:
             messages.error(request, "This rental has no cluster to remove.")
@@ -363,7 +344,7 @@ def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request):
         return HttpResponse("Support can look but not change rentals.", status=403)
-    if services.rental_cancel(rental=rental, actor=_user(request), reason=_reason(request)):
+    if services.rental_cancel(rental=rental, actor=request_user(request), reason=_reason(request)):
         messages.success(request, "Cancelled. Nothing was rented.")
     else:
         messages.error(request, "Too late to cancel: the order has already been sent.")
@@ -385,9 +366,3 @@ def _may_act(request: HttpRequest) -> bool:
     this far is a member of the rental's customer.
     """
     return is_operator(request.user) or not is_staff_reader(request.user)
-
-
-def _user(request: HttpRequest) -> User:
-    """Return the logged-in user (the views that call this are behind login_required)."""
-    assert isinstance(request.user, User)
-    return request.user

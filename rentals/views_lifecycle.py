@@ -13,14 +13,14 @@ from datetime import timedelta
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.contrib.auth.models import User
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
 from accounts.models import Customer
 from accounts.roles import is_operator, is_staff_reader
+from accounts.users import request_user
 from rentals import connect, removal_policy, removal_schedule, selectors
 from rentals.audit import support_reads
 from rentals.models import Rental
@@ -32,11 +32,6 @@ SUPPORT_READS_ONLY = "Support can look but not change rentals."
 def _may_act(request: HttpRequest) -> bool:
     """Members (who got the rental through the scoped selector) and operators yes; support no."""
     return is_operator(request.user) or not is_staff_reader(request.user)
-
-
-def _user(request: HttpRequest) -> User:
-    assert isinstance(request.user, User)
-    return request.user
 
 
 def _whole_hours(raw: object) -> int | None:
@@ -63,10 +58,10 @@ def rental_removal_schedule_form(request: HttpRequest, public_id: uuid.UUID) -> 
     try:
         if extend and rental.removal_scheduled_at is not None:
             at = removal_schedule.rental_schedule_removal(
-                rental=rental, actor=_user(request), at=rental.removal_scheduled_at + timedelta(hours=hours)
+                rental=rental, actor=request_user(request), at=rental.removal_scheduled_at + timedelta(hours=hours)
             )
         else:
-            at = removal_schedule.rental_schedule_removal(rental=rental, actor=_user(request), hours=hours)
+            at = removal_schedule.rental_schedule_removal(rental=rental, actor=request_user(request), hours=hours)
     except ValidationError as exc:
         messages.error(request, exc.messages[0])
     else:
@@ -82,7 +77,7 @@ def rental_removal_cancel_form(request: HttpRequest, public_id: uuid.UUID) -> Ht
     if not _may_act(request):
         return HttpResponse(SUPPORT_READS_ONLY, status=403)
     try:
-        cancelled = removal_schedule.rental_cancel_removal(rental=rental, actor=_user(request))
+        cancelled = removal_schedule.rental_cancel_removal(rental=rental, actor=request_user(request))
     except ValidationError as exc:
         messages.error(request, exc.messages[0])
     else:
@@ -142,17 +137,17 @@ class RemovalPolicyForm(forms.Form):
 def customer_removal_policy(request: HttpRequest, customer_id: int) -> HttpResponse:
     """Show (staff) or set (operators) a customer's default and maximum cluster life in hours."""
     if not is_staff_reader(request.user):
-        return render(request, "ops/forbidden.html", {"message": "This page is for support and operators."}, status=403)
+        raise PermissionDenied("This page is for support and operators.")
     customer = get_object_or_404(Customer, pk=customer_id)
     policy = removal_policy.removal_policy_for(customer)
     initial = {"default_hours": policy.default_hours, "max_hours": policy.max_hours} if policy else {}
     form = RemovalPolicyForm(request.POST if request.method == "POST" else None, initial=initial)
     if request.method == "POST":
         if not is_operator(request.user):
-            return render(request, "ops/forbidden.html", {"message": "Only operators change the policy."}, status=403)
+            raise PermissionDenied("Only operators change the policy.")
         if form.is_valid():
             try:
-                removal_policy.removal_policy_set(customer=customer, actor=_user(request), **form.cleaned_data)
+                removal_policy.removal_policy_set(customer=customer, actor=request_user(request), **form.cleaned_data)
             except ValidationError as exc:
                 for field, errors in exc.error_dict.items():
                     form.add_error(field, errors)

@@ -217,6 +217,21 @@ def test_errors_use_the_envelope_for_unknown_urls_methods_and_bad_input(alice, m
     assert {"pod_name", "fabric_id", "ssh_public_keys"} <= fields
 
 
+def test_an_unexpected_error_is_a_500_envelope_and_a_read_answer_carries_its_request_id(
+    alice, make_key, api, monkeypatch
+) -> None:
+    client = api(make_key(alice))
+    listed = client.get("/rentals")
+    assert listed.status_code == 200 and listed.headers["X-Request-Id"].startswith("req_")
+
+    def broken(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("api.rentals.rentals_page", broken)
+    body = assert_envelope(client.get("/rentals"), 500, "internal_error")
+    assert "a bug" not in str(body), "the client hears no internals, only the request_id to quote"
+
+
 def test_the_schema_and_docs_are_served(api) -> None:
     client = api()
     schema = client.get("/openapi.json")

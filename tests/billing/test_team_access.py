@@ -83,7 +83,9 @@ def test_a_demoted_admin_cannot_come_back_with_an_admin_link_made_earlier(client
     assert not CustomerAdmin.objects.filter(membership__user=carol).exists()
     # ...so she cannot remove the admin who demoted her.
     alice_membership = _membership(alice_admin)
-    assert carol_client.post(f"/customers/{acme.pk}/team/members/{alice_membership.pk}/remove/").status_code == 403
+    refused = carol_client.post(f"/customers/{acme.pk}/team/members/{alice_membership.pk}/remove/")
+    assert refused.status_code == 403
+    assert "Only this customer&#x27;s admins and operators can change its team" in refused.content.decode()
     assert Membership.objects.filter(pk=alice_membership.pk).exists()
 
 

@@ -33,7 +33,9 @@ def test_customer_members_get_403_on_every_ops_url(make_rental, alice, bob, clie
     for user in (alice, bob):
         client = client_for(user)
         for url in read_urls(rental) + action_urls(rental):
-            assert client.get(url).status_code == 403, url
+            refused = client.get(url)
+            assert refused.status_code == 403, url
+            assert "These pages are for support and operators." in refused.content.decode(), "the page says why"
         for url in action_urls(rental):
             assert client.post(url, {"reason": "x", "confirm": "on"}).status_code == 403, url
 

@@ -36,10 +36,10 @@ def found(pattern: str, html: str) -> str:
     return match.group(1)
 
 
-def test_the_form_and_the_api_save_the_same_order_for_the_same_choice(fake_offers, alice, client_for) -> None:
-    client = client_for(alice)
+def form_for(client: Client) -> dict[str, Any]:
+    """Return the rent form as the page offers it, with nodes n-2 and n-1 picked."""
     html = client.get("/rent/", {"fabric": FABRIC}).content.decode()
-    form = {
+    return {
         "fabric": FABRIC,
         "customer": found(r'name="customer"[^>]*>\s*<option value="([^"]+)"', html),
         "submit_token": found(r'name="submit_token" value="([^"]+)"', html),
@@ -50,7 +50,11 @@ def test_the_form_and_the_api_save_the_same_order_for_the_same_choice(fake_offer
         "enable_volume_encryption": "on",
         "enable_backups": "on",
     }
-    assert client.post(f"/rent/?fabric={FABRIC}", form).status_code == 302
+
+
+def test_the_form_and_the_api_save_the_same_order_for_the_same_choice(fake_offers, alice, client_for) -> None:
+    client = client_for(alice)
+    assert client.post(f"/rent/?fabric={FABRIC}", form_for(client)).status_code == 302
     _key, secret = api_key_create(user=alice, name="k", scopes=["read", "rent"])
     body = {"fabric_id": FABRIC, "executor_ids": ["n-2", "n-1"], "pod_name": "train-1", "ssh_public_keys": [SSH_KEY]}
     answer = Client().post("/api/v1/rentals", body, content_type="application/json", headers={"X-API-Key": secret})
@@ -61,6 +65,30 @@ def test_the_form_and_the_api_save_the_same_order_for_the_same_choice(fake_offer
     assert b'"template_id":"tpl-main"' in by_api.request_body
     for rental in (by_form, by_api):
         assert (rental.gpu_type, rental.gpus_per_node, rental.price_per_hour) == ("H100", 8, Decimal("28.00"))
+
+
+def test_the_form_and_the_api_refuse_an_order_in_the_same_words(fake_offers, alice, acme, client_for) -> None:
+    acme.hourly_spend_cap_usd = Decimal("1.00")
+    acme.save()
+    client = client_for(alice)
+    page = client.post(f"/rent/?fabric={FABRIC}", {**form_for(client), "executor_ids": ["n-1", "gone"]})
+    _key, secret = api_key_create(user=alice, name="k", scopes=["read", "rent"])
+    body = {"fabric_id": FABRIC, "executor_ids": ["n-1", "gone"], "pod_name": "train-1", "ssh_public_keys": [SSH_KEY]}
+    api = Client().post("/api/v1/rentals", body, content_type="application/json", headers={"X-API-Key": secret})
+    [error] = api.json()["validation_errors"]
+    assert (api.status_code, error["field"]) == (422, "executor_ids")
+    assert error["message"] in page.content.decode(), "the form shows the API's message"
+
+    page = client.post(f"/rent/?fabric={FABRIC}", form_for(client))
+    api = Client().post(
+        "/api/v1/rentals",
+        {**body, "executor_ids": ["n-2", "n-1"]},
+        content_type="application/json",
+        headers={"X-API-Key": secret},
+    )
+    assert (api.status_code, api.json()["error"]["code"]) == (422, "spend_cap")
+    assert api.json()["message"] in page.content.decode().replace("&#x27;", "'")
+    assert not Rental.objects.exists()
 
 
 def listing() -> OfferListing:
