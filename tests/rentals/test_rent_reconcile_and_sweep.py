@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from django.core.exceptions import ValidationError
 
-from rentals import tasks
+from rentals import sweep, tasks
 from rentals.models import Heartbeat, RentalEvent, RentAttempt
 from rentals.reconcile import rental_reconcile
 from rentals.services import rental_confirm_reconciliation
@@ -195,7 +195,7 @@ def test_the_sweeper_re_enqueues_what_is_due_or_stuck_and_leaves_the_rest(
     assert sent == {due_retry.pk, stuck_queued.pk, expired_lease.pk}
     assert not sent & {just_due_retry.pk, later_retry.pk, fresh_queued.pk, live_lease.pk}
     assert result["enqueued"] == 3 and result["settled"] == 0
-    assert Heartbeat.objects.get(name=tasks.SWEEPER_HEARTBEAT).at == now
+    assert Heartbeat.objects.get(name=sweep.SWEEPER_HEARTBEAT).at == now
 
     enqueued.calls.clear()
     tasks.rentals_sweep()
