@@ -41,10 +41,13 @@ def rentals_sweep() -> dict[str, int]:
     for credential_id in credential_ids:
         enqueue_pods_sync(credential_id)
     # A DELETE whose own (delayed) message was lost, or that was never scheduled; an unknown rental's lost look.
+    # Each is marked so that the next sweeps wait before adding a copy (copies find nothing to claim).
     lost_delete = removal.due_for_delete(now_overdue=overdue_by, unscheduled_after=timedelta(seconds=60))
-    _lost_resend(lost_delete, enqueue_cluster_delete, mark={"next_delete_at": now})
+    resent = _lost_resend(lost_delete, enqueue_cluster_delete)
+    Rental.objects.filter(lost_delete, pk__in=resent).update(next_delete_at=now)
     lost_look = Q(status=RentalStatus.UNKNOWN, next_reconcile_at__lte=now - overdue_by)
-    _lost_resend(lost_look, enqueue_reconcile_look, mark={"next_reconcile_at": now})
+    resent = _lost_resend(lost_look, enqueue_reconcile_look)
+    Rental.objects.filter(lost_look, pk__in=resent).update(next_reconcile_at=now)
     return {"enqueued": enqueued, "settled": settled, "dispatched": len(dispatched), "pollers": len(credential_ids)}
 
 
@@ -74,10 +77,9 @@ def _due_resend(now: datetime, *, overdue: datetime) -> tuple[int, int]:
     return len(resent), len(due_ids) - len(resent)
 
 
-def _lost_resend(lost: Q, enqueue: Callable[[int], Any], *, mark: dict[str, datetime]) -> None:
-    """Enqueue once each rental matching `lost`, and mark it so the next sweeps wait before adding a copy (copies
-    find nothing to claim and start no chain)."""
+def _lost_resend(lost: Q, enqueue: Callable[[int], Any]) -> list[int]:
+    """Enqueue once each of the first rentals matching `lost`; return their ids."""
     ids = list(Rental.objects.filter(lost).values_list("pk", flat=True)[:LOST_PER_SWEEP])
     for rental_id in ids:
         enqueue(rental_id)
-    Rental.objects.filter(lost, pk__in=ids).update(**mark)
+    return ids
