@@ -7,7 +7,8 @@ on PostgreSQL + Redis delayed pod tracking, sweeps and webhook deliveries by min
 to a pipe the loop watches each time a task is done (after its acknowledgement). The embedded file-system
 broker polls instead and never registers the pool with a loop, so there this is Celery's threads pool as is.
 
-Selected by `CELERY_WORKER_POOL` (Celery's `--pool` option accepts only its own pool names).
+Works around https://github.com/celery/celery/issues/6941 (open): `tests/site/test_celery_pool.py` shows the stock
+pool waking nothing. Selected by `CELERY_WORKER_POOL` (Celery's `--pool` option accepts only its own pool names).
 """
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 
 Kombu's writer creates a message file in the queue folder and only then writes it, and its reader takes any file
 it lists: a reader that comes in between reads an empty message and the worker stops on the decoding error
-("Unrecoverable error: JSONDecodeError", kombu issue #1551; under load every worker of `make run` did). Here a
+("Unrecoverable error: JSONDecodeError", https://github.com/celery/kombu/issues/1551, open; under load every
+worker of `make run` did; `tests/site/test_filesystem_broker.py` shows Kombu's own transport doing it). Here a
 message is written under a name no reader takes and renamed into place (a rename within a folder is atomic), and
 a reader claims a file by renaming it into the processed folder on the same file system, so it reads whole files
 only and two workers never both take one. A file that still does not decode is dropped with a warning: the

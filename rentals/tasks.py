@@ -7,23 +7,18 @@ Enqueueing never raises into a caller: if the broker is down the row is still sa
 from __future__ import annotations
 
 import logging
-from datetime import timedelta
 
 from celery import shared_task
 from django.conf import settings
 from django.db import connection
-from django.db.models import Q
-from django.utils import timezone
 
-from rentals import capacity, engine, member_events, members, reconcile, removal, removal_schedule
+from rentals import engine, member_events, members, reconcile, removal, removal_schedule, sweep
 from rentals.enqueue import (
     enqueue_cluster_delete,
     enqueue_pods_sync,
     enqueue_reconcile_look,
-    enqueue_rental_send,
 )
-from rentals.heartbeats import SWEEPER_HEARTBEAT
-from rentals.models import Heartbeat, Rental
+from rentals.models import Rental
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
 
@@ -109,63 +104,7 @@ def member_events_fetch(member_id: int) -> int:
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def rentals_sweep() -> dict[str, int]:
     """Re-enqueue rentals that are due or stuck, settle expired ones, and start pod polling."""
-    now = timezone.now()
-    Heartbeat.objects.update_or_create(name=SWEEPER_HEARTBEAT, defaults={"at": now})
-    stuck_queued = now - timedelta(seconds=settings.RENT_QUEUED_STUCK_SECONDS)
-    # A retry's own delayed message normally arrives on time; only one that is overdue by this much was lost.
-    overdue_by = timedelta(seconds=max(2 * settings.SWEEP_INTERVAL_SECONDS, 5))
-    overdue = now - overdue_by
-    due_ids = list(
-        Rental.objects.filter(
-            Q(status=RentalStatus.RETRYING, next_attempt_at__lte=overdue)
-            # A queued rental refused a rent slot (next_attempt_at set) has no message: `capacity.dispatch` sends it.
-            | Q(status=RentalStatus.QUEUED, updated_at__lte=stuck_queued, next_attempt_at__isnull=True)
-            | Q(status=RentalStatus.SENDING, lease_until__lt=now)
-        ).values_list("pk", flat=True)[:500]
-    )
-    settled = 0
-    resent: list[int] = []
-    for rental_id in due_ids:
-        if engine.rental_settle_expired(rental_id=rental_id):
-            settled += 1
-            continue
-        enqueue_rental_send(rental_id)
-        resent.append(rental_id)
-    # Mark what was just re-sent, so the next sweeps wait a full interval before sending a copy again
-    # (otherwise a slow queue fills with copies faster than it drains).
-    Rental.objects.filter(pk__in=resent, status=RentalStatus.QUEUED, updated_at__lte=stuck_queued).update(
-        updated_at=now
-    )
-    # Only rows still as selected: a worker may meanwhile have set a later time (e.g. from Retry-After).
-    Rental.objects.filter(pk__in=resent, status=RentalStatus.RETRYING, next_attempt_at__lte=overdue).update(
-        next_attempt_at=now
-    )
-    # Rentals refused a rent slot: the free slots go to the next fair ones (normally a finishing attempt did it).
-    dispatched = capacity.dispatch(now=now)
-    credential_ids = set(
-        Rental.objects.filter(status__in=members.TRACKED_STATES).values_list("credential_id", flat=True).distinct()
-    )
-    for credential_id in credential_ids:
-        enqueue_pods_sync(credential_id)
-    # A DELETE whose own (delayed) message was lost, or that was never scheduled: enqueue it once, and mark it
-    # so the next sweeps wait before adding a copy (copies find nothing to claim and start no chain).
-    lost_delete = removal.due_for_delete(now_overdue=overdue_by, unscheduled_after=timedelta(seconds=60))
-    delete_ids = list(Rental.objects.filter(lost_delete).values_list("pk", flat=True)[:100])
-    for rental_id in delete_ids:
-        enqueue_cluster_delete(rental_id)
-    Rental.objects.filter(lost_delete, pk__in=delete_ids).update(next_delete_at=now)
-    # The same for an unknown rental's automatic look.
-    lost_look = Q(status=RentalStatus.UNKNOWN, next_reconcile_at__lte=overdue)
-    look_ids = list(Rental.objects.filter(lost_look).values_list("pk", flat=True)[:100])
-    for rental_id in look_ids:
-        enqueue_reconcile_look(rental_id)
-    Rental.objects.filter(lost_look, pk__in=look_ids).update(next_reconcile_at=now)
-    return {
-        "enqueued": len(due_ids) - settled,
-        "settled": settled,
-        "dispatched": len(dispatched),
-        "pollers": len(credential_ids),
-    }
+    return sweep.rentals_sweep()
 
 
 @shared_task

@@ -1,4 +1,8 @@
-"""The embedded broker never hands a worker a half-written message (which stopped every worker under load)."""
+"""The embedded broker never hands a worker a half-written message (which stopped every worker under load).
+
+Kombu's own file-system transport does (https://github.com/celery/kombu/issues/1551): the first test shows it, so
+that the day Kombu fixes it, the test says `common/filesystem_broker.py` can go.
+"""
 
 from __future__ import annotations
 
@@ -40,33 +44,48 @@ def queue_name() -> Iterator[str]:
         conn.SimpleQueue(name).clear()
 
 
-def connection() -> Any:
-    """Return a connection to the run's broker (typed loosely: the stubs lack SimpleQueue and Producer)."""
-    return app.connection_for_write()
+OURS = "common.filesystem_broker:Transport"
+KOMBUS = "kombu.transport.filesystem:Transport"
 
 
-def publish(name: str, body: str, **headers: Any) -> None:
-    with connection() as conn:
+def connection(transport: str = OURS) -> Any:
+    """Return a connection to the run's broker folders (typed loosely: the stubs lack SimpleQueue and Producer)."""
+    return app.connection_for_write(transport=transport)
+
+
+def publish(name: str, body: str, transport: str = OURS, **headers: Any) -> None:
+    with connection(transport) as conn:
         queue = Queue(name, Exchange(name), name)
         conn.Producer().publish(body, exchange=queue.exchange, routing_key=name, declare=[queue], headers=headers)
 
 
-def test_a_worker_looking_while_a_message_is_written_finds_nothing_then_the_whole_message(queue_name: str) -> None:
-    publish(queue_name, "declared")  # the queue exists, as it does once the dashboard has run
-    with connection() as conn:
+@pytest.mark.parametrize("transport", [OURS, KOMBUS])
+def test_a_worker_looking_while_a_message_is_written_finds_nothing_then_the_whole_message(
+    queue_name: str, transport: str
+) -> None:
+    publish(queue_name, "declared", transport)  # the queue exists, as it does once the dashboard has run
+    with connection(transport) as conn:
         consumer = conn.SimpleQueue(queue_name)
         consumer.get(timeout=5).ack()
         stall = Stall()
-        publisher = threading.Thread(target=publish, args=(queue_name, "rental 1"), kwargs={"stall": stall})
+        publisher = threading.Thread(target=publish, args=(queue_name, "rental 1", transport), kwargs={"stall": stall})
         publisher.start()
         assert stall.entered.wait(timeout=5)
-        with pytest.raises(consumer.Empty):  # not a decoding error that would stop the worker
+        try:
             consumer.get_nowait()
-        stall.release.set()
-        publisher.join(timeout=10)
-        message = consumer.get(timeout=5)
-        message.ack()
-        assert (message.payload, message.headers["stall"]) == ("rental 1", "stalled")
+            looked = "a message"
+        except consumer.Empty:
+            looked = "nothing"
+        except ValueError:  # the decoding error that stops a worker
+            looked = "an unreadable message"
+        finally:
+            stall.release.set()
+            publisher.join(timeout=10)
+        assert looked == ("nothing" if transport == OURS else "an unreadable message")
+        if transport == OURS:
+            message = consumer.get(timeout=5)
+            message.ack()
+            assert (message.payload, message.headers["stall"]) == ("rental 1", "stalled")
 
 
 def test_each_message_is_taken_by_one_worker_once(queue_name: str) -> None:

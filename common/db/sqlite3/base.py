@@ -6,6 +6,10 @@ free while its waiters sleep. Here a thread first takes a process-wide lock, han
 so within a process the write transactions follow one another without gaps; only other processes still meet
 the busy handler (and its 30 s timeout). Transactions are IMMEDIATE (settings), so a transaction that holds
 this lock holds SQLite's too, and one that does not never waits for it while holding it.
+
+Works around SQLite's default busy handler, which Python's sqlite3 module gives no way to replace:
+https://github.com/ghaering/pysqlite/issues/96 (closed unfixed). Django's own backend, with the busy handler off,
+fails a second writer at once: `tests/site/test_sqlite_write_turn.py` shows both.
 """
 
 from __future__ import annotations
