@@ -8,7 +8,7 @@ import uuid
 import httpx
 
 from bench.context import SSH_KEY
-from rentals.services import RentOrder, build_request_body
+from rentals.ordering import RentOrder, build_request_body
 from scripts.harness import SIM_KEY, Offers, Simulator
 from simulator.clock import parse_iso
 
