@@ -23,8 +23,8 @@ from django.utils import timezone
 from accounts.models import SupportRead, UpstreamCredential
 from ops.attention import attention_queue
 from ops.tally_windows import attempt_counts, created_counts
-from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent, RentAttempt
+from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline
 from rentals.states import RentalStatus
 
 SWEEPER_HEARTBEAT = "sweeper"

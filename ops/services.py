@@ -17,9 +17,9 @@ from django.utils import timezone
 from rentals import idempotency_promise, reconcile, upstream
 from rentals import services as rental_services
 from rentals.audit import staff_action_event, staff_action_record
-from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.enqueue import enqueue_rental_send
 from rentals.models import Rental
+from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline
 from rentals.selectors import needs_attention
 from rentals.states import RentalStatus, can_transition
 from rentals.transitions import IllegalTransition, rental_touch, rental_transition
