@@ -11,9 +11,10 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Customer, SshPublicKey, customer_ref_validator
 from accounts.validators import parse_ssh_public_keys
-from rentals.offers import Fabric, OfferListing, Template
+from rentals.offers import OfferListing, Template
 from rentals.ordering import RentOrder, rental_order_build
 from rentals.removal_policy import policy_hint
+from rentals.upstream_parse_offers import Fabric
 from rentals.validators import POD_NAME_HELP, validate_pod_name
 
 

@@ -17,11 +17,7 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import UpstreamCredential
 from rentals import upstream
-
-# The offer types are read (and checked) by the upstream client; pickled listings name them from there.
-from rentals.upstream_parse_offers import Fabric, Node, parse_node, parse_offer
-
-__all__ = ["Fabric", "Node", "OfferListing", "Template", "parse_node", "parse_offer"]
+from rentals.upstream_parse_offers import Fabric
 
 CLUSTER_IMAGE_PREFIX = "daturaai/lium-cluster"
 _refresh_locks: dict[str, threading.Lock] = {}
@@ -102,11 +98,6 @@ def offers_get(*, credential: UpstreamCredential, refresh: bool = False) -> Offe
         cache.set(stamp_key, listing.fetched_at, settings.LIUM_OFFERS_CACHE_SECONDS)
         _parsed[credential.pk] = listing
         return _without_taken(credential, listing, _still_taken(cache.get(taken_key)))
-
-
-def offers_forget(*, credential: UpstreamCredential) -> None:
-    """Drop the cached listing, so the next page reads it afresh."""
-    cache.delete_many(list(_keys(credential)))
 
 
 def offers_take(*, credential: UpstreamCredential, node_ids: list[str]) -> None:

@@ -15,8 +15,9 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Customer
 from accounts.validators import validate_ssh_public_key
-from rentals.offers import Fabric, OfferListing, Template, check_node_selection
+from rentals.offers import OfferListing, Template, check_node_selection
 from rentals.removal_policy import termination_hours_apply
+from rentals.upstream_parse_offers import Fabric
 from rentals.validators import validate_pod_name
 
 

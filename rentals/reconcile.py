@@ -41,6 +41,7 @@ from rentals.holding import held_message, holder_of
 from rentals.models import Rental, RentalEvent
 from rentals.states import HOLDS_CLUSTER_STATES, UNSETTLED_STATES, RentalStatus
 from rentals.transitions import rental_touch, rental_transition
+from rentals.upstream_parse_pods import PodRow
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +257,7 @@ class ReconcileFinding:
         return {"pod_ids": found.pod_ids, "executors": found.executors}
 
 
-def order_matches(rental: Rental, members: list[upstream.PodRow]) -> bool:
+def order_matches(rental: Rental, members: list[PodRow]) -> bool:
     """Return whether the listed cluster's members are exactly what the order asked for, made after it."""
     executors = [member.executor_id for member in members]
     earliest = rental.created_at - RECONCILE_CLOCK_SKEW
@@ -271,9 +272,9 @@ def order_matches(rental: Rental, members: list[upstream.PodRow]) -> bool:
     )
 
 
-def _candidates(rental: Rental, pods: list[upstream.PodRow]) -> tuple[list[Candidate], dict[str, Rental]]:
+def _candidates(rental: Rental, pods: list[PodRow]) -> tuple[list[Candidate], dict[str, Rental]]:
     """Return the listed clusters matching the order, each with its holder and rivals, and those rentals by id."""
-    clusters: dict[str, list[upstream.PodRow]] = defaultdict(list)
+    clusters: dict[str, list[PodRow]] = defaultdict(list)
     for pod in pods:
         if pod.cluster_id:
             clusters[pod.cluster_id].append(pod)

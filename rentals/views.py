@@ -24,9 +24,10 @@ from rentals import offers, progress, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.forms import RentForm
-from rentals.offers import Fabric, OfferListing, Template
+from rentals.offers import OfferListing, Template
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
+from rentals.upstream_parse_offers import Fabric
 
 
 def _listing_or_error(
