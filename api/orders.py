@@ -119,7 +119,7 @@ def _customer_resolve(request: HttpRequest, wanted: int | str | None) -> Custome
                 "customer", "customer_required", "Say which customer this rental is for (its id or name)."
             )
         return mine[0]
-    found = selectors.customer_find(customers, wanted)
+    found = selectors.customer_get_named(customers=customers, wanted=wanted)
     if found is None:
         raise field_error("customer", "unknown_customer", f"You may not rent for a customer '{wanted}'.")
     return found

@@ -3,7 +3,7 @@
 Never rent twice: every attempt sends the same `Idempotency-Key` and byte-identical body, both stored at
 submit. Never lose a rental: the row is the truth; a lost message or a killed worker only delays it
 (the sweeper re-enqueues what is due or stuck). Never claim what is not known: each attempt's
-classification (see `rentals.upstream.classify_rent`) decides the next state, and when retries end
+classification (see `rentals.upstream.rent_classify`) decides the next state, and when retries end
 after a possibly-sent attempt the rental becomes `unknown`, never `failed`. Never re-send blind: the claim,
 which every send goes through (a retry, an operator's replay, a lease takeover), sends an order that may
 already have reached Lium only to a backend that promises idempotency; otherwise it settles `unknown`.

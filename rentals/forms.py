@@ -13,7 +13,7 @@ from accounts.models import Customer, SshPublicKey, customer_ref_validator
 from accounts.validators import parse_ssh_public_keys
 from rentals.offers import OfferListing, Template
 from rentals.ordering import RentOrder, rental_order_build
-from rentals.removal_policy import policy_hint
+from rentals.removal_policy import removal_policy_hint
 from rentals.upstream_parse_offers import Fabric
 from rentals.validators import POD_NAME_HELP, validate_pod_name
 
@@ -105,7 +105,7 @@ class RentForm(forms.Form):
             self.fields["template_id"].initial = templates[0].id
         if not may_set_customer_ref:
             del self.fields["customer_ref"]
-        hints = [policy_hint(customer) for customer in self.customers.values()]
+        hints = [removal_policy_hint(customer) for customer in self.customers.values()]
         if any(hints):
             self.fields["termination_hours"].help_text = " ".join(hint for hint in hints if hint)
         self.saved_key_by_id = {str(key.pk): key for key in saved_keys}

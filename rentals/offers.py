@@ -157,7 +157,7 @@ def cluster_templates(*, credential: UpstreamCredential) -> list[Template]:
     return templates
 
 
-def check_node_selection(*, chosen: list[str], fabric: Fabric, listing: OfferListing) -> None:
+def node_selection_check(*, chosen: list[str], fabric: Fabric, listing: OfferListing) -> None:
     """Accept only this fabric's free whole nodes, each once, at least two; raise ValidationError saying why.
 
     The rent form and the JSON API both call this, so a customer hears the same reason either way.

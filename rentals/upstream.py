@@ -16,7 +16,7 @@ Reads return typed values (`rentals.upstream_parse` and its `_pods` and `_offers
     └── UnsafeRedirect             a redirect to another origin: never followed, nothing re-sent
 
 A malformed answer is never a confirmation and never proof of absence: a listing that does not parse is an
-error (not "no pods"), and a 2xx rent answer that does not parse is INCONCLUSIVE (see `classify_rent`).
+error (not "no pods"), and a 2xx rent answer that does not parse is INCONCLUSIVE (see `rent_classify`).
 
 The rent call never raises: `rent_cluster` returns a `RentResult` whose `classification` says what the
 answer proves, because the rent engine must record every attempt, whatever happened.
@@ -221,7 +221,7 @@ def parse_retry_after(answer: Answer) -> float | None:
     return seconds if 0 <= seconds < 10**7 else None
 
 
-def classify_rent(answer: Answer | None, error: Exception | None = None) -> RentResult:
+def rent_classify(answer: Answer | None, error: Exception | None = None) -> RentResult:
     """Classify one rent attempt from its answer, or from the exception that stopped it.
 
     - confirmed: 2xx whose body is an object that does not say `success: false`, with well-formed
@@ -488,8 +488,8 @@ class LiumClient:
                 body_max=ANSWER_BODY_MAX,
             )
         except (httpx.HTTPError, UnsafeRedirect) as exc:
-            return classify_rent(None, exc)
-        return classify_rent(answer)
+            return rent_classify(None, exc)
+        return rent_classify(answer)
 
 
 def _time_left(deadline: float) -> float:
