@@ -38,12 +38,12 @@ def _forget_keys(*, setting: str, **kwargs: Any) -> None:
         _newest.cache_clear()
 
 
-def encrypt_secret(plaintext: str) -> str:
+def secret_encrypt(plaintext: str) -> str:
     """Return the Fernet token for a secret."""
     return _fernet().encrypt(plaintext.encode()).decode()
 
 
-def decrypt_secret(token: str) -> str:
+def secret_decrypt(token: str) -> str:
     """Return the secret a token holds; raise ValueError when no configured key opens it."""
     try:
         return _fernet().decrypt(token.encode()).decode()
@@ -51,7 +51,7 @@ def decrypt_secret(token: str) -> str:
         raise ValueError("The secret cannot be decrypted with the configured FIELD_ENCRYPTION_KEYS.") from exc
 
 
-def rotate_secret(token: str) -> str:
+def secret_rotate(token: str) -> str:
     """Re-encrypt a token under the newest key; raise ValueError when no configured key opens it."""
     try:
         return _fernet().rotate(token.encode()).decode()

@@ -6,7 +6,7 @@ from django.core.validators import RegexValidator
 from django.db import models
 from django.utils import timezone
 
-from accounts.crypto import decrypt_secret, encrypt_secret
+from accounts.crypto import secret_decrypt, secret_encrypt
 
 # What we accept for X-Customer-Ref: a short label of safe characters (the simulator enforces the same
 # rule). No spaces or control characters, so a header can never be split or smuggled.
@@ -53,12 +53,12 @@ class UpstreamCredential(models.Model):
         """Encrypt and store a new secret, keeping only its last 4 characters in clear."""
         if not secret or any(ch.isspace() for ch in secret):
             raise ValidationError("The secret must be non-empty and contain no spaces or newlines.")
-        self.secret_encrypted = encrypt_secret(secret)
+        self.secret_encrypted = secret_encrypt(secret)
         self.secret_last4 = secret[-4:]
 
     def get_secret(self) -> str:
         """Return the clear secret (only the upstream client should call this)."""
-        return decrypt_secret(self.secret_encrypted)
+        return secret_decrypt(self.secret_encrypted)
 
     @property
     def effective_base_url(self) -> str:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from django.apps import apps
 
-from accounts.crypto import ENCRYPTED_FIELDS, decrypt_secret, is_under_newest_key, rotate_secret
+from accounts.crypto import ENCRYPTED_FIELDS, is_under_newest_key, secret_decrypt, secret_rotate
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ def secrets_undecryptable(*, limit: int | None = None) -> list[SecretRow]:
     found: list[SecretRow] = []
     for row, token in _tokens():
         try:
-            decrypt_secret(token)
+            secret_decrypt(token)
         except ValueError:
             found.append(row)
             if limit is not None and len(found) >= limit:
@@ -51,7 +51,7 @@ def secrets_rotate() -> tuple[int, list[SecretRow]]:
     rotated, failed = 0, []
     for row, token in _tokens():
         try:
-            fresh = rotate_secret(token)
+            fresh = secret_rotate(token)
         except ValueError:
             failed.append(row)
             continue

@@ -34,7 +34,7 @@ ALL_SCOPES = tuple(ApiKey.Scope.values)
 LAST_USED_RESOLUTION = timedelta(minutes=1)
 
 
-def hash_secret(secret: str) -> str:
+def secret_hash(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
 
@@ -61,7 +61,7 @@ def api_key_create(
         user=user,
         name=name,
         prefix=prefix,
-        secret_sha256=hash_secret(secret),
+        secret_sha256=secret_hash(secret),
         scopes=[scope for scope in ALL_SCOPES if scope in scopes],
         expires_at=expires_at,
     )
@@ -93,7 +93,7 @@ def api_key_authenticate(*, raw: str) -> ApiKey | AuthFailure:
     prefix, secret = match.groups()
     key = ApiKey.objects.select_related("user").filter(prefix=prefix).first()
     # Hash even when no key has this prefix, so timing does not say which prefixes exist.
-    given = hash_secret(secret)
+    given = secret_hash(secret)
     if key is None or not hmac.compare_digest(given, key.secret_sha256):
         return invalid
     if key.revoked_at is not None:

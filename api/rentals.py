@@ -170,7 +170,7 @@ def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
 def _cluster_unknown_hint(rental: Rental) -> str:
     """Say what to do about a rental whose cluster id is not known: wait for its nodes, or have it reconciled."""
     grace = members_grace_text()
-    if selectors.members_overdue(rental, now=timezone.now()):
+    if selectors.rental_members_overdue(rental=rental, now=timezone.now()):
         return (
             f"Its nodes have not appeared within {grace}. Support has been alerted and can reconcile it (find the "
             f"cluster at Lium); ask them, quoting idempotency_key {rental.idempotency_key}."

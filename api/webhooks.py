@@ -25,7 +25,7 @@ from api.representations import dumps
 from api.schemas import CustomerId, CustomerName, CustomerOut, ErrorOut
 from notifications import selectors, services, throttles
 from notifications.models import Delivery, WebhookEndpoint
-from rentals.selectors import customer_find
+from rentals.selectors import customer_get_named
 
 router = Router(tags=["webhooks"])
 ERRORS: dict[Any, Any] = {frozenset({400, 401, 403, 404, 409, 422, 429}): ErrorOut}
@@ -134,7 +134,7 @@ def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Custome
         if len(mine) != 1 or is_operator(request.user):
             raise _field_error("customer", "customer_required", "Say which customer this endpoint is for (id or name).")
         return mine[0]
-    found = customer_find(customers, wanted)
+    found = customer_get_named(customers=customers, wanted=wanted)
     if found is None:
         raise _field_error("customer", "unknown_customer", f"You may not add webhooks for a customer '{wanted}'.")
     return found

@@ -8,7 +8,7 @@ import uuid
 import httpx
 
 from bench.context import SSH_KEY
-from rentals.services import RentOrder, build_request_body
+from rentals.ordering import RentOrder, request_body_build
 from scripts.harness import SIM_KEY, Offers, Simulator
 from simulator.clock import parse_iso
 
@@ -36,7 +36,7 @@ class Direct:
 
     def rent(self, fabric_id: str, ids: list[str], index: int) -> tuple[str, float, float]:
         """Send one rent call with the dashboard's body: return (key, t0 epoch, round trip ms)."""
-        body = build_request_body(
+        body = request_body_build(
             RentOrder(
                 fabric_id=fabric_id,
                 executor_ids=ids,

@@ -23,7 +23,8 @@ from billing.models import THRESHOLDS, BudgetAlert, CustomerBudget
 from billing.usage import Month, month_to_date_usd
 from notifications import events as ev
 from notifications.services import event_emit
-from rentals.models import Rental, RentalEvent
+from rentals.audit import staff_action_record
+from rentals.models import Rental
 from rentals.selectors import customer_hourly_spend
 from rentals.services import rental_terminate
 from rentals.states import HOLDS_CLUSTER_STATES
@@ -155,7 +156,7 @@ def budget_alerts_raise(*, budget: CustomerBudget, now: datetime) -> int:
         except IntegrityError:
             continue  # raised before (this month's row exists)
         if pct == 100 and alert.terminate_after is not None:
-            _record_on_running(customer, _warning(spent, limit, month, budget.grace_hours))
+            _warn_running(customer, _warning(spent, limit, month, budget.grace_hours))
         logger.info("Budget of %s: %s %% reached in %s (%s of %s USD).", customer.name, pct, month, spent, limit)
         raised += 1
     return raised
@@ -193,7 +194,7 @@ def budget_enforce(*, budget: CustomerBudget, now: datetime) -> int:
                 data={**_threshold_data(customer, month, 100, spent, limit), "enforcement": info},
                 dedup_key=f"budget:{customer.pk}:{month}:100:enforcement",
             )
-        _record_on_running(customer, _warning(spent, limit, month, budget.grace_hours))
+        _warn_running(customer, _warning(spent, limit, month, budget.grace_hours))
         return 0
     if now < alert.terminate_after:
         return 0
@@ -211,14 +212,10 @@ def _running(customer: Customer) -> list[Rental]:
     return list(Rental.objects.filter(customer=customer, status__in=HOLDS_CLUSTER_STATES).select_related("credential"))
 
 
-def _record_on_running(customer: Customer, message: str) -> None:
-    """Put a budget step on every running rental's timeline (and so in the audit log)."""
-    RentalEvent.objects.bulk_create(
-        [
-            RentalEvent(rental=rental, kind=RentalEvent.Kind.STAFF_ACTION, message=message, data={"budget": True})
-            for rental in _running(customer)
-        ]
-    )
+def _warn_running(customer: Customer, message: str) -> None:
+    """Put the enforcement warning on every running rental's timeline (and so in the audit log)."""
+    for rental in _running(customer):
+        staff_action_record(rental_id=rental.pk, actor=None, action="budget_warning", reason=message, message=message)
 
 
 def _terminate_all(
@@ -227,20 +224,17 @@ def _terminate_all(
     reason = f"Budget enforcement: ${spent:.2f} of ${limit:.2f} spent in {month}, grace period over."
     terminated = 0
     for rental in _running(customer):
-        RentalEvent.objects.create(
-            rental=rental,
-            kind=RentalEvent.Kind.STAFF_ACTION,
-            message=reason,
-            data={"budget": True, "step": "terminate"},
-        )
+        staff_action_record(rental_id=rental.pk, actor=None, action="budget_terminate", reason=reason, message=reason)
         try:
             with transaction.atomic():
                 terminated += rental_terminate(rental=rental, actor=None, reason=reason)
         except ValidationError as exc:
             # No cluster id yet: the next scan tries again.
-            RentalEvent.objects.create(
-                rental=rental,
-                kind=RentalEvent.Kind.STAFF_ACTION,
+            staff_action_record(
+                rental_id=rental.pk,
+                actor=None,
+                action="budget_wait",
+                reason=reason,
                 message=f"Budget enforcement waits: {exc.messages[0]}",
             )
     if alert.terminated_at is None:

@@ -31,7 +31,7 @@ from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
 from billing.usage import Month, UsageReport
 from common.csv_export import csv_response
-from rentals.removal_policy import policy_summaries
+from rentals.removal_policy import removal_policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
 INVITATION_TOKEN_KEY = "billing_invitation_token"  # noqa: S105 (a session key's name)
@@ -303,6 +303,6 @@ def budgets(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("This page is for support and operators.")
     customers = list(Customer.objects.filter(active=True).order_by("name"))
     # Each customer's removal policy beside its budget: this is where staff look at every customer at once.
-    policies = policy_summaries(customer_ids=[customer.pk for customer in customers])
+    policies = removal_policy_summaries(customer_ids=[customer.pk for customer in customers])
     rows = [(selectors.budget_status(customer=c), policies[c.pk]) for c in customers]
     return render(request, "billing/budgets.html", {"rows": rows})

@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from accounts.secret_rows import secrets_undecryptable
 from rentals.heartbeats import sweeper_last_run
+from rentals.models import Heartbeat
 
 
 def check_database() -> str | None:

@@ -45,7 +45,7 @@ def _is_public(address: IPAddress) -> bool:
     return address.is_global and not (address.is_multicast or address.is_reserved or address.is_unspecified)
 
 
-def check_url_syntax(url: str) -> SplitResult:
+def url_syntax_check(url: str) -> SplitResult:
     """Refuse a URL that is not an absolute http(s) URL with a host (https only where required)."""
     if not isinstance(url, str) or not url or len(url) > 2000 or any(ch.isspace() or ord(ch) < 32 for ch in url):
         raise UnsafeUrl("Give an absolute URL of at most 2000 characters, without spaces.")
@@ -82,9 +82,9 @@ def _resolve(host: str, port: int) -> list[IPAddress]:
     return [ipaddress.ip_address(str(info[4][0]).split("%")[0]) for info in infos]
 
 
-def check_url(url: str) -> Target:
+def url_check(url: str) -> Target:
     """Return where to deliver `url`; raise UnsafeUrl when it may not receive webhooks now."""
-    parts = check_url_syntax(url)
+    parts = url_syntax_check(url)
     host = parts.hostname or ""
     if settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES:
         return Target(url=url, host=host, address=None)

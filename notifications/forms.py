@@ -10,7 +10,7 @@ from django.db.models import QuerySet
 
 from accounts.models import Customer
 from notifications import events as ev
-from notifications.addresses import UnsafeUrl, check_url
+from notifications.addresses import UnsafeUrl, url_check
 
 EVENT_CHOICES = list(ev.EVENT_TYPES.items())
 
@@ -44,7 +44,7 @@ class WebhookEndpointForm(forms.Form):
     def clean_url(self) -> str:
         url = self.cleaned_data["url"].strip()
         try:
-            check_url(url)
+            url_check(url)
         except UnsafeUrl as exc:
             raise ValidationError(str(exc)) from exc
         return url

@@ -7,7 +7,7 @@ import uuid
 from django.conf import settings
 from django.db import models
 
-from accounts.crypto import decrypt_secret, encrypt_secret
+from accounts.crypto import secret_decrypt, secret_encrypt
 from accounts.models import Customer
 
 
@@ -37,11 +37,11 @@ class WebhookEndpoint(models.Model):
         return f"{self.customer}: {self.url}"
 
     def set_secret(self, secret: str) -> None:
-        self.secret_encrypted = encrypt_secret(secret)
+        self.secret_encrypted = secret_encrypt(secret)
 
     def get_secret(self) -> str:
         """Return the clear `whsec_…` secret (only the delivery code should call this)."""
-        return decrypt_secret(self.secret_encrypted)
+        return secret_decrypt(self.secret_encrypted)
 
 
 class EmailPreference(models.Model):

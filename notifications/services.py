@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from accounts.models import Customer
 from notifications import events as ev
-from notifications.addresses import UnsafeUrl, check_url
+from notifications.addresses import UnsafeUrl, url_check
 from notifications.backlog import backlog_trim
 from notifications.models import Delivery, EmailPreference, Event, WebhookEndpoint, new_event_id
 from notifications.payloads import event_body, rental_data
@@ -36,7 +36,7 @@ def _secret() -> str:
     return "whsec_" + base64.b64encode(secrets.token_bytes(32)).decode()
 
 
-def clean_events(events: Any) -> list[str]:
+def events_clean(events: Any) -> list[str]:
     """Return a valid subscription list (["*"] or known types, deduplicated); raise ValidationError."""
     if not isinstance(events, list) or not events or not all(isinstance(item, str) for item in events):
         raise ValidationError('Give "events" as a list of event types, or ["*"] for all.')
@@ -56,10 +56,10 @@ def endpoint_create(
     """Register an endpoint and return it with its secret, which is never available in clear again."""
     url = url.strip() if isinstance(url, str) else url
     try:
-        check_url(url)
+        url_check(url)
     except UnsafeUrl as exc:
         raise ValidationError(str(exc), code="unsafe_url") from exc
-    cleaned = clean_events(events)
+    cleaned = events_clean(events)
     with transaction.atomic():
         # The customer's row is the lock: two registrations at once count one after the other.
         Customer.objects.select_for_update().filter(pk=customer.pk).first()

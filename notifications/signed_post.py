@@ -1,7 +1,7 @@
 """The one signed-webhook sender, for customers' endpoints and the operators' alerts alike.
 
 A POST signed per Standard Webhooks (`webhook-id`, `webhook-timestamp`, `webhook-signature`), sent only to an
-address `addresses.check_url` accepted, connected to that very address (the name is never resolved a second
+address `addresses.url_check` accepted, connected to that very address (the name is never resolved a second
 time: DNS rebinding), with a connect timeout and a total deadline, no redirects, no proxy from the
 environment, and at most WEBHOOK_MAX_RESPONSE_BYTES of the answer read. Retrying is the caller's: the outbox
 backs off per delivery, the runway check tries an alert again on its next run; `Outcome.final` says no retry helps.
@@ -17,7 +17,7 @@ import httpx
 from django.conf import settings
 from standardwebhooks.webhooks import Webhook
 
-from notifications.addresses import UnsafeUrl, check_url
+from notifications.addresses import UnsafeUrl, url_check
 
 EXCERPT_CHARS = 500
 USER_AGENT = "lium-clusters-webhooks/1"
@@ -44,7 +44,7 @@ def signed_post(*, url: str, secret: str, msg_id: str, body: str) -> Outcome:
             final=True,
         )
     try:
-        target = check_url(url)
+        target = url_check(url)
     except UnsafeUrl as exc:
         return Outcome(ok=False, error=f"Not sent: {exc}")
     sent_at = datetime.now(UTC)

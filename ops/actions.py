@@ -25,7 +25,7 @@ ACTIONS: dict[str, dict[str, Any]] = {
     },
     "reconcile": {
         "label": "Reconcile",
-        # A rented rental only while its members have not appeared (see `needs_attention`).
+        # A rented rental only while its members have not appeared (see `rental_attention_reason`).
         "states": (RentalStatus.UNKNOWN, RentalStatus.RENTED),
         "danger": False,
         "confirm": "Look in Lium's pod list for the cluster this order may have created?",

@@ -19,8 +19,8 @@ from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
 from accounts.models import SupportRead
-from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.models import ClusterMember, Rental, RentalEvent, RentAttempt
+from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline
 
 UPSTREAM_KEY_WINDOW = timedelta(hours=24)
 

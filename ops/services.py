@@ -17,10 +17,10 @@ from django.utils import timezone
 from rentals import idempotency_promise, reconcile, upstream
 from rentals import services as rental_services
 from rentals.audit import staff_action_event, staff_action_record
-from rentals.engine import MAX_RETRY_WINDOW, retry_deadline
 from rentals.enqueue import enqueue_rental_send
 from rentals.models import Rental
-from rentals.selectors import needs_attention
+from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline
+from rentals.selectors import rental_attention_reason
 from rentals.states import RentalStatus, can_transition
 from rentals.transitions import IllegalTransition, rental_touch, rental_transition
 
@@ -161,7 +161,7 @@ def ops_reconcile(*, rental: Rental, actor: User, reason: str) -> str:
             ) from exc
         rental_touch(rental_id=rental.pk, last_reconcile_at=now)
         message = finding.message
-    elif rental.status == RentalStatus.RENTED and needs_attention(rental, now=now):
+    elif rental.status == RentalStatus.RENTED and rental_attention_reason(rental=rental, now=now):
         result = reconcile.rental_look(rental=rental, actor=actor)
         message = LOOK_MESSAGES.get(result.outcome, "Nothing changed: the rental moved on meanwhile.")
     else:
@@ -178,7 +178,7 @@ def ops_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: str |
     """Settle an outcome-unknown rental: rented as `cluster_id`, or not rented when it is None."""
     reason = _require_reason(reason)
     # The settling transition is itself the staff action's timeline entry.
-    return rental_services.rental_confirm_reconciliation(
+    return reconcile.rental_confirm_reconciliation(
         rental=rental, actor=actor, cluster_id=cluster_id or None, reason=reason
     )
 
@@ -186,7 +186,7 @@ def ops_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: str |
 def ops_terminate(*, rental: Rental, actor: User, reason: str) -> bool:
     """Remove the rental's cluster."""
     reason = _require_reason(reason)
-    if not rental.cluster_id and needs_attention(rental, now=timezone.now()):
+    if not rental.cluster_id and rental_attention_reason(rental=rental, now=timezone.now()):
         raise ValidationError(
             "The cluster's id is not known: its members have not appeared in Lium's pod list. Reconcile to look "
             "for the cluster; once it is found its id is stored and it can be terminated."

@@ -31,7 +31,7 @@ from ops.links import rental_page_links
 from ops.overview import overview_get
 from rentals.audit import support_reads, support_view_record
 from rentals.models import Rental
-from rentals.selectors import needs_attention
+from rentals.selectors import rental_attention_reason
 
 View = Callable[..., HttpResponse]
 
@@ -108,7 +108,7 @@ def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
     now = timezone.now()
     finding = selectors.latest_finding(rental=rental)
     operator = is_operator(user)
-    attention = needs_attention(rental, now=now)
+    attention = rental_attention_reason(rental=rental, now=now)
     return render(
         request,
         "ops/rental.html",

@@ -18,14 +18,12 @@ from accounts.audit import SUPPORT_VIEW_EVERY, customers_read_by_support, is_sup
 from accounts.roles import is_operator
 from rentals.models import Rental, RentalEvent
 
-__all__ = ["SUPPORT_VIEW_EVERY", "support_reads", "support_view_record"]
-
 
 def staff_action_event(
-    *, actor: User, action: str, reason: str, message: str, data: dict[str, Any] | None = None
+    *, actor: User | None, action: str, reason: str, message: str, data: dict[str, Any] | None = None
 ) -> dict[str, Any]:
-    """Return the timeline entry of a staff action as RentalEvent fields: who, what (`action`) and why, plus
-    any other facts in `data`."""
+    """Return the timeline entry of a staff action as RentalEvent fields: who (None: the dashboard itself, as
+    budget enforcement), what (`action`) and why, plus any other facts in `data`."""
     return {
         "kind": RentalEvent.Kind.STAFF_ACTION,
         "actor": actor,
@@ -34,7 +32,7 @@ def staff_action_event(
     }
 
 
-def staff_action_record(*, rental_id: int, actor: User, action: str, reason: str, message: str) -> RentalEvent:
+def staff_action_record(*, rental_id: int, actor: User | None, action: str, reason: str, message: str) -> RentalEvent:
     """Record a staff action that changes no state (a state change records it as its transition's event)."""
     return RentalEvent.objects.create(
         rental_id=rental_id, **staff_action_event(actor=actor, action=action, reason=reason, message=message)

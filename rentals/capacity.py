@@ -209,11 +209,3 @@ def _ahead_of(rental: Rental, load: Counter[int], now: datetime, *, limit: int) 
         .order_by()
     )
     return ahead[:limit].count()
-
-
-def release_db_connection() -> None:
-    """Give this thread's database connection back before a long upstream call (a pooled one returns to the
-    pool): hundreds of rent threads must not each hold one while they wait on Lium."""
-    # SQLite is a file: a connection costs nothing to keep, and closing one may checkpoint the WAL.
-    if connection.vendor != "sqlite" and not connection.in_atomic_block:
-        connection.close()

@@ -3,7 +3,7 @@
 Never rent twice: every attempt sends the same `Idempotency-Key` and byte-identical body, both stored at
 submit. Never lose a rental: the row is the truth; a lost message or a killed worker only delays it
 (the sweeper re-enqueues what is due or stuck). Never claim what is not known: each attempt's
-classification (see `rentals.upstream.classify_rent`) decides the next state, and when retries end
+classification (see `rentals.upstream.rent_classify`) decides the next state, and when retries end
 after a possibly-sent attempt the rental becomes `unknown`, never `failed`. Never re-send blind: the claim,
 which every send goes through (a retry, an operator's replay, a lease takeover), sends an order that may
 already have reached Lium only to a backend that promises idempotency; otherwise it settles `unknown`.
@@ -25,12 +25,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from common.db import db_connection_release
 from common.logcontext import bind
 from rentals import capacity, holding, idempotency_promise, outcomes, upstream
 from rentals.enqueue import enqueue_pods_sync, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline, retry_window
-from rentals.outcomes import retry_delay as retry_delay  # read here by callers and tests, like the other rules
 from rentals.states import RentalStatus
 from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import Classification, RentResult
@@ -193,7 +193,7 @@ def rental_attempt(*, rental_id: int, turn: int | None = None) -> str | None:
     rental = claim.rental
     with bind(rental_id=rental.public_id, idempotency_key=rental.idempotency_key, customer=rental.customer_ref or "-"):
         logger.info("Rent attempt %s: sending %s bytes.", claim.number, len(rental.request_body))
-        capacity.release_db_connection()  # hold no database connection while waiting on Lium
+        db_connection_release()  # hold no database connection while waiting on Lium
         started_at = timezone.now()
         started = time.monotonic()
         try:

@@ -19,7 +19,6 @@ REMOVAL_PUSH = "rentals.tasks.rental_removal_push"
 CLUSTER_DELETE = "rentals.tasks.rental_delete_cluster"
 RECONCILE_LOOK = "rentals.tasks.rental_reconcile_look"
 MEMBER_EVENTS = "rentals.tasks.member_events_fetch"
-TASK_NAMES = (RENTAL_SEND, PODS_SYNC, REMOVAL_PUSH, CLUSTER_DELETE, RECONCILE_LOOK, MEMBER_EVENTS)
 
 
 def _enqueue(task_name: str, *args: object, countdown: float | None = None) -> None:

@@ -1,7 +1,7 @@
 """What a customer is told about a rental (the page's banner, the API's `explanation`).
 
 Mostly its state's sentence; but a `rented` rental whose nodes have not appeared within the grace (the ops
-attention rule, `selectors.members_overdue`) says so, that support has been alerted, and what the customer can
+attention rule, `selectors.rental_members_overdue`) says so, that support has been alerted, and what the customer can
 do: a delete goes by the cluster's id, so Terminate is only offered once that id is known.
 """
 
@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import NamedTuple
 
 from rentals.models import Rental
-from rentals.selectors import members_grace, members_overdue
+from rentals.selectors import members_grace, rental_members_overdue
 from rentals.states import CUSTOMER_EXPLANATIONS
 
 
@@ -22,7 +22,7 @@ class Explanation(NamedTuple):
 
 def rental_explanation(rental: Rental, *, now: datetime) -> Explanation:
     """Return what the customer is told about the rental at `now` (one query for a `rented` rental)."""
-    if not members_overdue(rental, now=now):
+    if not rental_members_overdue(rental=rental, now=now):
         return Explanation(CUSTOMER_EXPLANATIONS.get(rental.status, ""), warning=False)
     return Explanation(_members_overdue_text(rental), warning=True)
 

@@ -11,9 +11,10 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Customer, SshPublicKey
 from accounts.validators import parse_ssh_public_keys
-from rentals.offers import Fabric, Template
+from rentals.offers import Template
 from rentals.order_service import OrderChoice
-from rentals.removal_policy import policy_hint
+from rentals.removal_policy import removal_policy_hint
+from rentals.upstream_parse_offers import Fabric
 from rentals.validators import POD_NAME_HELP, validate_pod_name
 
 
@@ -100,7 +101,7 @@ class RentForm(forms.Form):
             self.fields["template_id"].initial = templates[0].id
         if not may_set_customer_ref:
             del self.fields["customer_ref"]
-        hints = [policy_hint(customer) for customer in self.customers.values()]
+        hints = [removal_policy_hint(customer) for customer in self.customers.values()]
         if any(hints):
             self.fields["termination_hours"].help_text = " ".join(hint for hint in hints if hint)
         self.saved_key_by_id = {str(key.pk): key for key in saved_keys}

@@ -37,7 +37,7 @@ from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.removal_schedule import removal_adopt_from_members
 from rentals.states import RentalStatus
 from rentals.transitions import rental_touch, rental_transition
-from rentals.upstream import PodRow
+from rentals.upstream_parse_pods import PodRow
 
 logger = logging.getLogger(__name__)
 

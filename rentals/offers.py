@@ -17,11 +17,7 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import UpstreamCredential
 from rentals import upstream
-
-# The offer types are read (and checked) by the upstream client; pickled listings name them from there.
-from rentals.upstream_parse_offers import Fabric, Node, parse_node, parse_offer
-
-__all__ = ["Fabric", "Node", "OfferListing", "Template", "parse_node", "parse_offer"]
+from rentals.upstream_parse_offers import Fabric
 
 CLUSTER_IMAGE_PREFIX = "daturaai/lium-cluster"
 _refresh_locks: dict[str, threading.Lock] = {}
@@ -104,11 +100,6 @@ def offers_get(*, credential: UpstreamCredential, refresh: bool = False) -> Offe
         return _without_taken(credential, listing, _still_taken(cache.get(taken_key)))
 
 
-def offers_forget(*, credential: UpstreamCredential) -> None:
-    """Drop the cached listing, so the next page reads it afresh."""
-    cache.delete_many(list(_keys(credential)))
-
-
 def offers_take(*, credential: UpstreamCredential, node_ids: list[str]) -> None:
     """Hide just-ordered nodes from the listing for LIUM_OFFERS_CACHE_SECONDS (instead of refetching it).
 
@@ -166,7 +157,7 @@ def cluster_templates(*, credential: UpstreamCredential) -> list[Template]:
     return templates
 
 
-def check_node_selection(*, chosen: list[str], fabric: Fabric, listing: OfferListing) -> None:
+def node_selection_check(*, chosen: list[str], fabric: Fabric, listing: OfferListing) -> None:
     """Accept only this fabric's free whole nodes, each once, at least two; raise ValidationError saying why.
 
     The rent form and the JSON API both call this, so a customer hears the same reason either way.

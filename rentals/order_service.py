@@ -150,7 +150,7 @@ def _customer_resolve(user: AbstractBaseUser | AnonymousUser, wanted: int | str 
             message = "Say which customer this rental is for (its id or name)."
             raise OrderRefused(message, code="customer_required", field="customer")
         return mine[0]
-    found = selectors.customer_find(customers, wanted)
+    found = selectors.customer_get_named(customers=customers, wanted=wanted)
     if found is None:
         raise OrderRefused(f"You may not rent for a customer '{wanted}'.", code="unknown_customer", field="customer")
     return found

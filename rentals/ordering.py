@@ -14,8 +14,9 @@ from typing import Any
 from django.core.exceptions import ValidationError
 
 from accounts.models import Customer
-from rentals.offers import Fabric, OfferListing, Template, check_node_selection
-from rentals.removal_policy import termination_hours_apply
+from rentals.offers import OfferListing, Template, node_selection_check
+from rentals.removal_policy import removal_policy_apply
+from rentals.upstream_parse_offers import Fabric
 
 
 @dataclass(frozen=True)
@@ -61,9 +62,7 @@ def rental_order_build(
     Raise ValidationError keyed by the field at fault: executor_ids, node_count, template_id or termination_hours.
     """
     if customer is not None:
-        choices["termination_hours"] = termination_hours_apply(
-            customer=customer, hours=choices.get("termination_hours")
-        )
+        choices["termination_hours"] = removal_policy_apply(customer=customer, hours=choices.get("termination_hours"))
     if node_count is not None:
         chosen = [node.id for node in fabric.cheapest(node_count)]
         if len(chosen) < node_count:
@@ -72,7 +71,7 @@ def rental_order_build(
     else:
         chosen = list(executor_ids or [])
     try:
-        check_node_selection(chosen=chosen, fabric=fabric, listing=listing)
+        node_selection_check(chosen=chosen, fabric=fabric, listing=listing)
     except ValidationError as exc:
         raise ValidationError({"executor_ids": exc}) from exc
     if template_id and template_id not in {template.id for template in templates}:
@@ -92,7 +91,7 @@ def rental_order_build(
     )
 
 
-def build_request_body(order: RentOrder) -> bytes:
+def request_body_build(order: RentOrder) -> bytes:
     """Serialise the order once, deterministically; these exact bytes are sent on every attempt."""
     body: dict[str, Any] = {
         "pod_name": order.pod_name,

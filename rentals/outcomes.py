@@ -1,6 +1,6 @@
 """Decide what one rent answer proves: the state the rental moves to, the words on its timeline, what to store.
 
-Decisions only, over the classified answer (`rentals.upstream.classify_rent`) and what the rental already
+Decisions only, over the classified answer (`rentals.upstream.rent_classify`) and what the rental already
 knew; `rentals.engine` applies the verdict with one transition. Also the retry rules the decision uses
 (backoff, the retry window inside the upstream's 24 h key window).
 """

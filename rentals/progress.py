@@ -28,7 +28,7 @@ from rentals.explanations import rental_explanation
 from rentals.launch import cluster_launch
 from rentals.models import Rental
 from rentals.panels import panels_context
-from rentals.selectors import members_due_at
+from rentals.selectors import rental_members_due_at
 from rentals.states import FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES, RentalStatus
 
 # The poller's first wait; poll.js waits 1.5 times longer after each "nothing new", up to 30 s.
@@ -110,7 +110,7 @@ def _section_context(rental: Rental, *, may_act: bool) -> tuple[dict[str, object
     running = sum(1 for member in members if member.status == "RUNNING" and member.ssh_command)
     now = timezone.now()
     # Rendered before the nodes are due, the explanation changes when they are: the poller says when.
-    due = members_due_at(rental) if not all_members else None
+    due = rental_members_due_at(rental=rental) if not all_members else None
     changes_at = int(due.timestamp()) + 1 if due is not None and due >= now else 0
     context: dict[str, object] = {
         "rental": rental,

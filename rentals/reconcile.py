@@ -4,10 +4,11 @@ An `unknown` rental looks for itself: `rentals.transitions` schedules the first 
 `unknown`, each look claims its turn with a conditional UPDATE on `next_reconcile_at` (so a duplicate
 message or a sweeper's copy lists nothing), and the looks stop after RECONCILE_MAX_LOOKS with backoff
 (the cluster may show in `GET /pods` a little after the order). Operators run the same look by hand, also for
-a `rented` rental whose members never appeared.
+a `rented` rental whose members never appeared, and settle an unknown one as they decide
+(`rental_confirm_reconciliation`: a cluster another rental holds is refused).
 
 The matching rule (`rental_reconcile`). Many customers share one Lium account and a pod name like `train-1`, so
-a cluster is adopted only when the match is unambiguous both ways (DESIGN.md principle 9):
+a cluster is adopted only when the match is unambiguous both ways (principle 9 in docs/architecture.md):
 - a candidate is a cluster whose members all carry the order's pod name, number exactly its nodes, sit on
   exactly its executors (a pod row without an executor id matches nothing) and were created after the order;
 - exactly one candidate is free: no other rental holds it or one of its pods (`rentals.holding`);
@@ -29,18 +30,21 @@ from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
 from common.backoff import backoff_seconds
 from rentals import upstream
+from rentals.audit import staff_action_event
 from rentals.engine import MAY_HAVE_REACHED_LIUM
 from rentals.enqueue import enqueue_pods_sync
-from rentals.holding import held_message, holder_of
+from rentals.holding import ClusterHeld, held_message, holder_of, refuse_held
 from rentals.models import Rental, RentalEvent
 from rentals.states import HOLDS_CLUSTER_STATES, UNSETTLED_STATES, RentalStatus
 from rentals.transitions import rental_touch, rental_transition
+from rentals.upstream_parse_pods import PodRow
 
 logger = logging.getLogger(__name__)
 
@@ -205,6 +209,47 @@ def _adopt(*, rental: Rental, actor: User | None, cluster_id: str, evidence: dic
     return LookResult(outcome if moved else "not-due")
 
 
+def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: str | None, reason: str) -> bool:
+    """Settle an `unknown` rental as staff decided: `rented` with a cluster, or `not_rented`.
+
+    A cluster another rental holds is refused (ClusterHeld, a ValidationError): a cluster belongs to one rental.
+    """
+    if not reason.strip():
+        raise ValidationError("Say why: the reason is recorded on the rental's timeline.")
+    if cluster_id:
+        refuse_held(cluster_id=cluster_id, rental_id=rental.pk)
+        try:
+            moved = rental_transition(
+                rental_id=rental.pk,
+                from_status=RentalStatus.UNKNOWN,
+                to_status=RentalStatus.RENTED,
+                # The outcome is known now; the old error stays on the timeline, not on the rental.
+                error_code="",
+                error_message="",
+                error_hint="",
+                **staff_action_event(
+                    actor=actor,
+                    action="confirm",
+                    reason=reason,
+                    message=f"Confirmed rented as cluster {cluster_id}. {reason}",
+                ),
+                cluster_id=cluster_id,
+            )
+        except IntegrityError:
+            # Another rental took the cluster between the check and this write.
+            refuse_held(cluster_id=cluster_id, rental_id=rental.pk)
+            raise ClusterHeld(f"Cluster {cluster_id} already belongs to another rental.", code="cluster_held") from None
+        if moved:
+            transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
+        return moved
+    return rental_transition(
+        rental_id=rental.pk,
+        from_status=RentalStatus.UNKNOWN,
+        to_status=RentalStatus.NOT_RENTED,
+        **staff_action_event(actor=actor, action="confirm", reason=reason, message=f"Confirmed not rented. {reason}"),
+    )
+
+
 # --- The matching rule -----------------------------------------------------------------------------------------
 
 # Clocks differ between us and the upstream; a cluster created this long before our row is still a candidate.
@@ -256,7 +301,7 @@ class ReconcileFinding:
         return {"pod_ids": found.pod_ids, "executors": found.executors}
 
 
-def order_matches(rental: Rental, members: list[upstream.PodRow]) -> bool:
+def order_matches(rental: Rental, members: list[PodRow]) -> bool:
     """Return whether the listed cluster's members are exactly what the order asked for, made after it."""
     executors = [member.executor_id for member in members]
     earliest = rental.created_at - RECONCILE_CLOCK_SKEW
@@ -271,9 +316,9 @@ def order_matches(rental: Rental, members: list[upstream.PodRow]) -> bool:
     )
 
 
-def _candidates(rental: Rental, pods: list[upstream.PodRow]) -> tuple[list[Candidate], dict[str, Rental]]:
+def _candidates(rental: Rental, pods: list[PodRow]) -> tuple[list[Candidate], dict[str, Rental]]:
     """Return the listed clusters matching the order, each with its holder and rivals, and those rentals by id."""
-    clusters: dict[str, list[upstream.PodRow]] = defaultdict(list)
+    clusters: dict[str, list[PodRow]] = defaultdict(list)
     for pod in pods:
         if pod.cluster_id:
             clusters[pod.cluster_id].append(pod)

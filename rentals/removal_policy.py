@@ -21,7 +21,7 @@ def removal_policy_for(customer: Customer | int) -> CustomerRemovalPolicy | None
     return CustomerRemovalPolicy.objects.filter(customer_id=customer_id).first()
 
 
-def termination_hours_apply(*, customer: Customer, hours: int | None) -> int | None:
+def removal_policy_apply(*, customer: Customer, hours: int | None) -> int | None:
     """Return the order's `termination_hours` under the customer's policy: its default when none is given,
     refused (ValidationError keyed `termination_hours`) above its maximum."""
     policy = removal_policy_for(customer)
@@ -57,7 +57,7 @@ def removal_policy_set(
     return policy
 
 
-def policy_summary(policy: CustomerRemovalPolicy | None) -> str:
+def removal_policy_summary(policy: CustomerRemovalPolicy | None) -> str:
     """Return the policy in a few words for staff lists ("default 24 h, max 72 h"; "none")."""
     parts = []
     if policy is not None and policy.default_hours:
@@ -67,13 +67,13 @@ def policy_summary(policy: CustomerRemovalPolicy | None) -> str:
     return ", ".join(parts) or "none"
 
 
-def policy_summaries(*, customer_ids: list[int]) -> dict[int, str]:
+def removal_policy_summaries(*, customer_ids: list[int]) -> dict[int, str]:
     """Return each customer's policy in a few words, "none" for one without (one query)."""
     found = {p.customer_id: p for p in CustomerRemovalPolicy.objects.filter(customer_id__in=customer_ids)}
-    return {customer_id: policy_summary(found.get(customer_id)) for customer_id in customer_ids}
+    return {customer_id: removal_policy_summary(found.get(customer_id)) for customer_id in customer_ids}
 
 
-def policy_hint(customer: Customer) -> str:
+def removal_policy_hint(customer: Customer) -> str:
     """Return the policy as the rent form says it ("" without one)."""
     policy = removal_policy_for(customer)
     if policy is None or (policy.default_hours is None and policy.max_hours is None):

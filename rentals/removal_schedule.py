@@ -130,7 +130,7 @@ def rental_cancel_removal(*, rental: Rental, actor: User | None) -> bool:
     return True
 
 
-def rental_push_removal_schedule(*, rental_id: int) -> int:
+def rental_removal_push(*, rental_id: int) -> int:
     """Send the rental's removal time (or its cancel) to every live member; return how many were told.
 
     Safe to repeat: the same time twice is one schedule, a cancel twice is one cancel. A member the upstream

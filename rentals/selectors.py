@@ -38,7 +38,7 @@ def customer_list_for_renting(*, user: AbstractBaseUser | AnonymousUser) -> Quer
     return Customer.objects.filter(active=True, memberships__user_id=user.pk or 0)
 
 
-def customer_find(customers: QuerySet[Customer], wanted: int | str) -> Customer | None:
+def customer_get_named(*, customers: QuerySet[Customer], wanted: int | str) -> Customer | None:
     """Return the customer of `customers` that `wanted` names: an id, or a name (a name of digits before an id)."""
     if isinstance(wanted, int):
         return customers.filter(pk=wanted).first()
@@ -65,7 +65,7 @@ def customer_for_browsing(*, user: AbstractBaseUser | AnonymousUser, wanted: int
     customers = customer_list_for_user(user=user).select_related("default_credential")
     if not wanted:
         return customers.first()
-    found = customer_find(customers, wanted)
+    found = customer_get_named(customers=customers, wanted=wanted)
     if found is None:
         raise Customer.DoesNotExist(f"{user} does not act for a customer {wanted!r}.")
     return found
@@ -125,7 +125,7 @@ def rented_without_members(*, now: datetime) -> Q:
     return Q(status=RentalStatus.RENTED) & rented_long_ago & ~Q(has_members)
 
 
-def members_overdue(rental: Rental, *, now: datetime) -> bool:
+def rental_members_overdue(*, rental: Rental, now: datetime) -> bool:
     """Return whether `rented_without_members` holds for this rental at `now`.
 
     With its members prefetched (`prefetch_related("members")`, as lists do) no query: the rule read off the
@@ -136,11 +136,11 @@ def members_overdue(rental: Rental, *, now: datetime) -> bool:
     prefetched = getattr(rental, "_prefetched_objects_cache", {}).get("members")
     if prefetched is None:
         return Rental.objects.filter(rented_without_members(now=now), pk=rental.pk).exists()
-    due = members_due_at(rental)
+    due = rental_members_due_at(rental=rental)
     return due is not None and due < now and not prefetched
 
 
-def members_due_at(rental: Rental) -> datetime | None:
+def rental_members_due_at(*, rental: Rental) -> datetime | None:
     """Return when a `rented` rental still without members becomes overdue by `rented_without_members`.
 
     Only when to look again (a page that may change by time alone); the rule itself decides.
@@ -150,13 +150,13 @@ def members_due_at(rental: Rental) -> datetime | None:
     return (rental.rented_at or rental.updated_at) + members_grace()
 
 
-def needs_attention(rental: Rental, *, now: datetime) -> str:
+def rental_attention_reason(*, rental: Rental, now: datetime) -> str:
     """Return why a human should look at this rental, or "" (at most one query)."""
     if rental.status == RentalStatus.UNKNOWN:
         return "Outcome unknown: the order may have rented a cluster. Reconcile, or confirm what Lium says."
     if rental.status == RentalStatus.DEGRADED:
         return "Degraded: a member failed."
-    if not members_overdue(rental, now=now):
+    if not rental_members_overdue(rental=rental, now=now):
         return ""
     minutes = int(members_grace().total_seconds() // 60)
     unknown_id = "" if rental.cluster_id else " and its cluster id is not known"

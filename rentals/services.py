@@ -1,8 +1,8 @@
-"""Writes on rentals: submit, cancel, terminate, confirm a reconciliation. Each is one service with keyword-only
-arguments.
+"""Writes on rentals: submit, cancel, terminate. Each is one service with keyword-only arguments.
 
 The attempt loop itself lives in `rentals.engine`; member tracking in `rentals.members`; a scheduled removal in
-`rentals.removal_schedule`; looking for an unknown rental's cluster in `rentals.reconcile`.
+`rentals.removal_schedule`; settling an unknown rental (looking for its cluster, or staff confirming) in
+`rentals.reconcile`.
 """
 
 from __future__ import annotations
@@ -18,11 +18,10 @@ from django.db import IntegrityError, transaction
 
 from accounts.models import Customer, UpstreamCredential
 from common.logcontext import bind
-from rentals.audit import change_event, staff_action_event
-from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_rental_send
-from rentals.holding import ClusterHeld, refuse_held
+from rentals.audit import change_event
+from rentals.enqueue import enqueue_cluster_delete, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentalNode
-from rentals.ordering import RentOrder, build_request_body
+from rentals.ordering import RentOrder, request_body_build
 from rentals.selectors import customer_hourly_spend
 from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
@@ -58,7 +57,7 @@ def rental_submit(
         with transaction.atomic():
             # Lock the customer so two orders at once cannot both slip under its spend cap.
             customer = Customer.objects.select_for_update().get(pk=customer.pk)
-            check_spend_cap(customer=customer, adding=order.price_per_hour)
+            spend_cap_check(customer=customer, adding=order.price_per_hour)
             order_checking.send(sender=Customer, customer=customer, adding_per_hour=order.price_per_hour)  # budgets
             rental = _rental_create(
                 user=user,
@@ -95,7 +94,7 @@ def _rental_create(
     submit_token: uuid.UUID | None,
 ) -> Rental:
     """Save the rental with its nodes, a fresh idempotency key and the body it will send, and its first event."""
-    body = build_request_body(order)
+    body = request_body_build(order)
     rental = Rental.objects.create(
         created_by=user if user is not None and user.is_authenticated else None,
         customer=customer,
@@ -126,7 +125,7 @@ def _rental_create(
     return rental
 
 
-def check_spend_cap(*, customer: Customer, adding: Decimal) -> None:
+def spend_cap_check(*, customer: Customer, adding: Decimal) -> None:
     """Refuse an order that would take the customer's running clusters above its hourly cap."""
     cap = customer.hourly_spend_cap_usd
     if cap is None:
@@ -173,44 +172,3 @@ def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") ->
     if moved:
         transaction.on_commit(lambda: enqueue_cluster_delete(rental.pk))
     return moved
-
-
-def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: str | None, reason: str) -> bool:
-    """Settle an `unknown` rental as staff decided: `rented` with a cluster, or `not_rented`.
-
-    A cluster another rental holds is refused (ClusterHeld, a ValidationError): a cluster belongs to one rental.
-    """
-    if not reason.strip():
-        raise ValidationError("Say why: the reason is recorded on the rental's timeline.")
-    if cluster_id:
-        refuse_held(cluster_id=cluster_id, rental_id=rental.pk)
-        try:
-            moved = rental_transition(
-                rental_id=rental.pk,
-                from_status=RentalStatus.UNKNOWN,
-                to_status=RentalStatus.RENTED,
-                # The outcome is known now; the old error stays on the timeline, not on the rental.
-                error_code="",
-                error_message="",
-                error_hint="",
-                **staff_action_event(
-                    actor=actor,
-                    action="confirm",
-                    reason=reason,
-                    message=f"Confirmed rented as cluster {cluster_id}. {reason}",
-                ),
-                cluster_id=cluster_id,
-            )
-        except IntegrityError:
-            # Another rental took the cluster between the check and this write.
-            refuse_held(cluster_id=cluster_id, rental_id=rental.pk)
-            raise ClusterHeld(f"Cluster {cluster_id} already belongs to another rental.", code="cluster_held") from None
-        if moved:
-            transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
-        return moved
-    return rental_transition(
-        rental_id=rental.pk,
-        from_status=RentalStatus.UNKNOWN,
-        to_status=RentalStatus.NOT_RENTED,
-        **staff_action_event(actor=actor, action="confirm", reason=reason, message=f"Confirmed not rented. {reason}"),
-    )

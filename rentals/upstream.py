@@ -16,7 +16,7 @@ Reads return typed values (`rentals.upstream_parse` and its `_pods` and `_offers
     └── UnsafeRedirect             a redirect to another origin: never followed, nothing re-sent
 
 A malformed answer is never a confirmation and never proof of absence: a listing that does not parse is an
-error (not "no pods"), and a 2xx rent answer that does not parse is INCONCLUSIVE (see `classify_rent`).
+error (not "no pods"), and a 2xx rent answer that does not parse is INCONCLUSIVE (see `rent_classify`).
 
 The rent call never raises: `rent_cluster` returns a `RentResult` whose `classification` says what the
 answer proves, because the rent engine must record every attempt, whatever happened.
@@ -56,8 +56,6 @@ MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}
 LISTING_BODY_MAX = 8 * 1024 * 1024  # pods, offers, templates
 ANSWER_BODY_MAX = 1024 * 1024  # a rent, delete, version, account or error answer
-
-__all__ = ["Account", "DeleteResult", "Fabric", "Features", "PodEvent", "PodRow", "TemplateRow"]
 
 
 class UpstreamError(Exception):
@@ -223,7 +221,7 @@ def parse_retry_after(answer: Answer) -> float | None:
     return seconds if 0 <= seconds < 10**7 else None
 
 
-def classify_rent(answer: Answer | None, error: Exception | None = None) -> RentResult:
+def rent_classify(answer: Answer | None, error: Exception | None = None) -> RentResult:
     """Classify one rent attempt from its answer, or from the exception that stopped it.
 
     - confirmed: 2xx whose body is an object that does not say `success: false`, with well-formed
@@ -490,8 +488,8 @@ class LiumClient:
                 body_max=ANSWER_BODY_MAX,
             )
         except (httpx.HTTPError, UnsafeRedirect) as exc:
-            return classify_rent(None, exc)
-        return classify_rent(answer)
+            return rent_classify(None, exc)
+        return rent_classify(answer)
 
 
 def _time_left(deadline: float) -> float:
@@ -570,18 +568,17 @@ def new_http_client(*, transport: httpx.BaseTransport | None = None) -> httpx.Cl
     )
 
 
-_http_clients: dict[str, httpx.Client] = {}
-_http_clients_lock = threading.Lock()
+_http_client: httpx.Client | None = None
+_http_client_lock = threading.Lock()
 
 
 def shared_http_client() -> httpx.Client:
     """Return this process's pooled `httpx.Client` (one per process; connections are reused)."""
-    with _http_clients_lock:
-        client = _http_clients.get("default")
-        if client is None:
-            client = new_http_client()
-            _http_clients["default"] = client
-        return client
+    global _http_client
+    with _http_client_lock:
+        if _http_client is None:
+            _http_client = new_http_client()
+        return _http_client
 
 
 def client_for(credential: UpstreamCredential, *, http: httpx.Client | None = None) -> LiumClient:

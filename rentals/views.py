@@ -25,10 +25,11 @@ from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.forms import RentForm
 from rentals.models import Rental
-from rentals.offers import Fabric, OfferListing
+from rentals.offers import OfferListing
 from rentals.order_service import OrderOffer, OrderRefused, order_check, order_offer, order_save
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
+from rentals.upstream_parse_offers import Fabric
 
 
 def _listing_or_error(

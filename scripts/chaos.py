@@ -1107,7 +1107,8 @@ class Storm:
 
     def submit_one(self, index: int) -> bool:
         """Submit rental `index` on free nodes through `rental_submit`; False when no nodes are free."""
-        from rentals.services import RentOrder, rental_submit
+        from rentals.ordering import RentOrder
+        from rentals.services import rental_submit
 
         customer, credential, offers = self.people.tenants[self.pick_tenant()]
         size = self.rng.choice(SHARED_SIZES if self.shared else SIZES)

@@ -16,7 +16,8 @@ from bench.load import ensure_wrk, load_python, load_wrk
 from bench.people import cookie_header
 from rentals import progress
 from rentals.models import ClusterMember, Rental, RentAttempt
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from scripts.harness import say
 
 GOAL_RATIO = 0.6

@@ -172,9 +172,11 @@ def cache_forgetters(people: People) -> dict[str, Callable[[], None]]:
     """Return, per cached page, what empties its cache: the fabric listing, the overview's figures."""
     from django.core.cache import cache
 
-    from rentals.offers import offers_forget
+    def fabric_list_forget() -> None:
+        base = f"offers:{people.credential.pk}"  # rentals.offers keeps the listing, its stamp and taken nodes here
+        cache.delete_many([base, f"{base}:stamp", f"{base}:taken"])
 
-    forgetters = {"fabric_list": lambda: offers_forget(credential=people.credential)}
+    forgetters = {"fabric_list": fabric_list_forget}
     if "ops" in settings.INSTALLED_APPS:
         from ops.overview import OVERVIEW_CACHE_KEY
 

@@ -18,6 +18,7 @@ from django.utils import timezone
 
 from rentals import offers
 from rentals.models import ClusterMember, Rental, RentalNode, RentAttempt
+from rentals.upstream_parse_offers import parse_offer
 from tests.conftest import SSH_KEY
 from tests.matching import must_search
 
@@ -107,7 +108,7 @@ def listing(fabrics: int, nodes_per_fabric: int) -> offers.OfferListing:
         }
         for f in range(fabrics)
     ]
-    parsed = [fabric for row in rows if (fabric := offers.parse_offer(row)) is not None]
+    parsed = [fabric for row in rows if (fabric := parse_offer(row)) is not None]
     assert len(parsed) == len(rows), "every row the bench builds is one the parser keeps"
     return offers.OfferListing(fabrics=parsed, fetched_at=time.time())
 
@@ -160,7 +161,8 @@ def test_ops_overview_costs_the_same_queries_for_few_and_many(
 def test_progress_fragment_costs_the_same_queries_with_few_and_many_members(
     alice, acme, client_for, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rentals.services import RentOrder, rental_submit
+    from rentals.ordering import RentOrder
+    from rentals.services import rental_submit
 
     monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     client = client_for(alice)

@@ -15,7 +15,8 @@ from django.utils import timezone
 
 from accounts.models import Customer
 from rentals.models import Rental
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from rentals.transitions import rental_transition
 from tests.conftest import SSH_KEY

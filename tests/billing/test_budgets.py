@@ -15,7 +15,8 @@ from notifications.models import Event
 from notifications.services import endpoint_create
 from ops.selectors import audit_events
 from rentals.models import Rental, RentalEvent
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from tests.billing.conftest import terminate
 from tests.conftest import SSH_KEY

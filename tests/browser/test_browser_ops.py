@@ -27,7 +27,8 @@ except ImportError:
 from rentals import engine
 from rentals.members import credential_pods_sync
 from rentals.models import ClusterMember, Rental, RentalEvent
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from rentals.states import RentalStatus
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]

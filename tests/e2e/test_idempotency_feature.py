@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rentals import engine, idempotency_promise
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from tests.conftest import SSH_KEY, Simulator
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -14,7 +14,8 @@ from django.conf import settings
 
 from rentals.enqueue import CLUSTER_DELETE, PODS_SYNC, RECONCILE_LOOK, REMOVAL_PUSH, RENTAL_SEND
 from rentals.models import Rental
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY, Simulator, _purge_broker, start_worker, stop_process
 

@@ -9,7 +9,8 @@ from django.utils import timezone
 
 from rentals import engine, tasks, upstream
 from rentals.models import Rental
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from tests.conftest import SSH_KEY, Simulator
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -93,7 +93,8 @@ def no_broker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 def make_rental():  # type: ignore[no-untyped-def]
     """Return a function that saves a rental for a user's customer in a given state (no upstream involved)."""
     from rentals.models import Rental
-    from rentals.services import RentOrder, rental_submit
+    from rentals.ordering import RentOrder
+    from rentals.services import rental_submit
 
     def make(user, status: str = "sending", pod_name: str = "train-1"):  # type: ignore[no-untyped-def]
         customer = user.memberships.get().customer

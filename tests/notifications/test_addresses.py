@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from django.core.exceptions import ValidationError
 
-from notifications.addresses import UnsafeUrl, check_url
+from notifications.addresses import UnsafeUrl, url_check
 from notifications.models import WebhookEndpoint
 from notifications.services import endpoint_create
 
@@ -47,30 +47,30 @@ def production(settings):  # type: ignore[no-untyped-def]
 )
 def test_production_refuses_unsafe_urls(production, url: str, reason: str) -> None:
     with pytest.raises(UnsafeUrl, match=reason):
-        check_url(url)
+        url_check(url)
 
 
 def test_production_accepts_https_on_a_public_address_and_pins_it(production) -> None:
-    target = check_url("https://93.184.216.34:8443/hooks/lium?x=1")
+    target = url_check("https://93.184.216.34:8443/hooks/lium?x=1")
     assert target.address == "93.184.216.34" and target.host == "93.184.216.34"
 
 
 @pytest.mark.parametrize("url", ["https://93.184.216.34:443/h", "https://93.184.216.34:1024/h"])
 def test_production_accepts_the_https_port_and_unprivileged_ports(production, url: str) -> None:
-    assert check_url(url).address == "93.184.216.34"
+    assert url_check(url).address == "93.184.216.34"
 
 
 def test_production_refuses_port_80_only_for_want_of_https(production, settings) -> None:
     settings.WEBHOOK_REQUIRE_HTTPS = False
-    assert check_url("http://93.184.216.34:80/h").address == "93.184.216.34"
+    assert url_check("http://93.184.216.34:80/h").address == "93.184.216.34"
     with pytest.raises(UnsafeUrl, match="port 8"):
-        check_url("http://93.184.216.34:8/h")
+        url_check("http://93.184.216.34:8/h")
 
 
 def test_development_allows_the_demo_receiver_on_loopback(settings) -> None:
     settings.WEBHOOK_REQUIRE_HTTPS = False
     settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = True
-    assert check_url("http://127.0.0.1:9000/hook").address is None
+    assert url_check("http://127.0.0.1:9000/hook").address is None
 
 
 @pytest.mark.django_db
@@ -96,7 +96,7 @@ def test_the_secret_is_stored_encrypted(alice, settings) -> None:
 def test_a_host_name_no_resolver_can_encode_is_refused_when_registered(host: str) -> None:
     # Without the check, a delivery (or the operators' runway alert) met a UnicodeError in the HTTP client.
     with pytest.raises(UnsafeUrl, match="host name"):
-        check_url(f"https://{host}/hook")
+        url_check(f"https://{host}/hook")
 
 
 @pytest.mark.django_db(transaction=True)

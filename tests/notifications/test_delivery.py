@@ -228,7 +228,7 @@ def test_delivery_connects_to_the_checked_address_not_a_second_lookup(
     # As in production: the name was resolved and checked once; delivery must use that address and keep the
     # name in the Host header (and as the TLS server name for https).
     monkeypatch.setattr(
-        "notifications.signed_post.check_url", lambda u: Target(url=u, host="hooks.example.test", address="127.0.0.1")
+        "notifications.signed_post.url_check", lambda u: Target(url=u, host="hooks.example.test", address="127.0.0.1")
     )
     move_rental(make_rental(alice))
     assert deliver_all() == ["delivered"]

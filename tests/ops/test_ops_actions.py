@@ -10,6 +10,7 @@ from django.utils import timezone
 
 from rentals import engine, services
 from rentals.models import Rental, RentalEvent
+from rentals.ordering import RentOrder
 from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY, Simulator
 
@@ -158,7 +159,7 @@ def test_an_operator_reconciles_an_unknown_rental_against_the_simulator(
     simulator: Simulator, acme, alice, olga, client_for, enqueued, monkeypatch
 ) -> None:
     offer = simulator.offers()[0]
-    order = services.RentOrder(
+    order = RentOrder(
         fabric_id=offer["fabric_id"],
         executor_ids=[node["id"] for node in offer["nodes"][:2]],
         pod_name="train-reconcile",

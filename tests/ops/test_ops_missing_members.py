@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from rentals import upstream
 from rentals.models import ClusterMember, Rental
-from rentals.selectors import members_overdue, needs_attention, rented_without_members
+from rentals.selectors import rental_attention_reason, rental_members_overdue, rented_without_members
 from rentals.states import RentalStatus
 from tests.rentals.fakes import FakeUpstream
 
@@ -51,8 +51,11 @@ def test_a_rented_rental_without_members_past_the_grace_needs_attention(silent: 
     )
     ClusterMember.objects.create(rental=with_members, pod_id="p-1", status="PENDING")
     now = timezone.now()
-    assert "members have not appeared" in needs_attention(silent, now=now)
-    assert needs_attention(fresh, now=now) == "" and needs_attention(with_members, now=now) == ""
+    assert "members have not appeared" in rental_attention_reason(rental=silent, now=now)
+    assert (
+        rental_attention_reason(rental=fresh, now=now) == ""
+        and rental_attention_reason(rental=with_members, now=now) == ""
+    )
 
 
 def test_a_list_with_members_prefetched_decides_as_the_rule_does(silent: Rental, make_rental) -> None:
@@ -70,8 +73,8 @@ def test_a_list_with_members_prefetched_decides_as_the_rule_does(silent: Rental,
     by_rule = set(Rental.objects.filter(rented_without_members(now=now)).values_list("pk", flat=True))
     assert by_rule == {silent.pk, stale.pk} and never_stamped.pk not in by_rule
     for rental in Rental.objects.prefetch_related("members"):
-        assert members_overdue(rental, now=now) == (rental.pk in by_rule), rental.pod_name
-        assert members_overdue(Rental.objects.get(pk=rental.pk), now=now) == (rental.pk in by_rule)
+        assert rental_members_overdue(rental=rental, now=now) == (rental.pk in by_rule), rental.pod_name
+        assert rental_members_overdue(rental=Rental.objects.get(pk=rental.pk), now=now) == (rental.pk in by_rule)
 
 
 def test_the_overview_lists_it_with_the_reason(silent: Rental, make_rental, sam, client_for) -> None:

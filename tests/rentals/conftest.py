@@ -16,7 +16,8 @@ from django.utils import timezone
 
 from rentals import upstream
 from rentals.models import Rental
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 from tests.rentals.fakes import EXECUTORS, Clock, Enqueued, FakeUpstream
 

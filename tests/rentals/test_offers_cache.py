@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.cache.backends import locmem
 
 from rentals import offers
-from rentals.upstream_parse_offers import offer_listing
+from rentals.upstream_parse_offers import Fabric, offer_listing
 
 pytestmark = pytest.mark.django_db
 
@@ -25,7 +25,7 @@ class CountingUpstream:
     def __init__(self) -> None:
         self.calls = 0
 
-    def list_offers(self) -> list[offers.Fabric]:
+    def list_offers(self) -> list[Fabric]:
         self.calls += 1
         return offer_listing(
             [
@@ -131,10 +131,3 @@ def test_taken_nodes_stay_hidden_as_long_as_the_listing_they_were_taken_from(
     listing = offers.offers_get(credential=credential)
     assert upstream.calls == 1, "the same cached listing"
     assert "n00" not in free_ids(listing)
-
-
-def test_forgetting_the_listing_fetches_it_again(credential, upstream: CountingUpstream) -> None:
-    offers.offers_get(credential=credential)
-    offers.offers_forget(credential=credential)
-    offers.offers_get(credential=credential)
-    assert upstream.calls == 2

@@ -19,7 +19,8 @@ from accounts.models import UpstreamCredential
 from rentals import holding, members, reconcile, removal_schedule, tasks
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.ordering import RentOrder
-from rentals.services import rental_confirm_reconciliation, rental_submit, rental_terminate
+from rentals.reconcile import rental_confirm_reconciliation
+from rentals.services import rental_submit, rental_terminate
 from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY
 from tests.rentals.fakes import EXECUTORS, Clock, FakeUpstream, answer, rented
@@ -296,7 +297,7 @@ def test_acme_removal_push_never_touches_globex_pods(
     Rental.objects.filter(pk=acme.pk).update(removal_scheduled_at=timezone.now() + timedelta(hours=2))
     fake_upstream.script = [answer(200, {"success": True}), answer(200, {"success": True})]
     sent_before = len(fake_upstream.requests)
-    assert removal_schedule.rental_push_removal_schedule(rental_id=acme.pk) == 0
+    assert removal_schedule.rental_removal_push(rental_id=acme.pk) == 0
     assert fake_upstream.requests[sent_before:] == [], "nothing pushed to Globex's pods"
 
 
@@ -307,7 +308,7 @@ def test_a_removal_push_goes_only_to_the_rentals_own_members(
     acme = make_rental(status=RentalStatus.RENTED, possibly_sent=True, cluster_id="cl-a", pod_ids=["p-1", "p-2"])
     Rental.objects.filter(pk=acme.pk).update(removal_scheduled_at=timezone.now() + timedelta(hours=2))
     fake_upstream.script = [answer(200, {"success": True}), answer(200, {"success": True})]
-    assert removal_schedule.rental_push_removal_schedule(rental_id=acme.pk) == 0
+    assert removal_schedule.rental_removal_push(rental_id=acme.pk) == 0
     # Once the pods sync attaches the members, the removal set before them is pushed to them.
     fake_upstream.pods = [{**member("cl-a", "exec-a"), "id": "p-1"}]
     with django_capture_on_commit_callbacks(execute=True):
@@ -315,7 +316,7 @@ def test_a_removal_push_goes_only_to_the_rentals_own_members(
     assert enqueued.of("removal_push") == [((acme.pk,), None)]
     fake_upstream.script = [answer(200, {"success": True})]
     sent_before = len(fake_upstream.requests)
-    assert removal_schedule.rental_push_removal_schedule(rental_id=acme.pk) == 1
+    assert removal_schedule.rental_removal_push(rental_id=acme.pk) == 1
     assert ["/p-1/" in r.url.path for r in fake_upstream.requests[sent_before:]] == [True]
 
 

@@ -112,7 +112,7 @@ def _recorder(fake_upstream: FakeUpstream, status: int = 200) -> list[tuple[str,
 def test_the_push_sends_the_time_to_every_member_and_a_cancel_deletes_it(ready, alice, fake_upstream) -> None:
     at = removal_schedule.rental_schedule_removal(rental=ready, actor=alice, hours=3)
     seen = _recorder(fake_upstream)
-    assert removal_schedule.rental_push_removal_schedule(rental_id=ready.pk) == 2
+    assert removal_schedule.rental_removal_push(rental_id=ready.pk) == 2
     wanted = at.isoformat().replace("+00:00", "Z")
     assert seen == [
         ("POST", "/api/pods/p1/schedule-removal", {"removal_scheduled_at": wanted}),
@@ -120,7 +120,7 @@ def test_the_push_sends_the_time_to_every_member_and_a_cancel_deletes_it(ready, 
     ]
     removal_schedule.rental_cancel_removal(rental=ready, actor=alice)
     seen.clear()
-    assert removal_schedule.rental_push_removal_schedule(rental_id=ready.pk) == 2
+    assert removal_schedule.rental_removal_push(rental_id=ready.pk) == 2
     assert [(method, path) for method, path, _ in seen] == [
         ("DELETE", "/api/pods/p1/schedule-removal"),
         ("DELETE", "/api/pods/p2/schedule-removal"),
@@ -130,19 +130,19 @@ def test_the_push_sends_the_time_to_every_member_and_a_cancel_deletes_it(ready, 
 def test_the_push_skips_a_member_the_upstream_no_longer_knows(ready, alice, fake_upstream) -> None:
     removal_schedule.rental_schedule_removal(rental=ready, actor=alice, hours=3)
     _recorder(fake_upstream, status=404)
-    assert removal_schedule.rental_push_removal_schedule(rental_id=ready.pk) == 0
+    assert removal_schedule.rental_removal_push(rental_id=ready.pk) == 0
 
 
 def test_the_policy_fills_in_a_default_and_refuses_more_than_the_maximum(acme, olga) -> None:
-    assert removal_policy.termination_hours_apply(customer=acme, hours=None) is None
+    assert removal_policy.removal_policy_apply(customer=acme, hours=None) is None
     removal_policy.removal_policy_set(customer=acme, default_hours=8, max_hours=48, actor=olga)
-    assert removal_policy.termination_hours_apply(customer=acme, hours=None) == 8
-    assert removal_policy.termination_hours_apply(customer=acme, hours=48) == 48
+    assert removal_policy.removal_policy_apply(customer=acme, hours=None) == 8
+    assert removal_policy.removal_policy_apply(customer=acme, hours=48) == 48
     with pytest.raises(ValidationError) as refused:
-        removal_policy.termination_hours_apply(customer=acme, hours=49)
+        removal_policy.removal_policy_apply(customer=acme, hours=49)
     assert "at most 48 hours" in refused.value.error_dict["termination_hours"][0].messages[0]
     removal_policy.removal_policy_set(customer=acme, default_hours=None, max_hours=24, actor=olga)
-    assert removal_policy.termination_hours_apply(customer=acme, hours=None) == 24
+    assert removal_policy.removal_policy_apply(customer=acme, hours=None) == 24
 
 
 @pytest.mark.parametrize(("default", "maximum"), [(0, None), (None, 721), (30, 20)])

@@ -276,6 +276,6 @@ def test_no_customer_ref_header_is_sent_when_the_rental_has_none() -> None:
     assert "X-Customer-Ref" not in sent[0].headers
 
 
-def test_classify_rent_without_a_response_or_error_is_inconclusive() -> None:
+def test_rent_classify_without_a_response_or_error_is_inconclusive() -> None:
     # Defensive: something stopped the call but we do not know what; it may have left.
-    assert upstream.classify_rent(None, None).classification == C.INCONCLUSIVE
+    assert upstream.rent_classify(None, None).classification == C.INCONCLUSIVE

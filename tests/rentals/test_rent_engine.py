@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from common import backoff
-from rentals import engine, tasks
+from rentals import engine, outcomes, tasks
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.services import rental_cancel
 from rentals.states import RentalStatus
@@ -288,12 +288,12 @@ def test_every_retry_sends_the_same_key_and_byte_identical_body_until_confirmed(
 
 
 def test_retry_delays_grow_exponentially_up_to_the_cap(engine_settings, no_jitter) -> None:
-    delays = [engine.retry_delay(attempt_number=n, retry_after=None) for n in range(1, 8)]
+    delays = [outcomes.retry_delay(attempt_number=n, retry_after=None) for n in range(1, 8)]
     assert delays == [2.0, 4.0, 8.0, 16.0, 32.0, 60.0, 60.0]
 
 
 def test_retry_delays_are_jittered_between_half_and_the_full_backoff(engine_settings) -> None:
-    delays = {engine.retry_delay(attempt_number=3, retry_after=None) for _ in range(50)}
+    delays = {outcomes.retry_delay(attempt_number=3, retry_after=None) for _ in range(50)}
     assert all(4.0 <= delay <= 8.0 for delay in delays)
     assert len(delays) > 1, "many rentals failing together do not retry in lockstep"
 
@@ -390,7 +390,7 @@ def test_the_23_hour_cut_off_with_a_moved_clock(
 def test_the_window_never_exceeds_23_hours_whatever_the_setting(make_rental, engine_settings, clock: Clock) -> None:
     engine_settings.RENT_RETRY_WINDOW = timedelta(hours=30)
     rental = make_rental(first_sent_at=clock.now)
-    assert engine.retry_deadline(rental) == clock.now + timedelta(hours=23)
+    assert outcomes.retry_deadline(rental) == clock.now + timedelta(hours=23)
 
 
 def test_a_retry_delivered_after_the_23_hour_cut_off_is_not_sent_and_settles(

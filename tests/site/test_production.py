@@ -20,7 +20,8 @@ from common.logcontext import ContextFilter
 from dashboard import health
 from rentals import engine, members
 from rentals.models import Heartbeat
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from tests.conftest import REPO_ROOT, SIM_KEY, SSH_KEY, Simulator, free_port, start_gunicorn
 
 PRODUCTION_ENV = {

@@ -7,8 +7,9 @@ from django.core.exceptions import ValidationError
 
 from ops.admin_credentials import UpstreamCredentialForm
 from rentals.models import Rental
+from rentals.ordering import RentOrder
 from rentals.removal import rental_delete_cluster
-from rentals.services import RentOrder, rental_submit, rental_terminate
+from rentals.services import rental_submit, rental_terminate
 from tests.conftest import SSH_KEY
 
 pytestmark = pytest.mark.django_db

@@ -17,7 +17,8 @@ from api.keys import api_key_create
 from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
 from rentals.models import ClusterMember, Rental
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 
 ANON, ALICE, BOB, SAM, OLGA = "anonymous", "alice", "bob", "sam", "olga"

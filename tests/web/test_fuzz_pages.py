@@ -21,7 +21,8 @@ from api.keys import api_key_create
 from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
 from rentals.models import Rental
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 from tests.site.test_url_permissions import add_members, project_url_names, url_for
 from tests.web import offer_fakes

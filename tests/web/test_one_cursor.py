@@ -12,7 +12,8 @@ from django.utils import timezone
 from api.keys import api_key_create
 from rentals.cursors import InvalidCursor, cursor_decode
 from rentals.models import Rental
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 
 pytestmark = pytest.mark.django_db

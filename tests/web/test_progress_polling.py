@@ -13,7 +13,8 @@ from django.test import Client
 from accounts.models import Membership
 from rentals import progress
 from rentals.models import Rental
-from rentals.services import RentOrder, rental_submit
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 from tests.matching import must_search
 from tests.web.polls import logged_in, poller_url, tags
