@@ -201,9 +201,10 @@ class Reach:
                 bound.setdefault(lineno, set()).update(_bound_names(statement))
         self.bound_by_line[path] = bound
 
-    def ordered(self, path: str, tests: set[str]) -> list[str]:
-        """Return the tests that run most of `path` first: a mutant is usually killed by one of them, and the
-        run stops at the first failure."""
+    def ordered(self, path: str, tests: set[str], killers: Iterable[str] = ()) -> list[str]:
+        """Return the tests that killed an earlier mutant of `path` first (the next one is often on the same or a
+        nearby line), then those that run most of `path`: a mutant is usually killed by one of them, and the run
+        stops at the first failure."""
         lines = self.tests_by_line.get(path, {})
         weight = dict.fromkeys(tests, 0)
         for reached in lines.values():
@@ -215,7 +216,8 @@ class Reach:
             written_for = next((i for i, prefix in enumerate(first) if test.startswith(prefix)), len(first))
             return written_for, -weight[test], test
 
-        return sorted(tests, key=rank)
+        front = list(dict.fromkeys(test for test in killers if test in tests))
+        return front + sorted(tests - set(front), key=rank)
 
     def tests_for(self, path: str, first: int, last: int) -> set[str]:
         """Return the tests that run lines first..last of `path`, or that use what they define at import."""
@@ -291,6 +293,14 @@ def mutant_key(path: str, original: str, mutated: str, operator: str) -> str:
     return f"{path}: {removed} => {added} [{operator}]"
 
 
+def failed_test() -> str | None:
+    """Return the test that failed in the last child (from pytest's short summary), if one did."""
+    for line in (RUN / "last-test.log").read_text(errors="replace").splitlines():
+        if line.startswith(("FAILED ", "ERROR ")) and "::" in line:
+            return line.split()[1]
+    return None
+
+
 def run_tests(tests: list[str], database: Path) -> bool:
     """Run the tests in a forked child, in this order; return whether one failed (the mutant is killed)."""
     argsfile = RUN / "tests.args"
@@ -343,6 +353,7 @@ def mutate_module(
 ) -> Tally:
     """Apply each mutant of one module in turn, run the tests that reach it, and count."""
     tally = Tally()
+    killers: list[str] = []  # the tests that killed this module's mutants so far, the latest first
     allowed = function_lines(ROOT / path, MODULES[path])
     original = (ROOT / path).read_text()
     for spec in mutants(path, operator_names, allowed):
@@ -359,9 +370,11 @@ def mutate_module(
         with use_mutation(Path(spec.module_path), operator, spec.occurrence):
             tests = reach.tests_for(path, first, last)
             started = time.monotonic()
-            if tests and run_tests(reach.ordered(path, tests), database):
+            if tests and run_tests(reach.ordered(path, tests, killers), database):
                 tally.killed += 1
-                verdict = "killed"
+                killer = failed_test()
+                verdict = f"killed by {killer}"
+                killers[:0] = [killer] if killer else []
             else:
                 tally.survived += 1
                 verdict = "survived" if tests else "no test reaches it"
