@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from rentals import engine
+from rentals import capacity, engine
 from rentals.models import Rental, RentalEvent
 from rentals.states import RentalStatus
+from rentals.transitions import rental_touch
 from tests.rentals.fakes import Clock, FakeUpstream
 
 pytestmark = pytest.mark.django_db
@@ -63,3 +64,22 @@ def test_a_retry_not_sent_again_names_the_earlier_attempt(
     event = RentalEvent.objects.filter(rental=rental, to_status=RentalStatus.UNKNOWN).get()
     assert event.message.startswith("Not sent again: an earlier attempt may have reached Lium")
     assert fake_upstream.rent_requests == []
+
+
+def test_a_worker_whose_rental_changed_since_it_read_it_takes_nothing(
+    promising_backend, make_rental, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    rental = make_rental()
+    admit = capacity.admit
+
+    def admit_after_another_write(read: Rental, *, now):  # type: ignore[no-untyped-def]
+        # Between this worker's read and its conditional update, another writer (a second worker, a member
+        # event) changes the row: the update must find nothing to take.
+        rental_touch(rental_id=read.pk)
+        return admit(read, now=now)
+
+    monkeypatch.setattr(capacity, "admit", admit_after_another_write)
+    assert engine.rental_claim(rental_id=rental.pk) is None
+    rental.refresh_from_db()
+    assert rental.status == RentalStatus.QUEUED and rental.attempt_count == 0 and rental.lease_token is None
+    assert promising_backend.rent_requests == []
