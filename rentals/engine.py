@@ -50,6 +50,17 @@ class Claim:
     number: int
 
 
+@dataclass(frozen=True)
+class ClaimOutcome:
+    """What an attempt to claim a rental came to: `claim` when this worker holds it; otherwise `stale_turn` (another
+    message took this turn), `settled` (the status it was settled in instead of a re-send), or neither: not due,
+    held by another worker, or waiting for a rent slot."""
+
+    claim: Claim | None = None
+    stale_turn: bool = False
+    settled: str | None = None
+
+
 def _claimable() -> Q:
     """Return the rentals that are due for an attempt now: queued, retry due, or an expired `sending` lease."""
     now = timezone.now()
@@ -82,24 +93,22 @@ def rental_claim(*, rental_id: int, turn: int | None = None) -> Claim | None:
     Every send goes through here, so this is where a re-send is refused: an order an earlier attempt may
     have delivered is sent again only to a backend that promises idempotency; otherwise it settles `unknown`.
     """
-    outcome = _claim(rental_id, turn)
-    return outcome if isinstance(outcome, Claim) else None
+    return _claim(rental_id, turn).claim
 
 
-def _claim(rental_id: int, turn: int | None) -> Claim | str | None:
-    """Claim the rental; return the claim, the state it was settled in instead of a re-send, `STALE_TURN`,
-    or None."""
+def _claim(rental_id: int, turn: int | None) -> ClaimOutcome:
+    """Claim the rental, or say why not (see `ClaimOutcome`)."""
     # With the credential the attempt sends with: one query, and no reload after the update below.
     rental = Rental.objects.select_related("credential").filter(_claimable(), pk=rental_id).first()
     if rental is None:
-        return None
+        return ClaimOutcome()
     if turn is not None and rental.attempt_count != turn - 1:
         # Another message took this turn (the claim below is conditional on the version, so this read holds).
         logger.info("Rental %s: the message for attempt %s is stale (%s made).", rental_id, turn, rental.attempt_count)
-        return STALE_TURN
+        return ClaimOutcome(stale_turn=True)
     # Asked before any transaction opens: `GET /version` is an HTTP call (a yes is cached).
     if may_have_reached_lium(rental) and not idempotency_promise.upstream_promises_idempotency(rental.credential):
-        return _settle_unsafe_resend(rental)
+        return ClaimOutcome(settled=RentalStatus.UNKNOWN) if _settle_unsafe_resend(rental) else ClaimOutcome()
     now = timezone.now()
     token = uuid.uuid4()
     previous_status = rental.status
@@ -117,7 +126,7 @@ def _claim(rental_id: int, turn: int | None) -> Claim | str | None:
         claimed["possibly_sent"] = True
     with transaction.atomic():
         if not capacity.admit(rental, now=now):
-            return None  # no free rent slot: it waits, and `capacity.dispatch` sends it when one frees
+            return ClaimOutcome()  # no free rent slot: it waits, and `capacity.dispatch` sends it when one frees
         # On the version read above: every write a page shows bumps it, so if this matches, the row is
         # exactly the one read plus `claimed`, and the object can be brought up to date without a reload.
         moved = rental_transition(
@@ -130,7 +139,7 @@ def _claim(rental_id: int, turn: int | None) -> Claim | str | None:
             **claimed,
         )
         if not moved:
-            return None
+            return ClaimOutcome()
         if lease_expired:
             _record_lost_attempt(rental, now)
     for name, value in claimed.items():
@@ -138,11 +147,12 @@ def _claim(rental_id: int, turn: int | None) -> Claim | str | None:
     rental.status = RentalStatus.SENDING
     rental.version += 1
     rental.updated_at = now
-    return Claim(rental=rental, token=token, number=number)
+    return ClaimOutcome(claim=Claim(rental=rental, token=token, number=number))
 
 
-def _settle_unsafe_resend(rental: Rental) -> str | None:
-    """Settle `unknown` a due rental that may not be sent again: its backend does not promise idempotency."""
+def _settle_unsafe_resend(rental: Rental) -> bool:
+    """Settle `unknown` a due rental that may not be sent again: its backend does not promise idempotency.
+    Return whether it moved (another worker may have moved it first)."""
     now = timezone.now()
     lease_expired = rental.status == RentalStatus.SENDING
     earlier = "the worker stopped during the last attempt, which" if lease_expired else "an earlier attempt"
@@ -161,7 +171,7 @@ def _settle_unsafe_resend(rental: Rental) -> str | None:
         )
         if moved and lease_expired:
             _record_lost_attempt(rental, now)
-    return RentalStatus.UNKNOWN if moved else None
+    return moved
 
 
 def _record_lost_attempt(rental: Rental, now: datetime) -> None:
@@ -184,9 +194,12 @@ def rental_attempt(*, rental_id: int, turn: int | None = None) -> str | None:
 
     Return the new status, `STALE_TURN` if the turn was taken, or None if not due.
     """
-    claim = _claim(rental_id, turn)
-    if isinstance(claim, str):
-        return claim  # settled instead of re-sent, or a stale turn
+    outcome = _claim(rental_id, turn)
+    if outcome.stale_turn:
+        return STALE_TURN
+    if outcome.settled is not None:
+        return outcome.settled  # settled instead of re-sent
+    claim = outcome.claim
     if claim is None:
         # Not due, held by another worker, or past its window (then settle it now rather than at the next sweep).
         return rental_settle_expired(rental_id=rental_id)

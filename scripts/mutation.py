@@ -43,6 +43,7 @@ from cosmic_ray.commands.init import _all_work_items  # noqa: E402
 from cosmic_ray.mutating import mutate_code, use_mutation  # noqa: E402
 from coverage import CoverageData  # noqa: E402
 from mutation_operators import OPERATORS  # noqa: E402
+from mutation_warm import test_database_copy, test_database_template, warm  # noqa: E402
 
 # Module → the functions mutated (None: all of it). Of the engine, only the claim.
 MODULES: dict[str, tuple[str, ...] | None] = {
@@ -70,6 +71,8 @@ DESELECT = ["tests/rentals/test_engine_model.py::test_the_engine_keeps_its_promi
 SOURCES = ["accounts", "api", "billing", "common", "notifications", "ops", "rentals", "dashboard"]
 EQUIVALENT_FILE = ROOT / "bench" / "mutation-equivalent.txt"
 RUN = ROOT / ".run" / "mutation"
+TEMPLATE_DB = RUN / "template-db.sqlite3"  # the test database as migrated, copied for each child
+WARM_MODULES = RUN / "third-party.modules"  # what a test run imports from outside the project (see mutation_warm)
 TIMEOUT_SECONDS = 300
 
 # cosmic-ray's operators kept, one variant each where it has many: an arithmetic operator into its inverse, a
@@ -127,7 +130,8 @@ def coverage_file() -> Path:
     changed since (by content: each mutant rewrites its module), and for changed test files only otherwise."""
     data, manifest = RUN / "coverage.sqlite", RUN / "coverage.sums.json"
     sums = {str(p.relative_to(ROOT)): hashlib.sha256(p.read_bytes()).hexdigest() for p in _measured_files()}
-    known = json.loads(manifest.read_text()) if manifest.exists() and data.exists() else {}
+    measured = manifest.exists() and data.exists() and WARM_MODULES.exists()
+    known = json.loads(manifest.read_text()) if measured else {}
     changed = [path for path, digest in sums.items() if known.get(path) != digest]
     fresh = bool(os.environ.get("MUTATION_FRESH_COVERAGE"))
     if known and not changed and not fresh:
@@ -136,6 +140,7 @@ def coverage_file() -> Path:
         measure_coverage(data, changed, append=True)
     else:
         data.unlink(missing_ok=True)
+        WARM_MODULES.unlink(missing_ok=True)
         measure_coverage(data, SUITES, append=False)
     manifest.write_text(json.dumps(sums))
     return data
@@ -148,11 +153,12 @@ def _measured_files() -> list[Path]:
 def measure_coverage(data: Path, tests: list[str], *, append: bool) -> None:
     """Run `tests` under coverage, recording which test (setup and teardown included) ran each line."""
     print(f"Measuring which tests reach which lines: {' '.join(tests)}", flush=True)
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--reuse-db"]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--reuse-db", "-p", "mutation_warm"]
     command += [f"--cov={source}" for source in SOURCES] + ["--cov-context=test", "--cov-report="]
     command += ["--cov-append"] if append else []
     command += ["-m", "not e2e and not browser"] + tests + [f"--deselect={test}" for test in DESELECT]
-    env = {**os.environ, "COVERAGE_FILE": str(data)}
+    env = {**os.environ, "COVERAGE_FILE": str(data), "MUTATION_WARM_FILE": str(WARM_MODULES)}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "scripts"), env.get("PYTHONPATH", "")])
     finished = subprocess.run(command, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, check=False)  # noqa: S603
     if finished.returncode != 0 or not data.exists():
         # A failing test would kill every mutant it reaches, and flatter the figures: the tests must pass first.
@@ -195,9 +201,10 @@ class Reach:
                 bound.setdefault(lineno, set()).update(_bound_names(statement))
         self.bound_by_line[path] = bound
 
-    def ordered(self, path: str, tests: set[str]) -> list[str]:
-        """Return the tests that run most of `path` first: a mutant is usually killed by one of them, and the
-        run stops at the first failure."""
+    def ordered(self, path: str, tests: set[str], killers: Iterable[str] = ()) -> list[str]:
+        """Return the tests that killed an earlier mutant of `path` first (the next one is often on the same or a
+        nearby line), then those that run most of `path`: a mutant is usually killed by one of them, and the run
+        stops at the first failure."""
         lines = self.tests_by_line.get(path, {})
         weight = dict.fromkeys(tests, 0)
         for reached in lines.values():
@@ -209,7 +216,8 @@ class Reach:
             written_for = next((i for i, prefix in enumerate(first) if test.startswith(prefix)), len(first))
             return written_for, -weight[test], test
 
-        return sorted(tests, key=rank)
+        front = list(dict.fromkeys(test for test in killers if test in tests))
+        return front + sorted(tests - set(front), key=rank)
 
     def tests_for(self, path: str, first: int, last: int) -> set[str]:
         """Return the tests that run lines first..last of `path`, or that use what they define at import."""
@@ -285,10 +293,19 @@ def mutant_key(path: str, original: str, mutated: str, operator: str) -> str:
     return f"{path}: {removed} => {added} [{operator}]"
 
 
-def run_tests(tests: list[str]) -> bool:
+def failed_test() -> str | None:
+    """Return the test that failed in the last child (from pytest's short summary), if one did."""
+    for line in (RUN / "last-test.log").read_text(errors="replace").splitlines():
+        if line.startswith(("FAILED ", "ERROR ")) and "::" in line:
+            return line.split()[1]
+    return None
+
+
+def run_tests(tests: list[str], database: Path) -> bool:
     """Run the tests in a forked child, in this order; return whether one failed (the mutant is killed)."""
     argsfile = RUN / "tests.args"
     argsfile.write_text("\n".join(tests) + "\n")
+    test_database_copy(TEMPLATE_DB, database)
     sys.stdout.flush()
     pid = os.fork()
     if pid == 0:  # the child imports the project afresh, the mutated module included
@@ -298,7 +315,9 @@ def run_tests(tests: list[str]) -> bool:
         os.dup2(log, 2)
         import pytest
 
-        args = ["-p", "pytest_django.plugin", "-x", "-q", "-p", "no:cacheprovider", "--reuse-db", f"@{argsfile}"]
+        # --tb=native: a killed mutant's report is only read by someone debugging (pytest's own costs seconds).
+        args = ["-p", "pytest_django.plugin", "-x", "-q", "-p", "no:cacheprovider", "--reuse-db", "--tb=native"]
+        args.append(f"@{argsfile}")
         os._exit(int(pytest.main(args)))
     deadline = time.monotonic() + TIMEOUT_SECONDS
     try:
@@ -329,9 +348,12 @@ class Tally:
                 "equivalent": self.equivalent, "score": score}  # fmt: skip
 
 
-def mutate_module(path: str, reach: Reach, operator_names: list[str], equivalents: dict[str, str]) -> Tally:
+def mutate_module(
+    path: str, reach: Reach, operator_names: list[str], equivalents: dict[str, str], database: Path
+) -> Tally:
     """Apply each mutant of one module in turn, run the tests that reach it, and count."""
     tally = Tally()
+    killers: list[str] = []  # the tests that killed this module's mutants so far, the latest first
     allowed = function_lines(ROOT / path, MODULES[path])
     original = (ROOT / path).read_text()
     for spec in mutants(path, operator_names, allowed):
@@ -348,9 +370,11 @@ def mutate_module(path: str, reach: Reach, operator_names: list[str], equivalent
         with use_mutation(Path(spec.module_path), operator, spec.occurrence):
             tests = reach.tests_for(path, first, last)
             started = time.monotonic()
-            if tests and run_tests(reach.ordered(path, tests)):
+            if tests and run_tests(reach.ordered(path, tests, killers), database):
                 tally.killed += 1
-                verdict = "killed"
+                killer = failed_test()
+                verdict = f"killed by {killer}"
+                killers[:0] = [killer] if killer else []
             else:
                 tally.survived += 1
                 verdict = "survived" if tests else "no test reaches it"
@@ -359,19 +383,6 @@ def mutate_module(path: str, reach: Reach, operator_names: list[str], equivalent
                 log.write(f"{verdict}: {key} ({len(tests)} tests, {time.monotonic() - started:.0f} s)\n")
         print(f"  {path} {tally.mutants}: {tally.killed} killed, {tally.survived} survived", end="\r", flush=True)
     return tally
-
-
-def warm() -> None:
-    """Import the heavy libraries once, here, so each forked test run starts without them (not the project:
-    its modules, the mutated one among them, are imported afresh by each child)."""
-    import celery  # noqa: F401
-    import cryptography.fernet  # noqa: F401
-    import django.db.models
-    import django.test  # noqa: F401
-    import httpx  # noqa: F401
-    import kombu  # noqa: F401
-    import pydantic  # noqa: F401
-    import pytest  # noqa: F401
 
 
 def list_mutants(path: str, operator_names: list[str]) -> None:
@@ -429,13 +440,18 @@ def main(requested: list[str]) -> int:
     for path in modules:
         (RUN / (Path(path).stem + ".log")).unlink(missing_ok=True)
     test_environment()
-    warm()
     reach = Reach.load(coverage_file())
+    warm(WARM_MODULES, RUN / "pycache", [*SOURCES, "tests"])
+    database = test_database_template(TEMPLATE_DB)
     names, equivalents = operators(), load_equivalents()
     report: dict[str, dict[str, float | int]] = {}
     for path in modules:
         started = time.monotonic()
-        tally = mutate_module(path, reach, names, equivalents)
+        control = reach.ordered(path, reach.tests_for(path, 1, len((ROOT / path).read_text().splitlines())))[:20]
+        if run_tests(control, database):
+            # Without a mutant the tests must pass in the forked child, or every mutant would count as killed.
+            sys.exit(f"{path}: its first tests fail without a mutant; see {RUN / 'last-test.log'}")
+        tally = mutate_module(path, reach, names, equivalents, database)
         survivors = RUN / (Path(path).stem + ".survivors")
         survivors.write_text("".join(line + "\n" for line in tally.survivors))
         report[path] = tally.figures()
