@@ -39,10 +39,6 @@ class ApiKey(models.Model):
     def is_expired(self) -> bool:
         return self.expires_at is not None and self.expires_at <= timezone.now()
 
-    @property
-    def is_usable(self) -> bool:
-        return not self.is_revoked and not self.is_expired
-
 
 class IdempotencyRecord(models.Model):
     """The first answer to a `POST /api/v1/rentals` with an `Idempotency-Key`, kept 24 h per user."""

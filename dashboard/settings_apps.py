@@ -111,7 +111,6 @@ CELERY_TASK_ROUTES = {
     "rentals.tasks.rental_delete_cluster": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.rental_reconcile_look": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.rental_removal_push": {"queue": HOUSEKEEPING_QUEUE},
-    "rentals.tasks.rental_schedule_removal": {"queue": HOUSEKEEPING_QUEUE},  # the old name, queued before 2026-12
     "rentals.tasks.sqlite_analyze": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.member_events_fetch": {"queue": HOUSEKEEPING_QUEUE},
     "billing.tasks.budgets_scan": {"queue": HOUSEKEEPING_QUEUE},

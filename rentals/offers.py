@@ -104,11 +104,6 @@ def offers_get(*, credential: UpstreamCredential, refresh: bool = False) -> Offe
         return _without_taken(credential, listing, _still_taken(cache.get(taken_key)))
 
 
-def offers_forget(*, credential: UpstreamCredential) -> None:
-    """Drop the cached listing, so the next page reads it afresh."""
-    cache.delete_many(list(_keys(credential)))
-
-
 def offers_take(*, credential: UpstreamCredential, node_ids: list[str]) -> None:
     """Hide just-ordered nodes from the listing for LIUM_OFFERS_CACHE_SECONDS (instead of refetching it).
 

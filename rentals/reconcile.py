@@ -41,16 +41,12 @@ from rentals.holding import held_message, holder_of
 from rentals.models import Rental, RentalEvent
 from rentals.states import HOLDS_CLUSTER_STATES, UNSETTLED_STATES, RentalStatus
 from rentals.transitions import rental_touch, rental_transition
+from rentals.upstream_parse_pods import PodRow
 
 logger = logging.getLogger(__name__)
 
 # How long a look may take before another may start (one pod listing, bounded by the client's timeout).
 LOOK_HELD_SECONDS = 120
-
-
-def max_looks() -> int:
-    """Return how many automatic looks an `unknown` rental gets."""
-    return settings.RECONCILE_MAX_LOOKS
 
 
 def look_delay(*, looks_done: int) -> float:
@@ -116,7 +112,7 @@ def rental_look(*, rental: Rental, actor: User | None) -> LookResult:
     if automatic and rental.status == RentalStatus.UNKNOWN:
         fields["reconcile_looks"] = looks
         # Another look may find a cluster that was not listed yet; it cannot choose between two.
-        if outcome != "ambiguous" and looks < max_looks():
+        if outcome != "ambiguous" and looks < settings.RECONCILE_MAX_LOOKS:
             next_in = look_delay(looks_done=looks)
             fields["next_reconcile_at"] = now + timedelta(seconds=next_in)
         else:
@@ -256,7 +252,7 @@ class ReconcileFinding:
         return {"pod_ids": found.pod_ids, "executors": found.executors}
 
 
-def order_matches(rental: Rental, members: list[upstream.PodRow]) -> bool:
+def order_matches(rental: Rental, members: list[PodRow]) -> bool:
     """Return whether the listed cluster's members are exactly what the order asked for, made after it."""
     executors = [member.executor_id for member in members]
     earliest = rental.created_at - RECONCILE_CLOCK_SKEW
@@ -271,9 +267,9 @@ def order_matches(rental: Rental, members: list[upstream.PodRow]) -> bool:
     )
 
 
-def _candidates(rental: Rental, pods: list[upstream.PodRow]) -> tuple[list[Candidate], dict[str, Rental]]:
+def _candidates(rental: Rental, pods: list[PodRow]) -> tuple[list[Candidate], dict[str, Rental]]:
     """Return the listed clusters matching the order, each with its holder and rivals, and those rentals by id."""
-    clusters: dict[str, list[upstream.PodRow]] = defaultdict(list)
+    clusters: dict[str, list[PodRow]] = defaultdict(list)
     for pod in pods:
         if pod.cluster_id:
             clusters[pod.cluster_id].append(pod)

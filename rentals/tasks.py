@@ -87,20 +87,6 @@ def rental_removal_push(rental_id: int) -> int:
     return removal_schedule.rental_push_removal_schedule(rental_id=rental_id)
 
 
-@shared_task(
-    name="rentals.tasks.rental_schedule_removal",
-    acks_late=True,
-    reject_on_worker_lost=True,
-    autoretry_for=(UpstreamError,),
-    retry_backoff=5,
-    max_retries=8,
-)
-def rental_removal_push_by_old_name(rental_id: int) -> int:
-    """`rental_removal_push` under its name before 2026-12: messages queued across the upgrade still push the
-    removal time (nothing else would). Remove once no release older than that runs anywhere."""
-    return removal_schedule.rental_push_removal_schedule(rental_id=rental_id)
-
-
 @shared_task(acks_late=True, reject_on_worker_lost=True, autoretry_for=(UpstreamError,), retry_backoff=5, max_retries=5)
 def member_events_fetch(member_id: int) -> int:
     """Store a failed member's events from the upstream (why it failed); retried on upstream errors."""

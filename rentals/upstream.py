@@ -57,8 +57,6 @@ CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard
 LISTING_BODY_MAX = 8 * 1024 * 1024  # pods, offers, templates
 ANSWER_BODY_MAX = 1024 * 1024  # a rent, delete, version, account or error answer
 
-__all__ = ["Account", "DeleteResult", "Fabric", "Features", "PodEvent", "PodRow", "TemplateRow"]
-
 
 class UpstreamError(Exception):
     """Any failure talking to the Lium API."""
@@ -570,18 +568,17 @@ def new_http_client(*, transport: httpx.BaseTransport | None = None) -> httpx.Cl
     )
 
 
-_http_clients: dict[str, httpx.Client] = {}
-_http_clients_lock = threading.Lock()
+_http_client: httpx.Client | None = None
+_http_client_lock = threading.Lock()
 
 
 def shared_http_client() -> httpx.Client:
     """Return this process's pooled `httpx.Client` (one per process; connections are reused)."""
-    with _http_clients_lock:
-        client = _http_clients.get("default")
-        if client is None:
-            client = new_http_client()
-            _http_clients["default"] = client
-        return client
+    global _http_client
+    with _http_client_lock:
+        if _http_client is None:
+            _http_client = new_http_client()
+        return _http_client
 
 
 def client_for(credential: UpstreamCredential, *, http: httpx.Client | None = None) -> LiumClient:

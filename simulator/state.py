@@ -18,7 +18,7 @@ from . import billing
 from .clock import Clock, iso
 from .errors import ApiError
 from .faults import FaultEngine
-from .seed import PHASES, build_accounts, build_fabrics, build_templates, make_node, stable_uuid
+from .seed import PHASES, build_accounts, build_fabrics, build_templates, make_node
 
 CREATION_FAILED_TTL = 180.0  # upstream: a failed create is listed for about 3 minutes
 ETA_BASES = ["executor_history", "class_median", "cold_pull_estimate", "fleet_default"]
@@ -324,7 +324,3 @@ class State:
     def cluster_id_for(self) -> str:
         """Return a fresh cluster id (random, so ids never repeat across resets)."""
         return str(uuid.uuid4())
-
-    def seed_node_id(self, fabric_index: int, node_index: int) -> str:
-        """Return the stable id of a seeded node (for tests and docs)."""
-        return stable_uuid("node", self.options.seed, fabric_index, node_index)

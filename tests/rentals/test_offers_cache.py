@@ -131,10 +131,3 @@ def test_taken_nodes_stay_hidden_as_long_as_the_listing_they_were_taken_from(
     listing = offers.offers_get(credential=credential)
     assert upstream.calls == 1, "the same cached listing"
     assert "n00" not in free_ids(listing)
-
-
-def test_forgetting_the_listing_fetches_it_again(credential, upstream: CountingUpstream) -> None:
-    offers.offers_get(credential=credential)
-    offers.offers_forget(credential=credential)
-    offers.offers_get(credential=credential)
-    assert upstream.calls == 2

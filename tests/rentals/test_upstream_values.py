@@ -13,6 +13,8 @@ from rentals import upstream
 from rentals.models import RentalEvent
 from rentals.removal import rental_delete_cluster
 from rentals.states import RentalStatus
+from rentals.upstream_parse_offers import TemplateRow
+from rentals.upstream_parse_pods import PodRow
 from tests.rentals.fakes import BASE_URL, FakeUpstream, answer
 
 
@@ -106,7 +108,7 @@ def test_a_pod_row_is_read_into_typed_fields() -> None:
             }
         ]
     ).list_pods()
-    assert row == upstream.PodRow(
+    assert row == PodRow(
         id="p1",
         status="RUNNING",
         pod_name="train-1",
@@ -240,5 +242,5 @@ def test_templates_are_typed_and_rows_without_id_or_image_are_left_out() -> None
         ]
     ).list_templates()
     assert templates == [
-        upstream.TemplateRow(id="t1", name="Cluster", docker_image="daturaai/lium-cluster", docker_image_tag="latest")
+        TemplateRow(id="t1", name="Cluster", docker_image="daturaai/lium-cluster", docker_image_tag="latest")
     ]
