@@ -19,9 +19,9 @@ from accounts.models import UpstreamCredential
 from rentals import upstream
 
 # The offer types are read (and checked) by the upstream client; pickled listings name them from there.
-from rentals.upstream_parse_offers import Fabric, Node, parse_node, parse_offer
+from rentals.upstream_parse_offers import Fabric
 
-__all__ = ["Fabric", "Node", "OfferListing", "Template", "parse_node", "parse_offer"]
+__all__ = ["Fabric"]
 
 CLUSTER_IMAGE_PREFIX = "daturaai/lium-cluster"
 _refresh_locks: dict[str, threading.Lock] = {}

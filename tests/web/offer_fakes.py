@@ -7,7 +7,8 @@ from decimal import Decimal
 
 import pytest
 
-from rentals.offers import Fabric, Node, OfferListing, Template
+from rentals.offers import Fabric, OfferListing, Template
+from rentals.upstream_parse_offers import Node
 
 FABRIC = "ib:fabric-1"
 
