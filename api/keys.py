@@ -24,6 +24,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from api.models import ApiKey
+from common import ratelimit
 
 KEY_PREFIX = "lcd"
 KEY_RE = re.compile(r"\Alcd_([0-9a-f]{8})_([A-Za-z0-9_-]{20,100})\Z")
@@ -153,15 +154,4 @@ def request_rate_retry_after(*, user_id: int) -> int | None:
     limit = settings.API_RATE_PER_MINUTE
     if limit <= 0:
         return None
-    now = time.time()
-    start = int(now // 60) * 60
-    cache_key = f"api-rate:{user_id}:{start}"
-    cache.add(cache_key, 0, timeout=65)
-    try:
-        count = cache.incr(cache_key)
-    except ValueError:
-        cache.set(cache_key, 1, timeout=65)
-        count = 1
-    if count > limit:
-        return max(1, int(start + 60 - now) + 1)
-    return None
+    return ratelimit.hit(scope="api-rate", key=str(user_id), limit=limit)

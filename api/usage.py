@@ -17,7 +17,7 @@ from pydantic import Field
 from accounts.audit import support_read_record
 from api.auth import require_scope
 from api.errors import ApiError
-from api.representations import dumps
+from api.representations import json_response
 from api.schemas import ErrorOut
 from billing.selectors import usage_for_user
 from billing.usage import Month
@@ -70,23 +70,24 @@ def usage(
         raise ApiError(422, "validation_error", f"month: {exc}") from exc
     report = usage_for_user(user=request.user, month=chosen, now=min(as_of, now) if as_of else now)
     support_read_record(user=request.user, customer_ids={line.customer_id for line in report.lines}, what="usage (API)")
-    body = {
-        "month": report.month.label,
-        "as_of": report.as_of,
-        "lines": [
-            {
-                "id": line.rental_id,
-                "pod_name": line.pod_name,
-                "customer_ref": line.customer_ref,
-                "started": line.started,
-                "ended": line.ended,
-                "hours": str(line.hours),
-                "price_per_hour": str(line.price_per_hour),
-                "cost_usd": str(line.cost_usd),
-                "estimate": line.estimate,
-            }
-            for line in report.lines
-        ],
-        "total_usd": str(report.total_usd),
-    }
-    return HttpResponse(dumps(body), content_type="application/json")
+    return json_response(
+        {
+            "month": report.month.label,
+            "as_of": report.as_of,
+            "lines": [
+                {
+                    "id": line.rental_id,
+                    "pod_name": line.pod_name,
+                    "customer_ref": line.customer_ref,
+                    "started": line.started,
+                    "ended": line.ended,
+                    "hours": str(line.hours),
+                    "price_per_hour": str(line.price_per_hour),
+                    "cost_usd": str(line.cost_usd),
+                    "estimate": line.estimate,
+                }
+                for line in report.lines
+            ],
+            "total_usd": str(report.total_usd),
+        }
+    )

@@ -21,7 +21,7 @@ from accounts.roles import is_operator
 from api.auth import require_scope, require_writer
 from api.bodies import json_body
 from api.errors import ApiError
-from api.representations import dumps
+from api.representations import json_response
 from api.schemas import CustomerId, CustomerName, CustomerOut, ErrorOut
 from notifications import selectors, services, throttles
 from notifications.models import Delivery, WebhookEndpoint
@@ -79,10 +79,6 @@ class DeliveryOut(Schema):
 
 class DeliveryListOut(Schema):
     items: list[DeliveryOut]
-
-
-def _json(data: Any, status: int = 200) -> HttpResponse:
-    return HttpResponse(dumps(data), status=status, content_type="application/json")
 
 
 def _endpoint_dict(endpoint: WebhookEndpoint) -> dict[str, Any]:
@@ -180,7 +176,7 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
         if exc.code == "too_many_endpoints":
             raise ApiError(409, "too_many_endpoints", exc.messages[0], hint="Delete an endpoint first.") from exc
         raise _field_error(field, f"invalid_{field}", exc.messages[0]) from exc
-    response = _json({**_endpoint_dict(endpoint), "secret": secret}, status=201)
+    response = json_response({**_endpoint_dict(endpoint), "secret": secret}, status=201)
     response["Cache-Control"] = "no-store"
     return response
 
@@ -193,7 +189,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
     support_read_record(
         user=request.user, customer_ids=[e.customer_id for e in endpoints], what="webhook endpoints (API)"
     )
-    return _json({"items": [_endpoint_dict(endpoint) for endpoint in endpoints]})
+    return json_response({"items": [_endpoint_dict(endpoint) for endpoint in endpoints]})
 
 
 @router.delete("/{webhook_id}", response={204: None, **ERRORS}, summary="Delete a webhook endpoint")
@@ -214,7 +210,7 @@ def webhook_test(request: HttpRequest, webhook_id: int) -> HttpResponse:
     _refuse_disabled(endpoint)
     _throttle(request, endpoint)
     delivery = services.endpoint_send_test(endpoint=endpoint)
-    return _json(_delivery_dict(delivery), status=202)
+    return json_response(_delivery_dict(delivery), status=202)
 
 
 def _refuse_disabled(endpoint: WebhookEndpoint) -> None:
@@ -248,7 +244,8 @@ def webhook_deliveries(request: HttpRequest, webhook_id: int) -> HttpResponse:
     endpoint = _endpoint_for(request, webhook_id)
     what = f"deliveries of webhook {endpoint.pk} (API)"
     support_read_record(user=request.user, customer_ids=[endpoint.customer_id], what=what)
-    return _json({"items": [_delivery_dict(d) for d in selectors.delivery_list_for_endpoint(endpoint=endpoint)]})
+    deliveries = selectors.delivery_list_for_endpoint(endpoint=endpoint)
+    return json_response({"items": [_delivery_dict(delivery) for delivery in deliveries]})
 
 
 @router.post(
@@ -268,4 +265,4 @@ def webhook_redeliver(request: HttpRequest, webhook_id: int, delivery_id: int) -
     _refuse_disabled(endpoint)
     _throttle(request, endpoint)
     again = services.delivery_redeliver(delivery=delivery)
-    return _json(_delivery_dict(Delivery.objects.select_related("event").get(pk=again.pk)), status=202)
+    return json_response(_delivery_dict(Delivery.objects.select_related("event").get(pk=again.pk)), status=202)

@@ -8,19 +8,18 @@ Tries stop a day after the alert was raised.
 
 from __future__ import annotations
 
-import json
 import logging
 from datetime import datetime, timedelta
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.mail import send_mail
-from django.core.serializers.json import DjangoJSONEncoder
 from django.db.models import Q
 from django.utils import timezone
 
 from accounts.roles import OPERATOR_GROUP
 from billing.models import RunwayAlert
+from notifications.payloads import event_body
 from notifications.signed_post import signed_post
 
 logger = logging.getLogger(__name__)
@@ -33,21 +32,17 @@ WEBHOOK_STATUS_MAX = RunwayAlert._meta.get_field("webhook_status").max_length
 
 def alert_body(alert: RunwayAlert) -> str:
     """Serialise the alert's event once (same id, same bytes on every try)."""
-    return json.dumps(
-        {
-            "id": f"msg_runway_{alert.pk}",
-            "type": RUNWAY_LOW,
-            "created": alert.at,
-            "data": {
-                "credential": alert.credential.name,
-                "balance_usd": f"{alert.balance_usd:.2f}",
-                "hourly_cost_usd": f"{alert.hourly_cost_usd:.2f}",
-                "runway_hours": f"{alert.runway_hours:.2f}",
-                "threshold_hours": settings.RUNWAY_ALERT_HOURS,
-            },
+    return event_body(
+        event_id=f"msg_runway_{alert.pk}",
+        event_type=RUNWAY_LOW,
+        created=alert.at,
+        data={
+            "credential": alert.credential.name,
+            "balance_usd": f"{alert.balance_usd:.2f}",
+            "hourly_cost_usd": f"{alert.hourly_cost_usd:.2f}",
+            "runway_hours": f"{alert.runway_hours:.2f}",
+            "threshold_hours": settings.RUNWAY_ALERT_HOURS,
         },
-        cls=DjangoJSONEncoder,
-        separators=(",", ":"),
     )
 
 

@@ -17,8 +17,8 @@ from rentals.enqueue import enqueue_member_events
 from rentals.models import ClusterMember, Rental
 from rentals.transitions import rental_touch
 
-# Statuses after which a member will not come up by itself (rentals.members) and "GONE" (no longer listed).
-EVENTS_WANTED_STATUSES = frozenset(
+# Upstream pod statuses that mean the member will not come up by itself.
+FAILED_POD_STATUSES = frozenset(
     {
         "CREATION_FAILED",
         "BROKEN",
@@ -30,9 +30,10 @@ EVENTS_WANTED_STATUSES = frozenset(
         "DELETED",
         "REMOVED",
         "CANCELLED",
-        "GONE",
     }
 )
+# The members whose upstream events say why they failed: the failed ones and "GONE" (no longer listed).
+EVENTS_WANTED_STATUSES = FAILED_POD_STATUSES | {"GONE"}
 EVENTS_KEPT = 50  # the newest ones; the page shows why, not a history
 
 

@@ -32,7 +32,7 @@ from accounts.models import UpstreamCredential
 from rentals import upstream
 from rentals.enqueue import enqueue_cluster_delete, enqueue_removal_push
 from rentals.holding import holder_of
-from rentals.member_events import member_events_request
+from rentals.member_events import FAILED_POD_STATUSES, member_events_request
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.removal_schedule import removal_adopt_from_members
 from rentals.states import RentalStatus
@@ -42,21 +42,6 @@ from rentals.upstream_parse_pods import PodRow
 logger = logging.getLogger(__name__)
 
 TRACKED_STATES = (RentalStatus.RENTED, RentalStatus.READY, RentalStatus.DEGRADED, RentalStatus.TERMINATING)
-# Upstream pod statuses that mean the member will not come up by itself.
-FAILED_POD_STATUSES = frozenset(
-    {
-        "CREATION_FAILED",
-        "BROKEN",
-        "REBOOT_FAILED",
-        "FAILED",
-        "ERROR",
-        "STOPPED",
-        "TERMINATED",
-        "DELETED",
-        "REMOVED",
-        "CANCELLED",
-    }
-)
 
 
 def poller_name(credential_id: int) -> str:

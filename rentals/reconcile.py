@@ -52,11 +52,6 @@ logger = logging.getLogger(__name__)
 LOOK_HELD_SECONDS = 120
 
 
-def max_looks() -> int:
-    """Return how many automatic looks an `unknown` rental gets."""
-    return settings.RECONCILE_MAX_LOOKS
-
-
 def look_delay(*, looks_done: int) -> float:
     """Return seconds until the next automatic look: base, then doubling, with jitter."""
     base = settings.RECONCILE_LOOK_BASE_SECONDS
@@ -120,7 +115,7 @@ def rental_look(*, rental: Rental, actor: User | None) -> LookResult:
     if automatic and rental.status == RentalStatus.UNKNOWN:
         fields["reconcile_looks"] = looks
         # Another look may find a cluster that was not listed yet; it cannot choose between two.
-        if outcome != "ambiguous" and looks < max_looks():
+        if outcome != "ambiguous" and looks < settings.RECONCILE_MAX_LOOKS:
             next_in = look_delay(looks_done=looks)
             fields["next_reconcile_at"] = now + timedelta(seconds=next_in)
         else:

@@ -93,13 +93,8 @@ def count(value: Any, maximum: int = COUNT_MAX) -> int | None:
 
 def price(value: Any) -> Decimal | None:
     """Return a price that fits DecimalField(12, 4), or None."""
-    if isinstance(value, bool) or not isinstance(value, int | float | str):
-        return None
-    try:
-        amount = Decimal(str(value))
-    except InvalidOperation:
-        return None
-    if not amount.is_finite() or amount < 0 or amount > PRICE_MAX:
+    amount = money(value)
+    if amount is None or amount < 0 or amount > PRICE_MAX:
         return None
     return amount.quantize(Decimal("0.0001"))
 

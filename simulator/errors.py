@@ -38,6 +38,13 @@ class ApiError(Exception):
         self.extra = extra or {}
 
 
+def field_error(field: str, message: str, code: str = "validation_error", status: int = 422) -> ApiError:
+    """Refuse one field, with the `validation_errors` row the upstream adds."""
+    return ApiError(
+        status, code, f"{field}: {message}", extra={"validation_errors": [{"field": field, "message": message}]}
+    )
+
+
 def envelope(err: ApiError, request_id: str) -> dict[str, Any]:
     """Build the current-server envelope for a refusal."""
     error: dict[str, Any] = {

@@ -6,17 +6,10 @@ import json
 import uuid
 from typing import Any
 
-from .errors import ApiError
+from .errors import ApiError, field_error
 from .seed import CLUSTER_IMAGE
 from .state import State
 from .validation import POD_NAME_RE, ssh_key_problem, tag_key
-
-
-def _invalid(field: str, message: str, code: str = "validation_error", status: int = 422) -> ApiError:
-    text = f"{field}: {message}"
-    return ApiError(
-        status, code, text, detail=text, extra={"validation_errors": [{"field": field, "message": message}]}
-    )
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -61,16 +54,16 @@ def _check_fields(body: dict[str, Any]) -> None:
     """Check each field's shape and range, in the order the API reports them."""
     name = body.get("pod_name")
     if not isinstance(name, str) or not name:
-        raise _invalid("pod_name", "is required and must be a non-empty string")
+        raise field_error("pod_name", "is required and must be a non-empty string")
     if not POD_NAME_RE.match(name):
-        raise _invalid("pod_name", "must be 1-64 characters of A-Z a-z 0-9 . _ - and start with a letter or digit")
+        raise field_error("pod_name", "must be 1-64 characters of A-Z a-z 0-9 . _ - and start with a letter or digit")
     uuids = body.get("executor_uuids")
     if not isinstance(uuids, list) or not all(isinstance(u, str) for u in uuids):
-        raise _invalid("executor_uuids", "is required and must be a list of executor ids")
+        raise field_error("executor_uuids", "is required and must be a list of executor ids")
     if len(uuids) < 2:
-        raise _invalid("executor_uuids", "a cluster needs at least 2 nodes", code="cluster_too_small")
+        raise field_error("executor_uuids", "a cluster needs at least 2 nodes", code="cluster_too_small")
     if len(set(uuids)) != len(uuids):
-        raise _invalid("executor_uuids", "contains duplicate executor ids", code="duplicate_executors")
+        raise field_error("executor_uuids", "contains duplicate executor ids", code="duplicate_executors")
     if body.get("dockerfile_content") not in (None, ""):
         raise ApiError(
             400,
@@ -80,20 +73,20 @@ def _check_fields(body: dict[str, Any]) -> None:
         )
     keys = body.get("user_public_key")
     if not isinstance(keys, list) or not keys:
-        raise _invalid("user_public_key", "must be a non-empty list of OpenSSH public keys")
+        raise field_error("user_public_key", "must be a non-empty list of OpenSSH public keys")
     for i, key in enumerate(keys):
         problem = ssh_key_problem(key)
         if problem:
-            raise _invalid(f"user_public_key[{i}]", problem, code="invalid_ssh_key")
+            raise field_error(f"user_public_key[{i}]", problem, code="invalid_ssh_key")
     hours = body.get("termination_hours")
     if hours is not None and (not _is_int(hours) or not 1 <= hours <= 720):
-        raise _invalid("termination_hours", "must be an integer from 1 to 720", code="invalid_termination_hours")
+        raise field_error("termination_hours", "must be an integer from 1 to 720", code="invalid_termination_hours")
     gpu_count = body.get("gpu_count")
     if gpu_count is not None and not _is_int(gpu_count):
-        raise _invalid("gpu_count", "must be an integer or null")
+        raise field_error("gpu_count", "must be an integer or null")
     ports = body.get("initial_port_count")
     if ports is not None and (not _is_int(ports) or not 0 <= ports <= 64):
-        raise _invalid("initial_port_count", "must be an integer from 0 to 64 or null")
+        raise field_error("initial_port_count", "must be an integer from 0 to 64 or null")
 
 
 def _resolve_template(state: State, template_id: Any) -> dict[str, Any]:

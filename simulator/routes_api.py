@@ -10,7 +10,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import __version__, billing, misbehaviour
 from .clock import iso, parse_iso
-from .errors import ApiError
+from .errors import ApiError, field_error
 from .httpkit import (
     DropConnection,
     after_commit_faults,
@@ -70,20 +70,10 @@ def add_ssh_key(state: State, request: Request) -> Response:
     name = body.get("name") if isinstance(body, dict) else None
     public_key = body.get("public_key") if isinstance(body, dict) else None
     if not isinstance(name, str) or not 1 <= len(name) <= 64:
-        raise ApiError(
-            422,
-            "validation_error",
-            "name: must be 1-64 characters",
-            extra={"validation_errors": [{"field": "name", "message": "must be 1-64 characters"}]},
-        )
+        raise field_error("name", "must be 1-64 characters")
     problem = ssh_key_problem(public_key)
     if problem:
-        raise ApiError(
-            422,
-            "invalid_ssh_key",
-            f"public_key: {problem}",
-            extra={"validation_errors": [{"field": "public_key", "message": problem}]},
-        )
+        raise field_error("public_key", problem, code="invalid_ssh_key")
     assert isinstance(public_key, str)  # ssh_key_problem refused anything else
     with state.lock:
         rows = state.ssh_keys[cred["account_id"]]
@@ -244,13 +234,7 @@ def schedule_removal(state: State, request: Request, pod_id: str) -> Response:
         except ValueError:
             at = None
         if at is None:
-            msg = "must be an ISO-8601 date-time, e.g. 2030-01-01T00:00:00Z"
-            raise ApiError(
-                422,
-                "validation_error",
-                f"removal_scheduled_at: {msg}",
-                extra={"validation_errors": [{"field": "removal_scheduled_at", "message": msg}]},
-            )
+            raise field_error("removal_scheduled_at", "must be an ISO-8601 date-time, e.g. 2030-01-01T00:00:00Z")
     before_commit_faults(state, "schedule-removal")
     with state.lock:
         state.refresh()

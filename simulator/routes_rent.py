@@ -10,18 +10,11 @@ from werkzeug.wrappers import Request, Response
 from . import idempotency, misbehaviour, rent
 from .clock import iso
 from .errors import ApiError, envelope
-from .httpkit import DropConnection, before_commit_faults, dumps, json_response, pre_faults
+from .httpkit import DropConnection, after_commit_faults, before_commit_faults, dumps, json_response, pre_faults
 from .state import State
 from .validation import IDEMPOTENCY_KEY_RE, customer_ref_problem
 
 ROUTE = "rent"
-
-
-def handle_rent(state: State, request: Request) -> Response:
-    """Serve one rent call; the app has opened its request journal entry."""
-    rid = request.environ["lium_sim.request_id"]
-    raw = request.get_data(cache=True)
-    return _rent(state, request, rid, raw, request.environ["lium_sim.log_entry"])
 
 
 def _fresh_checks(
@@ -55,7 +48,11 @@ def _fresh_checks(
     return cred, customer_ref
 
 
-def _rent(state: State, request: Request, rid: str, raw: bytes, entry: dict[str, Any]) -> Response:
+def handle_rent(state: State, request: Request) -> Response:
+    """Serve one rent call; the app has opened its request journal entry."""
+    rid = request.environ["lium_sim.request_id"]
+    raw = request.get_data(cache=True)
+    entry = request.environ["lium_sim.log_entry"]
     honour_key = bool(state.config["honour_idempotency_key"])
     cred, customer_ref = _fresh_checks(state, request, entry, honour_key)
     account = cred["account_id"]
@@ -112,11 +109,7 @@ def _answer_after_commit(
     state: State, request: Request, rid: str, status: int, body: bytes, garble: dict[str, Any] | None
 ) -> Response:
     """Answer a committed order, or lose or mangle the answer as the after-commit faults say."""
-    rule = state.faults.take("error_after_commit", ROUTE)
-    if rule:
-        raise ApiError(int(rule.get("status", 502)), "bad_gateway", "Upstream error (injected after commit)")
-    if state.faults.take("drop_after_commit", ROUTE):
-        raise DropConnection()
+    after_commit_faults(state, ROUTE)
     if garble:
         return _garbled(state, garble, rid, status, body)
     if status == 200 and state.faults.take("no_pod_ids", ROUTE):
