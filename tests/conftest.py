@@ -413,10 +413,11 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
 
 @pytest.fixture
 def limiter_clock(monkeypatch: pytest.MonkeyPatch) -> WallClock:
-    """The rate limiter's clock (common.ratelimit only), stopped at the start of a one-minute window: every request
-    of the test counts in that window until the test moves it (`limiter_clock.now += 60`)."""
+    """The rate limiters' clock (common.ratelimit's and api.keys' only), stopped at the start of a one-minute
+    window: every request of the test counts in that window until the test moves it (`limiter_clock.now += 60`)."""
     stopped = WallClock(1_800_000_000.0)  # a whole minute: windows are `now // 60`
-    monkeypatch.setattr("common.ratelimit.time", stopped)
+    for limiter in ("common.ratelimit", "api.keys"):
+        monkeypatch.setattr(f"{limiter}.time", stopped)
     return stopped
 
 
