@@ -21,27 +21,31 @@ from datetime import datetime
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from django.core.exceptions import ImproperlyConfigured
+from django.db.models import Model
+
 from rentals.models import ClusterMember, Rental, RentalNode, RentAttempt
 
+
+def column_length(model: type[Model], name: str) -> int:
+    """Return the max_length of a column these values go into (each declares one; none fails at import)."""
+    length = getattr(model._meta.get_field(name), "max_length", None)
+    if not isinstance(length, int):
+        raise ImproperlyConfigured(f"{model.__name__}.{name} declares no max_length for the parser to check.")
+    return length
+
+
 # The columns these values go into (a too-long value is a DataError on PostgreSQL: the write would be lost).
-POD_ID_MAX = ClusterMember._meta.get_field("pod_id").max_length or 100
-CLUSTER_ID_MAX = Rental._meta.get_field("cluster_id").max_length or 200
-EXECUTOR_ID_MAX = min(
-    ClusterMember._meta.get_field("executor_id").max_length or 100,
-    RentalNode._meta.get_field("executor_id").max_length or 100,
-)
-REQUEST_ID_MAX = min(
-    RentAttempt._meta.get_field("request_id").max_length or 100,
-    Rental._meta.get_field("error_request_id").max_length or 100,
-)
-CODE_MAX = min(
-    RentAttempt._meta.get_field("error_code").max_length or 100, Rental._meta.get_field("error_code").max_length or 100
-)
-POD_STATUS_MAX = ClusterMember._meta.get_field("status").max_length or 32
-PHASE_MAX = ClusterMember._meta.get_field("phase").max_length or 64
-SSH_COMMAND_MAX = ClusterMember._meta.get_field("ssh_command").max_length or 300
-POD_NAME_MAX = Rental._meta.get_field("pod_name").max_length or 64
-FABRIC_ID_MAX = Rental._meta.get_field("fabric_id").max_length or 300
+POD_ID_MAX = column_length(ClusterMember, "pod_id")
+CLUSTER_ID_MAX = column_length(Rental, "cluster_id")
+EXECUTOR_ID_MAX = min(column_length(ClusterMember, "executor_id"), column_length(RentalNode, "executor_id"))
+REQUEST_ID_MAX = min(column_length(RentAttempt, "request_id"), column_length(Rental, "error_request_id"))
+CODE_MAX = min(column_length(RentAttempt, "error_code"), column_length(Rental, "error_code"))
+POD_STATUS_MAX = column_length(ClusterMember, "status")
+PHASE_MAX = column_length(ClusterMember, "phase")
+SSH_COMMAND_MAX = column_length(ClusterMember, "ssh_command")
+POD_NAME_MAX = column_length(Rental, "pod_name")
+FABRIC_ID_MAX = column_length(Rental, "fabric_id")
 TEXT_MAX = 2000  # messages and hints (TextField): cut, never refused
 SHORT_TEXT_MAX = 200  # names and labels shown on pages
 # DecimalField(max_digits=12, decimal_places=4): at most 8 digits before the point.

@@ -16,10 +16,13 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
 from django.conf import settings
+
+from tests.doubles import EXECUTORS, Clock, Enqueued, WallClock
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMo32AY0vFK7g5FBIBcyPdxaxSEM5rEc0kEzMVveA9b+ alice@laptop"
@@ -380,3 +383,73 @@ def empty_cache() -> Iterator[None]:
 def fast_password_hasher(settings) -> None:  # type: ignore[no-untyped-def]
     """Hash test passwords cheaply: the real hasher costs ~0.3 s per persona and proves nothing here."""
     settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+# --- Shared doubles: one meaning per fixture name in every folder ------------------------------------------
+
+
+@pytest.fixture
+def enqueued(monkeypatch: pytest.MonkeyPatch) -> Enqueued:
+    """Record Celery enqueues of the rentals (task name, args, countdown) instead of sending them to a broker."""
+    recorder = Enqueued()
+
+    def record(task_name: str, *args: object, countdown: float | None = None) -> None:
+        recorder.calls.append((task_name, args, countdown))
+
+    monkeypatch.setattr("rentals.enqueue._enqueue", record)
+    return recorder
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
+    """`django.utils.timezone.now()` moved by hand (`clock.advance(minutes=5)`, or `clock.now = ...`), starting at
+    the real time to the second. Only Django's clock is moved: `time.time()` and the database's clock are not."""
+    from django.utils import timezone
+
+    moved = Clock(timezone.now().replace(microsecond=0))
+    monkeypatch.setattr(timezone, "now", moved)
+    yield moved
+
+
+@pytest.fixture
+def limiter_clock(monkeypatch: pytest.MonkeyPatch) -> WallClock:
+    """The rate limiters' clock (common.ratelimit's and api.keys' only), stopped at the start of a one-minute
+    window: every request of the test counts in that window until the test moves it (`limiter_clock.now += 60`)."""
+    stopped = WallClock(1_800_000_000.0)  # a whole minute: windows are `now // 60`
+    for limiter in ("common.ratelimit", "api.keys"):
+        monkeypatch.setattr(f"{limiter}.time", stopped)
+    return stopped
+
+
+@pytest.fixture
+def make_rental(alice, acme, enqueued):  # type: ignore[no-untyped-def]
+    """Return a function that submits a rental the way the order form does (row, nodes, key, body, its `created`
+    event; its first send recorded in `enqueued`, not sent), then sets any other fields straight in the database
+    (`status=`, `cluster_id=`, ...). By default alice orders for Acme; `customer=` orders for another customer as
+    its first member (none: no author), `user=` as that user for their customer."""
+    from rentals.models import Rental
+    from rentals.services import RentOrder, rental_submit
+
+    def make(  # type: ignore[no-untyped-def]
+        *, user=None, customer=None, pod_name: str = "train-1", executors: list[str] | None = None, **fields: Any
+    ) -> Rental:
+        if user is not None:
+            customer = customer or user.memberships.get().customer
+        elif customer is None or customer == acme:
+            customer, user = acme, alice
+        else:
+            membership = customer.memberships.first()
+            user = membership.user if membership is not None else None
+        order = RentOrder(
+            fabric_id="fab-1",
+            executor_ids=list(executors or EXECUTORS),
+            pod_name=pod_name,
+            public_keys=[SSH_KEY],
+        )
+        rental = rental_submit(user=user, customer=customer, order=order, customer_ref=customer.customer_ref)
+        if fields:
+            Rental.objects.filter(pk=rental.pk).update(**fields)
+            rental.refresh_from_db()
+        return rental
+
+    return make

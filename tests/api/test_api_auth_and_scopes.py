@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import time
 from datetime import timedelta
 
 import pytest
@@ -17,12 +16,6 @@ from tests.conftest import SSH_KEY
 from tests.matching import must_search
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def away_from_a_minute_boundary() -> None:
-    """Rate-limit windows are fixed minutes: start a counting test well inside one."""
-    if time.time() % 60 > 55:
-        time.sleep(61 - time.time() % 60)
 
 
 def assert_envelope(response, status: int, code: str | None = None) -> dict:  # type: ignore[no-untyped-def]
@@ -80,8 +73,7 @@ def test_last_used_is_written_at_most_once_a_minute(alice, make_key, api) -> Non
     assert last_used is not None and last_used > first - timedelta(minutes=1)
 
 
-def test_failed_attempts_are_rate_limited_per_client_ip(alice, make_key, api) -> None:
-    away_from_a_minute_boundary()
+def test_failed_attempts_are_rate_limited_per_client_ip(limiter_clock, alice, make_key, api) -> None:
     bad = api("lcd_00000000_" + "y" * 43)
     for _ in range(10):
         assert_envelope(bad.get("/rentals"), 401, "invalid_api_key")
@@ -93,8 +85,7 @@ def test_failed_attempts_are_rate_limited_per_client_ip(alice, make_key, api) ->
     assert_envelope(api().get("/rentals"), 401, "not_authenticated")
 
 
-def test_bad_keys_from_an_address_never_block_a_valid_key_from_it(alice, make_key, api) -> None:
-    away_from_a_minute_boundary()
+def test_bad_keys_from_an_address_never_block_a_valid_key_from_it(limiter_clock, alice, make_key, api) -> None:
     bad = api("lcd_00000000_" + "y" * 43)
     for _ in range(10):
         bad.get("/rentals")
@@ -104,9 +95,10 @@ def test_bad_keys_from_an_address_never_block_a_valid_key_from_it(alice, make_ke
     assert_envelope(bad.get("/rentals"), 429, "too_many_failed_attempts")
 
 
-def test_failed_attempts_are_counted_per_real_client_behind_a_proxy(alice, make_key, api, settings) -> None:  # type: ignore[no-untyped-def]
+def test_failed_attempts_are_counted_per_real_client_behind_a_proxy(  # type: ignore[no-untyped-def]
+    limiter_clock, alice, make_key, api, settings
+) -> None:
     settings.TRUSTED_PROXY_COUNT = 1
-    away_from_a_minute_boundary()
     bad_key = "lcd_00000000_" + "y" * 43
     for _ in range(10):
         api(bad_key).get("/rentals", headers={"X-Forwarded-For": "198.51.100.2"})
@@ -119,10 +111,11 @@ def test_failed_attempts_are_counted_per_real_client_behind_a_proxy(alice, make_
     )
 
 
-def test_failed_attempts_from_one_ipv6_64_prefix_count_as_one_client(alice, make_key, api, settings) -> None:  # type: ignore[no-untyped-def]
+def test_failed_attempts_from_one_ipv6_64_prefix_count_as_one_client(  # type: ignore[no-untyped-def]
+    limiter_clock, alice, make_key, api, settings
+) -> None:
     # Whoever has a /64 can send from any of its addresses: rotating them must not buy fresh guesses.
     settings.TRUSTED_PROXY_COUNT = 1
-    away_from_a_minute_boundary()
     bad_key = "lcd_00000000_" + "y" * 43
     for n in range(10):
         api(bad_key).get("/rentals", headers={"X-Forwarded-For": f"2001:db8:5:6::{n + 1:x}"})
@@ -130,9 +123,8 @@ def test_failed_attempts_from_one_ipv6_64_prefix_count_as_one_client(alice, make
     assert_envelope(api(bad_key).get("/rentals", headers={"X-Forwarded-For": "2001:db8:5:7::1"}), 401)
 
 
-def test_each_user_has_a_request_budget_per_minute(alice, bob, make_key, api, settings) -> None:  # type: ignore[no-untyped-def]
+def test_each_user_has_a_request_budget_per_minute(limiter_clock, alice, bob, make_key, api, settings) -> None:  # type: ignore[no-untyped-def]
     settings.API_RATE_PER_MINUTE = 3
-    away_from_a_minute_boundary()
     client = api(make_key(alice))
     assert [client.get("/rentals").status_code for _ in range(3)] == [200, 200, 200]
     limited = client.get("/rentals")

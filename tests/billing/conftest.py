@@ -5,13 +5,11 @@ No `__init__.py` in this folder on purpose: a `tests/billing` package would shad
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
 import pytest
-from django.utils import timezone
 
 from accounts.models import Customer
 from rentals.models import Rental
@@ -20,8 +18,8 @@ from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from rentals.transitions import rental_transition
 from tests.conftest import SSH_KEY
+from tests.doubles import Clock
 from tests.notifications.conftest import Receiver, receiver  # noqa: F401 (a fixture)
-from tests.rentals.fakes import Clock
 
 JUNE_1 = datetime(2030, 6, 1, tzinfo=UTC)
 
@@ -34,16 +32,15 @@ def no_broker(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[Clock]:
-    """`timezone.now()` moved by hand, starting on 1 June 2030 at 00:00 UTC."""
-    moved = Clock(JUNE_1)
-    monkeypatch.setattr(timezone, "now", moved)
-    yield moved
+def june_clock(clock: Clock) -> Clock:
+    """The root conftest's hand-moved clock, set to 1 June 2030 at 00:00 UTC (a month starts: the figures are whole)."""
+    clock.now = JUNE_1
+    return clock
 
 
 @pytest.fixture
-def rent(alice: Any, clock: Clock) -> Any:
-    """Return a function that rents a cluster for a customer at a price; it is `ready` (billing) from now."""
+def make_ready_rental(alice: Any, june_clock: Clock) -> Any:
+    """Return a function that makes a customer's rental at a price, moved to `ready` (billed from then) now."""
     count = [0]
 
     def make(customer: Customer, price: str = "10.00", pod_name: str = "") -> Rental:

@@ -50,10 +50,12 @@ def hook(acme, alice):  # type: ignore[no-untyped-def]
 # --- At rent time --------------------------------------------------------------------------------------------
 
 
-def test_a_customer_past_its_budget_is_refused_with_a_message_that_says_so(acme, alice, rent, clock) -> None:
+def test_a_customer_past_its_budget_is_refused_with_a_message_that_says_so(
+    acme, alice, make_ready_rental, june_clock
+) -> None:
     budget(acme, "100")
-    rent(acme, price="50.00")
-    clock.advance(hours=2)  # $100 spent
+    make_ready_rental(acme, price="50.00")
+    june_clock.advance(hours=2)  # $100 spent
 
     with pytest.raises(ValidationError) as refused:
         rental_submit(user=alice, customer=acme, order=order("1.00"), customer_ref="acme")
@@ -63,27 +65,31 @@ def test_a_customer_past_its_budget_is_refused_with_a_message_that_says_so(acme,
     assert Rental.objects.count() == 1
 
 
-def test_an_order_that_would_pass_the_budget_within_the_hour_is_refused(acme, alice, rent, clock) -> None:
+def test_an_order_that_would_pass_the_budget_within_the_hour_is_refused(
+    acme, alice, make_ready_rental, june_clock
+) -> None:
     budget(acme, "100")
-    rent(acme, price="30.00")
-    clock.advance(hours=2)  # $60 spent; next hour of everything: 30 + 20 = $50 > $40 left
+    make_ready_rental(acme, price="30.00")
+    june_clock.advance(hours=2)  # $60 spent; next hour of everything: 30 + 20 = $50 > $40 left
 
     with pytest.raises(ValidationError, match="past its monthly budget within the hour"):
         rental_submit(user=alice, customer=acme, order=order("20.00"), customer_ref="acme")
     assert rental_submit(user=alice, customer=acme, order=order("5.00"), customer_ref="acme").pk
 
 
-def test_without_a_budget_nothing_is_refused(acme, alice, rent, clock) -> None:
-    rent(acme, price="500.00")
-    clock.advance(hours=100)
+def test_without_a_budget_nothing_is_refused(acme, alice, make_ready_rental, june_clock) -> None:
+    make_ready_rental(acme, price="500.00")
+    june_clock.advance(hours=100)
     assert rental_submit(user=alice, customer=acme, order=order("500.00"), customer_ref="acme").pk
 
 
-def test_the_customers_own_lower_budget_applies_and_may_not_exceed_the_operators(acme, alice, rent, clock) -> None:
+def test_the_customers_own_lower_budget_applies_and_may_not_exceed_the_operators(
+    acme, alice, make_ready_rental, june_clock
+) -> None:
     budget(acme, "100")
     budget_set_by_customer(customer=acme, customer_budget_usd=Decimal("20"))
-    rent(acme, price="10.00")
-    clock.advance(hours=2)
+    make_ready_rental(acme, price="10.00")
+    june_clock.advance(hours=2)
     with pytest.raises(ValidationError, match=r"\$20.00 spent of \$20.00"):
         rental_submit(user=alice, customer=acme, order=order("1.00"), customer_ref="acme")
     with pytest.raises(ValidationError, match="at most the operators' budget"):
@@ -93,17 +99,17 @@ def test_the_customers_own_lower_budget_applies_and_may_not_exceed_the_operators
 # --- Thresholds ----------------------------------------------------------------------------------------------
 
 
-def test_each_threshold_is_raised_once_per_month(acme, rent, clock, hook) -> None:
+def test_each_threshold_is_raised_once_per_month(acme, make_ready_rental, june_clock, hook) -> None:
     budget(acme, "100")
-    rent(acme, price="10.00")
-    clock.advance(hours=7, minutes=54)  # 79 %
+    make_ready_rental(acme, price="10.00")
+    june_clock.advance(hours=7, minutes=54)  # 79 %
     assert budgets_scan() == 0
-    clock.advance(minutes=36)  # 85 %
+    june_clock.advance(minutes=36)  # 85 %
     assert budgets_scan() == 1
     assert budgets_scan() == 0  # again: nothing new
-    clock.advance(hours=1, minutes=30)  # 100 %
+    june_clock.advance(hours=1, minutes=30)  # 100 %
     assert budgets_scan() == 2  # 90 and 100 (both crossed since the last scan)
-    clock.advance(hours=3)
+    june_clock.advance(hours=3)
     assert budgets_scan() == 0
 
     events = sorted(threshold_events(acme), key=lambda e: e["threshold_pct"])
@@ -118,15 +124,15 @@ def test_each_threshold_is_raised_once_per_month(acme, rent, clock, hook) -> Non
     assert events[2]["enforcement"] == {"enabled": False}
 
 
-def test_a_new_month_raises_the_thresholds_again(acme, rent, clock, hook) -> None:
+def test_a_new_month_raises_the_thresholds_again(acme, make_ready_rental, june_clock, hook) -> None:
     budget(acme, "10")
-    rental = rent(acme, price="10.00")
-    clock.advance(hours=1)
+    rental = make_ready_rental(acme, price="10.00")
+    june_clock.advance(hours=1)
     assert budgets_scan() == 3
     terminate(rental)
-    clock.advance(days=30)  # July: the June cluster's cost is June's
-    rent(acme, price="10.00")
-    clock.advance(hours=1)
+    june_clock.advance(days=30)  # July: the June cluster's cost is June's
+    make_ready_rental(acme, price="10.00")
+    june_clock.advance(hours=1)
     assert budgets_scan() == 3
     assert set(BudgetAlert.objects.values_list("month", flat=True)) == {"2030-06", "2030-07"}
 
@@ -134,21 +140,23 @@ def test_a_new_month_raises_the_thresholds_again(acme, rent, clock, hook) -> Non
 # --- Enforcement ---------------------------------------------------------------------------------------------
 
 
-def test_enforcement_is_off_by_default_clusters_run_on_past_the_budget(acme, rent, clock, hook) -> None:
+def test_enforcement_is_off_by_default_clusters_run_on_past_the_budget(
+    acme, make_ready_rental, june_clock, hook
+) -> None:
     budget_set_by_customer(customer=acme, customer_budget_usd=Decimal("10"))
-    rental = rent(acme, price="10.00")
-    clock.advance(hours=1)
+    rental = make_ready_rental(acme, price="10.00")
+    june_clock.advance(hours=1)
     budgets_scan()
-    clock.advance(days=3)
+    june_clock.advance(days=3)
     budgets_scan()
     rental.refresh_from_db()
     assert rental.status == RentalStatus.READY
 
 
-def test_enforcement_warns_then_waits_for_the_grace_then_terminates(acme, rent, clock, hook) -> None:
+def test_enforcement_warns_then_waits_for_the_grace_then_terminates(acme, make_ready_rental, june_clock, hook) -> None:
     budget(acme, "10", enforce=True, grace_hours=6)
-    rental = rent(acme, price="10.00")
-    clock.advance(hours=1)
+    rental = make_ready_rental(acme, price="10.00")
+    june_clock.advance(hours=1)
 
     budgets_scan()  # 100 %: the warning, with the enforcement's deadline
     [warning] = [e for e in threshold_events(acme) if e["threshold_pct"] == 100]
@@ -160,12 +168,12 @@ def test_enforcement_warns_then_waits_for_the_grace_then_terminates(acme, rent, 
         "unless the budget is raised."
     ]
 
-    clock.advance(hours=5, minutes=59)
+    june_clock.advance(hours=5, minutes=59)
     budgets_scan()
     rental.refresh_from_db()
     assert rental.status == RentalStatus.READY  # still in the grace period
 
-    clock.advance(minutes=2)
+    june_clock.advance(minutes=2)
     budgets_scan()
     rental.refresh_from_db()
     assert rental.status == RentalStatus.TERMINATING
@@ -176,34 +184,36 @@ def test_enforcement_warns_then_waits_for_the_grace_then_terminates(acme, rent, 
     assert any("warning" in m for m in audited) and any("grace period over" in m for m in audited)
 
 
-def test_enforcement_stands_down_when_the_budget_is_raised_in_the_grace(acme, rent, clock, hook) -> None:
+def test_enforcement_stands_down_when_the_budget_is_raised_in_the_grace(
+    acme, make_ready_rental, june_clock, hook
+) -> None:
     budget(acme, "10", enforce=True, grace_hours=1)
-    rental = rent(acme, price="10.00")
-    clock.advance(hours=1)
+    rental = make_ready_rental(acme, price="10.00")
+    june_clock.advance(hours=1)
     budgets_scan()
     budget(acme, "1000", enforce=True, grace_hours=1)
-    clock.advance(hours=2)
+    june_clock.advance(hours=2)
     budgets_scan()
     rental.refresh_from_db()
     assert rental.status == RentalStatus.READY
 
 
-def test_enforcement_switched_on_after_100_percent_warns_first(acme, rent, clock, hook) -> None:
+def test_enforcement_switched_on_after_100_percent_warns_first(acme, make_ready_rental, june_clock, hook) -> None:
     budget(acme, "10")
-    rental = rent(acme, price="10.00")
-    clock.advance(hours=1)
+    rental = make_ready_rental(acme, price="10.00")
+    june_clock.advance(hours=1)
     budgets_scan()
     budget(acme, "10", enforce=True, grace_hours=2)
     budgets_scan()  # the warning now; the grace starts now
     enforcement = sorted(e["enforcement"]["enabled"] for e in threshold_events(acme) if "enforcement" in e)
     assert enforcement == [False, True]  # the 100 % alert without it, then the warning with it
-    clock.advance(hours=1)
+    june_clock.advance(hours=1)
     budgets_scan()
     rental.refresh_from_db()
     assert rental.status == RentalStatus.READY
-    clock.advance(hours=1, seconds=1)
+    june_clock.advance(hours=1, seconds=1)
     budgets_scan()
     rental.refresh_from_db()
     assert rental.status == RentalStatus.TERMINATING
-    assert BudgetAlert.objects.get(threshold_pct=100).terminated_at == clock.now
-    assert timedelta(0) < clock.now - BudgetAlert.objects.get(threshold_pct=100).at
+    assert BudgetAlert.objects.get(threshold_pct=100).terminated_at == june_clock.now
+    assert timedelta(0) < june_clock.now - BudgetAlert.objects.get(threshold_pct=100).at

@@ -10,11 +10,11 @@ from rentals.models import Rental
 from tests.billing.conftest import terminate
 
 
-def test_a_terminated_rental_costs_its_hours_times_its_price(acme, rent, clock) -> None:
-    rental = rent(acme, price="10.00")
-    clock.advance(hours=2, minutes=30)
+def test_a_terminated_rental_costs_its_hours_times_its_price(acme, make_ready_rental, june_clock) -> None:
+    rental = make_ready_rental(acme, price="10.00")
+    june_clock.advance(hours=2, minutes=30)
     terminate(rental)
-    clock.advance(hours=5)  # time after the end costs nothing
+    june_clock.advance(hours=5)  # time after the end costs nothing
 
     report = usage_report(rentals=Rental.objects.all(), month=Month(2030, 6))
 
@@ -25,22 +25,22 @@ def test_a_terminated_rental_costs_its_hours_times_its_price(acme, rent, clock) 
     assert report.total_usd == Decimal("25.00")
 
 
-def test_a_running_rental_costs_so_far_and_is_marked_as_an_estimate(acme, rent, clock) -> None:
-    rent(acme, price="4.00")
-    clock.advance(minutes=45)
+def test_a_running_rental_costs_so_far_and_is_marked_as_an_estimate(acme, make_ready_rental, june_clock) -> None:
+    make_ready_rental(acme, price="4.00")
+    june_clock.advance(minutes=45)
 
     [line] = usage_report(rentals=Rental.objects.all(), month=Month(2030, 6)).lines
 
     assert line.cost_usd == Decimal("3.00")
     assert line.ended is None and line.estimate
-    clock.advance(minutes=15)
+    june_clock.advance(minutes=15)
     assert month_to_date_usd(customer=acme) == Decimal("4.00")
 
 
-def test_a_rental_that_spans_two_months_is_split_between_them(acme, rent, clock) -> None:
-    clock.now = datetime(2030, 6, 30, 22, 0, tzinfo=UTC)
-    rental = rent(acme, price="3.00")
-    clock.now = datetime(2030, 7, 1, 3, 0, tzinfo=UTC)
+def test_a_rental_that_spans_two_months_is_split_between_them(acme, make_ready_rental, june_clock) -> None:
+    june_clock.now = datetime(2030, 6, 30, 22, 0, tzinfo=UTC)
+    rental = make_ready_rental(acme, price="3.00")
+    june_clock.now = datetime(2030, 7, 1, 3, 0, tzinfo=UTC)
     terminate(rental)
 
     june = usage_report(rentals=Rental.objects.all(), month=Month(2030, 6))
@@ -53,18 +53,18 @@ def test_a_rental_that_spans_two_months_is_split_between_them(acme, rent, clock)
     assert month_to_date_usd(customer=acme) == Decimal("9.00")  # July to date
 
 
-def test_a_month_before_any_rental_and_an_order_never_rented_cost_nothing(acme, rent, clock) -> None:
-    rent(acme)
-    clock.advance(hours=1)
+def test_a_month_before_any_rental_and_an_order_never_rented_cost_nothing(acme, make_ready_rental, june_clock) -> None:
+    make_ready_rental(acme)
+    june_clock.advance(hours=1)
     assert usage_report(rentals=Rental.objects.all(), month=Month(2030, 5)).lines == []
     Rental.objects.update(rented_at=None)  # e.g. refused: never rented
     assert usage_report(rentals=Rental.objects.all(), month=Month(2030, 6)).total_usd == Decimal(0)
 
 
-def test_the_total_is_the_sum_of_the_rounded_lines(acme, rent, clock) -> None:
+def test_the_total_is_the_sum_of_the_rounded_lines(acme, make_ready_rental, june_clock) -> None:
     for price in ("1.3333", "2.6667", "0.0049"):
-        rent(acme, price=price)
-        clock.advance(minutes=7, seconds=13)
+        make_ready_rental(acme, price=price)
+        june_clock.advance(minutes=7, seconds=13)
     report = usage_report(rentals=Rental.objects.all(), month=Month(2030, 6))
     assert report.total_usd == sum(line.cost_usd for line in report.lines)
     for line in report.lines:

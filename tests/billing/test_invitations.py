@@ -30,10 +30,10 @@ def invite_link(client: Client, customer_id: int, role: str = "member") -> str:
 
 
 def test_an_invited_person_signs_up_joins_only_that_customer_and_sees_nothing_else(
-    client_for, alice_admin, acme, globex, bob, rent, clock
+    client_for, alice_admin, acme, globex, bob, make_ready_rental, june_clock
 ) -> None:
-    acme_job = rent(acme, pod_name="acme-job")
-    globex_job = rent(globex, pod_name="globex-job")
+    acme_job = make_ready_rental(acme, pod_name="acme-job")
+    globex_job = make_ready_rental(globex, pod_name="globex-job")
     link = invite_link(client_for(alice_admin), acme.pk)
     assert Invitation.objects.get().token_sha256 not in link  # only the hash is stored
 
@@ -65,10 +65,10 @@ def test_the_link_is_shown_once_and_works_once(client_for, alice_admin, acme, bo
     assert again.status_code == 410 and "already used" in again.content.decode()
 
 
-def test_an_expired_link_is_refused(alice_admin, acme, clock, settings) -> None:
+def test_an_expired_link_is_refused(alice_admin, acme, june_clock, settings) -> None:
     settings.INVITATION_VALID_HOURS = 2
     new = invitation_create(customer=acme, created_by=alice_admin)
-    clock.advance(hours=2, seconds=1)
+    june_clock.advance(hours=2, seconds=1)
     response = Client().get(f"/invite/{new.token}/")
     assert response.status_code == 410 and "expired" in response.content.decode()
     response = Client().post(
@@ -138,8 +138,8 @@ def test_an_admin_lowers_the_budget_but_not_above_the_operators(client_for, alic
     assert budget.monthly_budget_usd == 500 and budget.customer_budget_usd == 100
 
 
-def test_a_removed_member_loses_access_at_once(client_for, alice_admin, carol, acme, rent) -> None:
-    rental = rent(acme)
+def test_a_removed_member_loses_access_at_once(client_for, alice_admin, carol, acme, make_ready_rental) -> None:
+    rental = make_ready_rental(acme)
     carol_client = Client()
     carol_client.force_login(carol)
     assert carol_client.get(f"/rentals/{rental.public_id}/").status_code == 200
@@ -147,7 +147,7 @@ def test_a_removed_member_loses_access_at_once(client_for, alice_admin, carol, a
     assert carol_client.get(f"/rentals/{rental.public_id}/").status_code == 404
 
 
-def test_invitations_expire_after_the_configured_time(alice_admin, acme, clock, settings) -> None:
+def test_invitations_expire_after_the_configured_time(alice_admin, acme, june_clock, settings) -> None:
     settings.INVITATION_VALID_HOURS = 72
     new = invitation_create(customer=acme, created_by=alice_admin)
-    assert new.invitation.expires_at - clock.now == timedelta(hours=72)
+    assert new.invitation.expires_at - june_clock.now == timedelta(hours=72)

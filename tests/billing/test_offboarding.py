@@ -40,10 +40,10 @@ def _remove(client_for, admin: User, user: User, customer) -> None:  # type: ign
 
 
 def test_a_removed_members_pending_email_ends_and_is_never_sent(
-    client_for, alice_admin, carol, acme, rent, mailoutbox
+    client_for, alice_admin, carol, acme, make_ready_rental, mailoutbox
 ) -> None:
     """Her e-mail of `rental.ready` was pending (SMTP down, retried for 24 h) when an admin removed her."""
-    rental = rent(acme)  # before she subscribes: only the event below reaches her
+    rental = make_ready_rental(acme)  # before she subscribes: only the event below reaches her
     _emailed(carol)
     event_emit(customer=acme, type=ev.RENTAL_READY, rental_id=rental.pk)
     pending = Delivery.objects.get(recipient=carol)
@@ -58,10 +58,10 @@ def test_a_removed_members_pending_email_ends_and_is_never_sent(
 
 
 def test_an_old_email_redelivered_after_removal_does_not_reach_the_former_member(
-    client_for, alice_admin, carol, acme, rent, mailoutbox
+    client_for, alice_admin, carol, acme, make_ready_rental, mailoutbox
 ) -> None:
     """Sending re-checks the membership: a redelivery made after she left is not sent to her."""
-    rental = rent(acme)  # before she subscribes: only the event below reaches her
+    rental = make_ready_rental(acme)  # before she subscribes: only the event below reaches her
     _emailed(carol)
     event_emit(customer=acme, type=ev.RENTAL_READY, rental_id=rental.pk)
     old = Delivery.objects.get(recipient=carol)
@@ -76,9 +76,11 @@ def test_an_old_email_redelivered_after_removal_does_not_reach_the_former_member
     assert len(mailoutbox) == 1  # only the one sent while she was a member
 
 
-def test_a_demoted_admin_still_gets_the_customers_emails(alice_admin, carol, acme, rent, mailoutbox) -> None:
+def test_a_demoted_admin_still_gets_the_customers_emails(
+    alice_admin, carol, acme, make_ready_rental, mailoutbox
+) -> None:
     admin_set(membership=Membership.objects.get(user=carol), admin=True)
-    rental = rent(acme)  # before she subscribes: only the event below reaches her
+    rental = make_ready_rental(acme)  # before she subscribes: only the event below reaches her
     _emailed(carol)
     event_emit(customer=acme, type=ev.RENTAL_READY, rental_id=rental.pk)
     admin_set(membership=Membership.objects.get(user=carol), admin=False)
@@ -86,9 +88,9 @@ def test_a_demoted_admin_still_gets_the_customers_emails(alice_admin, carol, acm
     assert [m.to for m in mailoutbox] == [["carol@example.com"]]
 
 
-def test_deactivating_a_user_ends_their_webhooks_links_and_emails(alice_admin, carol, acme, rent) -> None:
+def test_deactivating_a_user_ends_their_webhooks_links_and_emails(alice_admin, carol, acme, make_ready_rental) -> None:
     """The usual offboarding (unticking "active" in the Django admin) ends what removal ends."""
-    rental = rent(acme)
+    rental = make_ready_rental(acme)
     admin_set(membership=Membership.objects.get(user=carol), admin=True)
     endpoint = endpoint_create(customer=acme, url="http://127.0.0.1:9/carol", events=["*"], created_by=carol)[0]
     token = invitation_create(customer=acme, created_by=carol).token
@@ -138,13 +140,13 @@ def test_deleting_a_makers_account_disables_their_endpoint_before_it_loses_its_m
 
 
 def test_a_member_an_operator_added_and_removed_is_named_when_their_key_is_on_a_cluster(
-    client_for, alice_admin, acme, rent
+    client_for, alice_admin, acme, make_ready_rental
 ) -> None:
     """Dave never rented and never used an invitation; his saved key is in a teammate's running order."""
     dave = User.objects.create_user("dave", password="pw")
     Membership.objects.create(user=dave, customer=acme)  # an operator added him (no invitation)
     SshPublicKey.objects.create(user=dave, name="home", public_key=DAVE_KEY)
-    shared = rent(acme, pod_name="shared-job")
+    shared = make_ready_rental(acme, pod_name="shared-job")
     body = bytes(shared.request_body).replace(b'"user_public_key":[', f'"user_public_key":["{DAVE_KEY}",'.encode())
     Rental.objects.filter(pk=shared.pk).update(request_body=body)
 
@@ -154,11 +156,11 @@ def test_a_member_an_operator_added_and_removed_is_named_when_their_key_is_on_a_
     assert 'data-testid="left-keys"' in page and "dave" in page and "shared-job" in page
 
 
-def test_a_former_member_who_rejoined_is_not_listed(client_for, alice_admin, acme, rent) -> None:
+def test_a_former_member_who_rejoined_is_not_listed(client_for, alice_admin, acme, make_ready_rental) -> None:
     dave = User.objects.create_user("dave", password="pw")
     Membership.objects.create(user=dave, customer=acme)
     SshPublicKey.objects.create(user=dave, name="home", public_key=DAVE_KEY)
-    shared = rent(acme, pod_name="shared-job")
+    shared = make_ready_rental(acme, pod_name="shared-job")
     body = bytes(shared.request_body).replace(b'"user_public_key":[', f'"user_public_key":["{DAVE_KEY}",'.encode())
     Rental.objects.filter(pk=shared.pk).update(request_body=body)
     _remove(client_for, alice_admin, dave, acme)

@@ -56,9 +56,11 @@ def operator_hook(settings, receiver):  # type: ignore[no-untyped-def]
     return receiver
 
 
-def test_the_runway_is_the_balance_over_the_running_clusters_cost(acme, credential, rent, clock, lium_balance) -> None:
-    rent(acme, price="10.00")
-    rent(acme, price="15.00")
+def test_the_runway_is_the_balance_over_the_running_clusters_cost(
+    acme, credential, make_ready_rental, june_clock, lium_balance
+) -> None:
+    make_ready_rental(acme, price="10.00")
+    make_ready_rental(acme, price="15.00")
     lium_balance["balance"] = 1000.0
     balances_read_all()
     reading = BalanceReading.objects.get()
@@ -66,7 +68,7 @@ def test_the_runway_is_the_balance_over_the_running_clusters_cost(acme, credenti
     assert reading.runway_hours == Decimal("40.00")
 
 
-def test_nothing_running_means_no_end_and_a_failed_read_is_recorded(acme, credential, clock, lium_balance) -> None:
+def test_nothing_running_means_no_end_and_a_failed_read_is_recorded(acme, credential, june_clock, lium_balance) -> None:
     balances_read_all()
     assert BalanceReading.objects.get().runway_hours is None
     lium_balance["fail"] = True
@@ -77,14 +79,14 @@ def test_nothing_running_means_no_end_and_a_failed_read_is_recorded(acme, creden
 
 
 def test_a_low_runway_alerts_operators_once_and_again_only_after_it_recovered(
-    acme, alice, credential, rent, clock, lium_balance, operators, operator_hook
+    acme, alice, credential, make_ready_rental, june_clock, lium_balance, operators, operator_hook
 ) -> None:
-    rental = rent(acme, price="10.00")
+    rental = make_ready_rental(acme, price="10.00")
     lium_balance["balance"] = 200.0  # 20 h < 24 h
     balances_read_all()
     operator_alerts.alerts_send()
     lium_balance["balance"] = 150.0  # lower still: the same fall, no new alert
-    clock.advance(minutes=10)
+    june_clock.advance(minutes=10)
     balances_read_all()
     operator_alerts.alerts_send()
 
@@ -108,17 +110,17 @@ def test_a_low_runway_alerts_operators_once_and_again_only_after_it_recovered(
     terminate(rental)  # nothing runs: no end in sight, the alert closes
     balances_read_all()
     assert RunwayAlert.objects.get().resolved_at is not None
-    rent(acme, price="100.00")
+    make_ready_rental(acme, price="100.00")
     balances_read_all()  # 150 / 100 = 1.5 h: a new fall, a new alert
     operator_alerts.alerts_send()
     assert RunwayAlert.objects.count() == 2 and len(operator_hook.requests) == 2 and len(mail.outbox) == 2
 
 
 def test_a_failed_webhook_is_tried_again_by_the_next_check(
-    acme, credential, rent, clock, lium_balance, operators, operator_hook
+    acme, credential, make_ready_rental, june_clock, lium_balance, operators, operator_hook
 ) -> None:
     operator_hook.answer(500)
-    rent(acme, price="10.00")
+    make_ready_rental(acme, price="10.00")
     lium_balance["balance"] = 10.0
     balances_read_all()
     operator_alerts.alerts_send()
@@ -131,9 +133,9 @@ def test_a_failed_webhook_is_tried_again_by_the_next_check(
 
 
 def test_the_ops_overview_and_the_metrics_show_the_runway(
-    client_for, sam, acme, credential, rent, clock, lium_balance
+    client_for, sam, acme, credential, make_ready_rental, june_clock, lium_balance
 ) -> None:
-    rent(acme, price="10.00")
+    make_ready_rental(acme, price="10.00")
     lium_balance["balance"] = 100.0
     balances_read_all()
     page = client_for(sam).get("/ops/").content.decode()
@@ -144,13 +146,13 @@ def test_the_ops_overview_and_the_metrics_show_the_runway(
 
 
 def test_an_unusable_operator_webhook_address_is_recorded_however_long_it_is(
-    acme, credential, rent, clock, lium_balance, operators, settings
+    acme, credential, make_ready_rental, june_clock, lium_balance, operators, settings
 ) -> None:
     # The reason names the address; a long one must not stop the alert from being recorded (and e-mailed).
     settings.OPERATOR_WEBHOOK_URL = "https://" + "a" * 400 + ".invalid/hook"
     settings.OPERATOR_WEBHOOK_SECRET = SECRET
     settings.RUNWAY_ALERT_HOURS = 24
-    rent(acme, price="10.00")
+    make_ready_rental(acme, price="10.00")
     lium_balance["balance"] = 10.0
     balances_read_all()
     operator_alerts.alerts_send()
@@ -160,7 +162,7 @@ def test_an_unusable_operator_webhook_address_is_recorded_however_long_it_is(
 
 
 def test_a_refused_operator_webhook_reason_fits_its_column(
-    acme, credential, rent, clock, lium_balance, operators, settings, monkeypatch: pytest.MonkeyPatch
+    acme, credential, make_ready_rental, june_clock, lium_balance, operators, settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # A long (valid) host name that resolves to a private address: the reason names it, past 300 characters.
     from notifications import addresses
@@ -171,7 +173,7 @@ def test_a_refused_operator_webhook_reason_fits_its_column(
     settings.OPERATOR_WEBHOOK_SECRET = SECRET
     settings.RUNWAY_ALERT_HOURS = 24
     monkeypatch.setattr(addresses.socket, "getaddrinfo", lambda *args, **kwargs: [(0, 0, 0, "", ("10.0.0.7", 443))])
-    rent(acme, price="10.00")
+    make_ready_rental(acme, price="10.00")
     lium_balance["balance"] = 10.0
     balances_read_all()
     operator_alerts.alerts_send()
@@ -180,7 +182,15 @@ def test_a_refused_operator_webhook_reason_fits_its_column(
 
 
 def test_the_operator_webhook_connects_to_the_address_it_checked(
-    acme, credential, rent, clock, lium_balance, operators, operator_hook, settings, monkeypatch: pytest.MonkeyPatch
+    acme,
+    credential,
+    make_ready_rental,
+    june_clock,
+    lium_balance,
+    operators,
+    operator_hook,
+    settings,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # DNS rebinding: the name is public when checked and 127.0.0.1 a moment later, when the client connects.
     import socket
@@ -204,7 +214,7 @@ def test_the_operator_webhook_connects_to_the_address_it_checked(
 
     monkeypatch.setattr(socket, "getaddrinfo", rebinding)
     monkeypatch.setattr(socket, "create_connection", refuse)
-    rent(acme, price="10.00")
+    make_ready_rental(acme, price="10.00")
     lium_balance["balance"] = 10.0
     balances_read_all()
     operator_alerts.alerts_send()
@@ -213,13 +223,13 @@ def test_the_operator_webhook_connects_to_the_address_it_checked(
 
 
 def test_the_operator_webhook_refuses_a_6to4_address_like_the_customers(
-    acme, credential, rent, clock, lium_balance, operators, settings
+    acme, credential, make_ready_rental, june_clock, lium_balance, operators, settings
 ) -> None:
     settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
     settings.OPERATOR_WEBHOOK_URL = "https://[2002:a00:1::1]/hook"  # 10.0.0.1 inside
     settings.OPERATOR_WEBHOOK_SECRET = SECRET
     settings.RUNWAY_ALERT_HOURS = 24
-    rent(acme, price="10.00")
+    make_ready_rental(acme, price="10.00")
     lium_balance["balance"] = 10.0
     balances_read_all()
     operator_alerts.alerts_send()

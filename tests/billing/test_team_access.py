@@ -38,9 +38,11 @@ def _carols_endpoint(carol: User) -> WebhookEndpoint:
     return endpoint
 
 
-def test_a_removed_member_no_longer_receives_the_customers_events(client_for, alice_admin, carol, acme, rent) -> None:
+def test_a_removed_member_no_longer_receives_the_customers_events(
+    client_for, alice_admin, carol, acme, make_ready_rental
+) -> None:
     """Carol registered a webhook for every event; once removed, `rental.ready` (SSH lines) never reaches it."""
-    rental = rent(acme)
+    rental = make_ready_rental(acme)
     endpoint = _carols_endpoint(carol)
     event_emit(customer=acme, type=ev.RENTAL_READY, rental_id=rental.pk)
     pending = Delivery.objects.get(endpoint=endpoint)
@@ -152,21 +154,21 @@ CAROL_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFq8Qy0u0pNQf0TPaHq0c2d1aB0Yb8y
 
 
 def test_the_team_page_warns_of_a_removed_members_key_on_running_clusters(
-    client_for, alice_admin, carol, acme, rent
+    client_for, alice_admin, carol, acme, make_ready_rental
 ) -> None:
     """Carol's key sits on a cluster she rented and, saved in her profile, on one alice rented with it."""
     from accounts.models import SshPublicKey
     from rentals.models import Rental
 
     SshPublicKey.objects.create(user=carol, name="home", public_key=CAROL_KEY)
-    hers = rent(acme, pod_name="carols-job")
+    hers = make_ready_rental(acme, pod_name="carols-job")
     Rental.objects.filter(pk=hers.pk).update(created_by=carol)
-    with_her_key = rent(acme, pod_name="shared-job")
+    with_her_key = make_ready_rental(acme, pod_name="shared-job")
     keys = f'"user_public_key":["{CAROL_KEY}",'.encode()
     body = bytes(with_her_key.request_body).replace(b'"user_public_key":[', keys)
     assert CAROL_KEY.encode() in body
     Rental.objects.filter(pk=with_her_key.pk).update(request_body=body)
-    clean = rent(acme, pod_name="clean-job")
+    clean = make_ready_rental(acme, pod_name="clean-job")
     client = client_for(alice_admin)
     assert 'data-testid="left-keys"' not in client.get(f"/customers/{acme.pk}/team/").content.decode()
 
@@ -185,13 +187,13 @@ def test_the_team_page_warns_of_a_removed_members_key_on_running_clusters(
 
 
 def test_every_other_grant_of_a_removed_member_ends_with_the_membership(
-    client_for, alice_admin, carol, acme, rent
+    client_for, alice_admin, carol, acme, make_ready_rental
 ) -> None:
     """Her API key and her session stay hers but see nothing of Acme; Acme's e-mails stop reaching her."""
     from api.keys import api_key_create
     from notifications.services import email_preference_set
 
-    rental = rent(acme)
+    rental = make_ready_rental(acme)
     _key, text = api_key_create(user=carol, name="laptop", scopes=["read", "rent", "manage"])
     api = Client()
     carol.email = "carol@example.com"

@@ -19,10 +19,10 @@ def formula_customer(acme, alice):  # type: ignore[no-untyped-def]
 
 
 def test_the_usage_csv_neutralises_names_and_refs_a_spreadsheet_would_run(
-    client_for, alice, formula_customer, rent, clock
+    client_for, alice, formula_customer, make_ready_rental, june_clock
 ) -> None:
-    rent(formula_customer, price="2.00", pod_name="train")
-    clock.advance(hours=1)
+    make_ready_rental(formula_customer, price="2.00", pod_name="train")
+    june_clock.advance(hours=1)
     response = client_for(alice).get("/usage.csv?month=2030-06")
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     line = rows[0]

@@ -14,15 +14,15 @@ from tests.billing.conftest import terminate
 
 
 @pytest.fixture
-def usage_world(acme, globex, alice, bob, rent, clock):  # type: ignore[no-untyped-def]
+def usage_world(acme, globex, alice, bob, make_ready_rental, june_clock):  # type: ignore[no-untyped-def]
     """Acme: one ended and one running cluster at odd prices and times; Globex: one of its own."""
-    first = rent(acme, price="3.3333", pod_name="acme-train")
-    clock.advance(hours=1, minutes=7, seconds=13)
-    second = rent(acme, price="12.3456", pod_name="acme-eval")
-    clock.advance(minutes=41, seconds=5)
+    first = make_ready_rental(acme, price="3.3333", pod_name="acme-train")
+    june_clock.advance(hours=1, minutes=7, seconds=13)
+    second = make_ready_rental(acme, price="12.3456", pod_name="acme-eval")
+    june_clock.advance(minutes=41, seconds=5)
     terminate(first)
-    rent(globex, price="7.7700", pod_name="globex-job")
-    clock.advance(hours=2, seconds=59)
+    make_ready_rental(globex, price="7.7700", pod_name="globex-job")
+    june_clock.advance(hours=2, seconds=59)
     return {"acme": [first, second]}
 
 

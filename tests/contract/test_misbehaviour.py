@@ -287,13 +287,13 @@ def test_trickle_headers_come_at_once_and_an_overall_deadline_fires(api: Api) ->
     got = b""
     with api.http.stream("POST", "/executors/cluster/rent", content=_body(api), headers=api.headers()) as r:
         assert r.status_code == 200
-        assert time.monotonic() - started < 1.0
+        # The headers came long before the 30 s trickle ends (a generous margin: the machine may be busy).
+        assert time.monotonic() - started < 15
         for chunk in r.iter_raw():
             got += chunk
             if time.monotonic() > deadline:
                 break
-    assert time.monotonic() - started < 3
-    assert got and not got.strip()  # only the leading whitespace has arrived
+    assert got and not got.strip()  # stopped at our deadline: only the leading whitespace has arrived
     assert api.sim("GET", "ledger") == [] and api.pods() == []
 
 
@@ -316,21 +316,25 @@ def test_trickle_on_another_route(api: Api) -> None:
 def test_trickle_does_not_hold_up_shutdown() -> None:
     rules = json.dumps({"rules": [{"fault": "trickle", "route": "version", "seconds": 120, "interval": 0.5}]})
     proc, url = start_simulator("--mode", "test", "--faults", rules)
-    reader = threading.Thread(target=_read_version, args=(url,))
+    answering = threading.Event()
+    reader = threading.Thread(target=_read_version, args=(url, answering))
     try:
         reader.start()
-        time.sleep(0.5)  # the trickle is under way
+        assert answering.wait(timeout=30), "the trickle never started"
         proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=5)
+        proc.wait(timeout=30)  # well before the 120 s trickle ends (a generous margin: the machine may be busy)
     finally:
         stop_simulator(proc)
         reader.join(timeout=10)
     assert not reader.is_alive()
 
 
-def _read_version(url: str) -> None:
-    with contextlib.suppress(httpx.HTTPError):  # the server goes away mid-answer
-        httpx.get(f"{url}/version", timeout=200)
+def _read_version(url: str, answering: threading.Event) -> None:
+    """Read /version to its end; `answering` is set once its headers are in (the trickle is under way)."""
+    with contextlib.suppress(httpx.HTTPError), httpx.stream("GET", f"{url}/version", timeout=200) as answer:
+        answering.set()  # the server goes away mid-answer: the read ends in an HTTPError
+        for _ in answer.iter_raw():
+            pass
 
 
 # -- delete_outage --------------------------------------------------------------------------

@@ -108,11 +108,16 @@ def test_pending_to_running_with_ssh_and_phase_progress(api: Api) -> None:
 def test_running_after_start_seconds_real_time(api: Api) -> None:
     import time
 
-    api.config(start_seconds=0.3)
+    # Pending at first (3 s is a generous margin for a busy machine), running once 3 s of real time have passed.
+    api.config(start_seconds=3)
+    rented_at = time.monotonic()
     api.rent(api.order(api.cheapest(2)))
     assert {p["status"] for p in api.pods()} == {"PENDING"}
-    time.sleep(0.4)
+    deadline = rented_at + 60
+    while {p["status"] for p in api.pods()} != {"RUNNING"} and time.monotonic() < deadline:
+        time.sleep(0.2)  # polling the simulator until it says so, not hoping it did
     assert {p["status"] for p in api.pods()} == {"RUNNING"}
+    assert time.monotonic() - rented_at >= 3
 
 
 @pytest.mark.sim_only

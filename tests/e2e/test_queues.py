@@ -84,14 +84,13 @@ def test_a_flood_of_rent_calls_does_not_delay_pod_tracking(
     # Every rent call now takes 4 s, and 2 threads send them: the rent queue holds a minute of work.
     simulator.faults([{"fault": "latency", "ms": 4000}])
     flood = [rent(alice, acme, f"flood-{i}", fabric, ["flood-a", "flood-b"]).pk for i in range(30)]
-    rented_at = time.monotonic()
 
     # Its members start 5 s after the rent; the tracking worker polls every 1.5 s (tests' worker settings).
     assert wait_for(tracked, {RentalStatus.READY}, timeout=20) == RentalStatus.READY
-    ready_after = time.monotonic() - rented_at
     still_waiting = Rental.objects.filter(pk__in=flood, status__in=(RentalStatus.QUEUED, RentalStatus.SENDING)).count()
-    assert still_waiting >= 15, "the flood was over before the test could show anything"
-    assert ready_after < 12
+    # Ready while half the flood still waits to be sent: the tracking queue did not wait behind the rent queue
+    # (counted in rentals, not seconds: a busy machine slows both alike).
+    assert still_waiting >= 15, "the tracked rental became ready only once the flood was over"
     simulator.faults([])
 
 
@@ -133,7 +132,8 @@ def test_a_worker_with_every_thread_busy_takes_the_next_message_as_soon_as_one_f
             time.sleep(0.2)
         for _ in range(6):
             current_app.send_task("rentals.tasks.rentals_sweep")
-        deadline = time.monotonic() + 10  # six sweeps of a few ms each; stalled, they took 30 s or more
+        # Six sweeps of a few ms each; stalled, they took 30 s or more: 20 s is a generous margin on a busy machine.
+        deadline = time.monotonic() + 20
         while log.read_text(errors="replace").count("] succeeded in") < 6 and time.monotonic() < deadline:
             time.sleep(0.2)
         text = log.read_text(errors="replace")

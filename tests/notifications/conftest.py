@@ -1,4 +1,5 @@
-"""Fixtures for webhooks and e-mail: a real HTTP receiver on 127.0.0.1, endpoints and rentals of the personas."""
+"""Fixtures for webhooks and e-mail: a real HTTP receiver on 127.0.0.1 and a rental moved through its states (the
+rentals themselves come from the root conftest's `make_rental`)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,6 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
-
-from tests.conftest import SSH_KEY
 
 
 @dataclass
@@ -90,25 +89,7 @@ def no_broker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
 
 @pytest.fixture
-def make_rental():  # type: ignore[no-untyped-def]
-    """Return a function that saves a rental for a user's customer in a given state (no upstream involved)."""
-    from rentals.models import Rental
-    from rentals.ordering import RentOrder
-    from rentals.services import rental_submit
-
-    def make(user, status: str = "sending", pod_name: str = "train-1"):  # type: ignore[no-untyped-def]
-        customer = user.memberships.get().customer
-        order = RentOrder(fabric_id="fab-1", executor_ids=["n-1", "n-2"], pod_name=pod_name, public_keys=[SSH_KEY])
-        rental = rental_submit(user=user, customer=customer, order=order, customer_ref=customer.customer_ref)
-        Rental.objects.filter(pk=rental.pk).update(status=status)
-        rental.refresh_from_db()
-        return rental
-
-    return make
-
-
-@pytest.fixture
-def move_rental(make_rental):  # type: ignore[no-untyped-def]
+def move_rental():  # type: ignore[no-untyped-def]
     """Return a function that moves a rental sending → rented through the one transition function."""
     from rentals.models import Rental
     from rentals.transitions import rental_transition

@@ -31,7 +31,7 @@ def test_a_delivery_is_signed_and_verifies_with_the_standardwebhooks_package(
 ) -> None:
     endpoint, secret = register(alice, receiver.url)
     assert secret.startswith("whsec_")
-    rental = make_rental(alice)
+    rental = make_rental(user=alice, status="sending")
     move_rental(rental)
     move_rental(rental, from_status="rented", to_status="ready")
     assert deliver_all() == ["delivered", "delivered"]
@@ -52,7 +52,7 @@ def test_a_delivery_is_signed_and_verifies_with_the_standardwebhooks_package(
 
 def test_another_secret_does_not_verify(alice, receiver, make_rental, move_rental) -> None:
     register(alice, receiver.url)
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     deliver_all()
     _other, other_secret = register(alice, receiver.url + "2")
     with pytest.raises(Exception, match="signature"):
@@ -66,7 +66,7 @@ def test_a_500_is_retried_with_backoff_and_the_same_webhook_id(
     _endpoint, secret = register(alice, receiver.url)
     receiver.answer(500, b"boom")
     receiver.then(200, b"ok")
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     delivery = Delivery.objects.get()
 
     before = timezone.now()
@@ -102,7 +102,7 @@ def test_retries_stop_when_the_window_is_over(alice, receiver, make_rental, move
     settings.WEBHOOK_BACKOFF_BASE_SECONDS = 60
     register(alice, receiver.url)
     receiver.answer(503)
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     delivery = Delivery.objects.get()
     Delivery.objects.filter(pk=delivery.pk).update(give_up_at=timezone.now() + timedelta(seconds=5))
     assert delivery_attempt(delivery_id=delivery.pk) == "failed"
@@ -112,7 +112,7 @@ def test_retries_stop_when_the_window_is_over(alice, receiver, make_rental, move
 
 def test_a_redelivery_keeps_the_webhook_id(alice, receiver, make_rental, move_rental) -> None:
     _endpoint, secret = register(alice, receiver.url)
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     deliver_all()
     again = delivery_redeliver(delivery=Delivery.objects.get())
     assert delivery_attempt(delivery_id=again.pk) == "delivered"
@@ -136,13 +136,13 @@ def test_a_test_event_reaches_only_that_endpoint(alice, receiver) -> None:
 def test_bobs_endpoint_receives_nothing_about_alices_rentals(alice, bob, receiver, make_rental, move_rental) -> None:
     register(alice, receiver.url + "/acme")
     register(bob, receiver.url + "/globex")
-    rental = make_rental(alice)
+    rental = make_rental(user=alice, status="sending")
     move_rental(rental)
     move_rental(rental, from_status="rented", to_status="ready")
     deliver_all()
     assert {r.path for r in receiver.requests} == {"/hook/acme"}
     assert not Delivery.objects.filter(endpoint__customer__name="Globex").exists()
-    bobs = make_rental(bob, pod_name="globex-job")
+    bobs = make_rental(user=bob, status="sending", pod_name="globex-job")
     move_rental(bobs)
     deliver_all()
     globex_bodies = [json.loads(r.body) for r in receiver.requests if r.path == "/hook/globex"]
@@ -152,7 +152,7 @@ def test_bobs_endpoint_receives_nothing_about_alices_rentals(alice, bob, receive
 def test_redirects_are_not_followed(alice, receiver, make_rental, move_rental) -> None:
     register(alice, receiver.url)
     receiver.answer(302, b"", {"Location": receiver.url + "/elsewhere"})
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["retry"]
     assert [r.path for r in receiver.requests] == ["/hook"]
     assert "Redirects are not followed" in Delivery.objects.get().last_error
@@ -163,7 +163,7 @@ def test_a_huge_answer_is_read_only_up_to_the_cap_and_kept_as_a_short_excerpt(
 ) -> None:
     register(alice, receiver.url)
     receiver.answer(200, b"x" * (2 * 1024 * 1024))
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["delivered"]
     assert len(Delivery.objects.get().last_response) == 500
 
@@ -173,7 +173,7 @@ def test_an_answer_with_nul_bytes_is_kept_without_them(alice, receiver, make_ren
     # refuses a NUL in text (the delivery could not be settled).
     register(alice, receiver.url)
     receiver.answer(200, b"ok\x00done")
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["delivered"]
     assert Delivery.objects.get().last_response == "okdone"
 
@@ -182,7 +182,7 @@ def test_an_unreachable_endpoint_is_retried(alice, make_rental, move_rental) -> 
     from tests.conftest import free_port
 
     register(alice, f"http://127.0.0.1:{free_port()}/hook")
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["retry"]
     delivery = Delivery.objects.get()
     assert delivery.last_status_code is None and "ConnectError" in delivery.last_error
@@ -193,7 +193,7 @@ def test_private_addresses_are_refused_at_delivery_time_in_production(
 ) -> None:
     register(alice, receiver.url)  # allowed when registered (development settings)
     settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["retry"]
     assert receiver.requests == []
     assert "private, loopback" in Delivery.objects.get().last_error
@@ -201,7 +201,7 @@ def test_private_addresses_are_refused_at_delivery_time_in_production(
 
 def test_the_sweeper_enqueues_deliveries_whose_message_was_lost(alice, make_rental, move_rental, no_broker) -> None:
     register(alice, "http://127.0.0.1:9/hook")
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     delivery = Delivery.objects.get()
     Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=5))
     no_broker.clear()
@@ -212,7 +212,7 @@ def test_the_sweeper_enqueues_deliveries_whose_message_was_lost(alice, make_rent
 
 def test_a_deleted_endpoint_takes_its_pending_deliveries_with_it(alice, make_rental, move_rental) -> None:
     endpoint, _ = register(alice, "http://127.0.0.1:9/hook")
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     endpoint.delete()
     assert Delivery.objects.count() == 0 and Event.objects.count() == 1
 
@@ -230,7 +230,7 @@ def test_delivery_connects_to_the_checked_address_not_a_second_lookup(
     monkeypatch.setattr(
         "notifications.signed_post.url_check", lambda u: Target(url=u, host="hooks.example.test", address="127.0.0.1")
     )
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["delivered"]
     (request,) = receiver.requests
     assert request.headers["host"] == f"hooks.example.test:{port}"

@@ -16,7 +16,7 @@ def test_a_user_gets_only_the_events_they_chose(alice, carol, bob, make_rental, 
     client.force_login(alice)
     response = client.post("/profile/notifications/", {"events": ["rental.ready", "rental.failed"]})
     assert response.status_code == 302
-    rental = make_rental(alice, pod_name="train-42")
+    rental = make_rental(user=alice, status="sending", pod_name="train-42")
     move_rental(rental)  # rental.rented: alice did not choose it
     assert not Delivery.objects.filter(kind="email").exists()
     move_rental(rental, from_status="rented", to_status="ready")
@@ -57,6 +57,6 @@ def test_a_failing_mail_server_is_retried(alice, make_rental, move_rental, setti
         raise ConnectionRefusedError("mail server down")
 
     monkeypatch.setattr("django.core.mail.EmailMessage.send", broken_send)
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["retry"]
     assert "mail server down" in Delivery.objects.get().last_error

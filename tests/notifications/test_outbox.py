@@ -26,7 +26,7 @@ def acme_endpoint(alice):  # type: ignore[no-untyped-def]
 def test_a_transition_writes_the_event_and_one_delivery_per_endpoint(
     alice, acme_endpoint, make_rental, move_rental, no_broker, django_capture_on_commit_callbacks
 ) -> None:
-    rental = make_rental(alice)
+    rental = make_rental(user=alice, status="sending")
     with django_capture_on_commit_callbacks(execute=True):
         assert move_rental(rental)
     event = Event.objects.get()
@@ -46,7 +46,7 @@ def test_a_transition_writes_the_event_and_one_delivery_per_endpoint(
 def test_the_payload_shows_the_rental_as_the_api_does(alice, acme_endpoint, make_rental, move_rental, client) -> None:
     from api.keys import api_key_create
 
-    rental = make_rental(alice)
+    rental = make_rental(user=alice, status="sending")
     move_rental(rental)
     _key, text = api_key_create(user=alice, name="k", scopes=["read"])
     api_view = client.get(f"/api/v1/rentals/{rental.public_id}", headers={"X-API-Key": text}).json()
@@ -56,7 +56,7 @@ def test_the_payload_shows_the_rental_as_the_api_does(alice, acme_endpoint, make
 def test_a_rolled_back_transition_leaves_no_event_and_no_delivery(
     alice, acme_endpoint, make_rental, move_rental
 ) -> None:
-    rental = make_rental(alice)
+    rental = make_rental(user=alice, status="sending")
     with pytest.raises(RuntimeError), transaction.atomic():
         assert move_rental(rental)
         assert Event.objects.count() == 1  # written inside the transaction...
@@ -68,19 +68,19 @@ def test_a_rolled_back_transition_leaves_no_event_and_no_delivery(
 def test_states_without_an_event_and_customers_without_subscribers_write_nothing(
     alice, bob, acme_endpoint, make_rental, move_rental
 ) -> None:
-    assert move_rental(make_rental(alice, status="queued"), to_status="sending")  # no event type for `sending`
-    assert move_rental(make_rental(bob))  # Globex has no endpoint and nobody chose e-mail
+    assert move_rental(make_rental(user=alice, status="queued"), to_status="sending")  # no event type for `sending`
+    assert move_rental(make_rental(user=bob, status="sending"))  # Globex has no endpoint and nobody chose e-mail
     assert Event.objects.count() == 0
 
 
 def test_each_event_type_follows_its_state(alice, acme_endpoint, make_rental, move_rental) -> None:
-    rental = make_rental(alice)
+    rental = make_rental(user=alice, status="sending")
     move_rental(rental)
     move_rental(rental, from_status="rented", to_status="ready")
     move_rental(rental, from_status="ready", to_status="degraded")
     move_rental(rental, from_status="degraded", to_status="terminating")
     move_rental(rental, from_status="terminating", to_status="terminated")
-    refused = make_rental(alice, pod_name="other")
+    refused = make_rental(user=alice, status="sending", pod_name="other")
     move_rental(refused, to_status="refused")
     types = list(Event.objects.order_by("created_at").values_list("type", flat=True))
     assert types == ["rental.rented", "rental.ready", "rental.degraded", "rental.terminated", "rental.refused"]
@@ -101,7 +101,7 @@ def test_an_endpoint_gets_only_the_types_it_subscribed_to(alice, make_rental, mo
     ready_only, _ = endpoint_create(
         customer=acme, url="http://127.0.0.1:9/a", events=["rental.ready"], created_by=alice
     )
-    rental = make_rental(alice)
+    rental = make_rental(user=alice, status="sending")
     move_rental(rental)
     assert not Delivery.objects.filter(endpoint=ready_only).exists()
     move_rental(rental, from_status="rented", to_status="ready")

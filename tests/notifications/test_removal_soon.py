@@ -19,9 +19,9 @@ def test_removal_soon_is_emitted_once_per_rental_and_scheduled_time(alice, make_
     endpoint_create(
         customer=alice.memberships.get().customer, url="http://127.0.0.1:9/h", events=["*"], created_by=alice
     )
-    soon = make_rental(alice, status="ready")
-    later = make_rental(alice, status="ready", pod_name="later")
-    gone = make_rental(alice, status="terminated", pod_name="gone")
+    soon = make_rental(user=alice, status="ready")
+    later = make_rental(user=alice, status="ready", pod_name="later")
+    gone = make_rental(user=alice, status="terminated", pod_name="gone")
     now = timezone.now()
     Rental.objects.filter(pk__in=[soon.pk, gone.pk]).update(removal_scheduled_at=now + timedelta(minutes=30))
     Rental.objects.filter(pk=later.pk).update(removal_scheduled_at=now + timedelta(hours=2))

@@ -74,7 +74,7 @@ def test_the_readme_rotation_keeps_webhooks_and_credentials_working_and_retires_
     settings.FIELD_ENCRYPTION_KEYS = [NEW]  # drop the old key; restart
 
     assert check_secrets()[0] == 0
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["delivered"]
     Webhook(whsec).verify(receiver.requests[0].body, receiver.requests[0].headers)
     assert lium_sees(credential) == "lium-key-1234"
@@ -123,7 +123,7 @@ def test_a_webhook_whose_secret_does_not_decrypt_says_so_on_its_delivery(
     settings.FIELD_ENCRYPTION_KEYS = [OLD]
     endpoint_create(customer=alice.memberships.get().customer, url=receiver.url, events=["*"], created_by=alice)
     settings.FIELD_ENCRYPTION_KEYS = [NEW]
-    move_rental(make_rental(alice))
+    move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["retry"]
     from notifications.models import Delivery
 

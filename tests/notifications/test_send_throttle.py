@@ -22,9 +22,8 @@ def _alice_is_an_admin(alice, admins) -> None:  # type: ignore[no-untyped-def]
 
 
 @pytest.fixture(autouse=True)
-def one_window(settings, monkeypatch: pytest.MonkeyPatch) -> None:
+def one_window(settings, limiter_clock) -> None:  # type: ignore[no-untyped-def]
     """Every send of a test falls in the same rate-limit window, and the API's own budget stays out of the way."""
-    monkeypatch.setattr("common.ratelimit.time.time", lambda: 1_800_000_000.0)
     settings.API_RATE_PER_MINUTE = 100_000
     settings.WEBHOOK_TEST_SENDS_PER_USER_PER_MINUTE = 6
     settings.WEBHOOK_TEST_SENDS_PER_USER_ENDPOINT_PER_MINUTE = 4

@@ -65,7 +65,7 @@ def test_an_operator_terminates_a_ready_cluster(
         act(client_for(olga), rental, "terminate", reason="customer asked by mail")
     rental.refresh_from_db()
     assert rental.status == RentalStatus.TERMINATING
-    assert ("rentals.tasks.rental_delete_cluster", (rental.pk,)) in enqueued
+    assert ("rentals.tasks.rental_delete_cluster", (rental.pk,)) in enqueued.messages()
     [(who, what)] = staff_actions(rental)
     assert who == "olga" and "customer asked by mail" in what
 
@@ -85,7 +85,7 @@ def test_retry_now_makes_a_retrying_rental_due_and_enqueues_it(
     rental.refresh_from_db()
     assert rental.status == RentalStatus.RETRYING and rental.next_attempt_at < later
     # For attempt 2, the turn the retry's own delayed message waits for: whichever comes second does nothing.
-    assert ("rentals.tasks.rental_send", (rental.pk, 2)) in enqueued
+    assert ("rentals.tasks.rental_send", (rental.pk, 2)) in enqueued.messages()
     [(who, what)] = staff_actions(rental)
     assert who == "olga" and "same key" in what and "upstream is back" in what
 
@@ -97,7 +97,7 @@ def test_retry_now_is_refused_outside_the_window(make_rental, olga, client_for, 
     assert "/retry/" not in page and "Too late to send again" in page
     response = act(client, rental, "retry", reason="try anyway")
     assert "Too late to send again" in response.content.decode()
-    assert enqueued == [] and staff_actions(rental) == []
+    assert enqueued.calls == [] and staff_actions(rental) == []
 
 
 @pytest.fixture
@@ -126,7 +126,9 @@ def test_retry_now_replays_an_unknown_rental_when_the_backend_promises_idempoten
         response = act(client, rental, "retry", reason="worker died, replay")
     assert response.status_code == 302
     rental.refresh_from_db()
-    assert rental.status == RentalStatus.RETRYING and ("rentals.tasks.rental_send", (rental.pk, 3)) in enqueued
+    assert (
+        rental.status == RentalStatus.RETRYING and ("rentals.tasks.rental_send", (rental.pk, 3)) in enqueued.messages()
+    )
 
 
 def test_retry_now_is_not_offered_when_the_backend_does_not_promise_idempotency(
@@ -144,7 +146,7 @@ def test_retry_now_is_not_offered_when_the_backend_does_not_promise_idempotency(
     response = act(client, rental, "retry", reason="try anyway")
     assert "does not promise idempotency" in response.content.decode()
     rental.refresh_from_db()
-    assert rental.status == RentalStatus.UNKNOWN and enqueued == [] and staff_actions(rental) == []
+    assert rental.status == RentalStatus.UNKNOWN and enqueued.calls == [] and staff_actions(rental) == []
 
 
 def test_a_409_outcome_unknown_rental_is_not_offered_a_replay(make_rental, olga, client_for) -> None:

@@ -120,7 +120,7 @@ def test_reconcile_stores_the_cluster_found_and_terminate_then_works(
     assert silent.status == RentalStatus.RENTED and silent.cluster_id == "cl-7"
     assert sorted(silent.pod_ids) == sorted(f"pod-{e}" for e in silent.executor_ids)
     assert silent.last_reconcile_at is not None
-    assert ("rentals.tasks.credential_pods_sync", (silent.credential_id,)) in enqueued
+    assert ("rentals.tasks.credential_pods_sync", (silent.credential_id,)) in enqueued.messages()
     page = client.get(f"/ops/rentals/{silent.public_id}/").content.decode()
     assert "Reconciliation found the cluster: cl-7" in page
 
@@ -152,7 +152,9 @@ def test_the_admin_reconcile_action_stores_the_cluster_of_a_silent_rental(
         }
         for executor in silent.executor_ids
     ]
-    fresh = make_rental(status=RentalStatus.RENTED, rented_at=timezone.now())
+    fresh = make_rental(
+        status=RentalStatus.RENTED, rented_at=timezone.now(), pod_name="fresh-1", executors=["exec-c", "exec-d"]
+    )
     response = client_for(_user("root", superuser=True)).post(
         "/admin/rentals/rental/",
         {"action": "reconcile_rentals", "_selected_action": [silent.pk, fresh.pk]},

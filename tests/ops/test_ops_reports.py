@@ -30,7 +30,7 @@ def usage(make_rental, globex):  # type: ignore[no-untyped-def]
             price_per_hour=Decimal(2),
             running_since=now - timedelta(hours=3),
         )
-    globex_rental = make_rental(globex, status="terminated")
+    globex_rental = make_rental(customer=globex, status="terminated")
     ClusterMember.objects.create(
         rental=globex_rental,
         pod_id="g0",
@@ -120,7 +120,7 @@ def many_rows(make_rental, globex, olga):  # type: ignore[no-untyped-def]
     states = ["unknown", "degraded", "retrying", "sending", "queued", "ready"]
     for index in range(60):
         rental = make_rental(
-            globex if index % 2 else None,
+            customer=globex if index % 2 else None,
             status=states[index % len(states)],
             first_sent_at=now - timedelta(hours=1),
             lease_until=now - timedelta(minutes=5),

@@ -1,20 +1,20 @@
-"""Fakes for the rent engine's unit tests: upstream answers at the transport, an enqueue recorder, a clock."""
+"""Fakes for the rent engine's unit tests: upstream answers at the transport (the enqueue recorder and the clock,
+shared by every folder, are in tests/doubles.py and named here too)."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
 from typing import Any, cast
 
 import httpx
 
 from rentals import upstream
+from tests.doubles import EXECUTORS, Clock, Enqueued  # noqa: F401 (named here for the tests that import them from here)
 
 BASE_URL = "http://lium.invalid/api"
 RENT_URL = BASE_URL + "/executors/cluster/rent"
-EXECUTORS = ["exec-a", "exec-b"]
 
 Handler = Callable[[httpx.Request], httpx.Response]
 
@@ -91,34 +91,10 @@ class FakeUpstream:
         return upstream.client_for(credential, http=httpx.Client(transport=httpx.MockTransport(self.handle)))
 
 
-@dataclass
-class Enqueued:
-    """What would have been sent to Celery: (task name, args, countdown)."""
-
-    calls: list[tuple[str, tuple[object, ...], float | None]] = field(default_factory=list)
-
-    def of(self, task_name: str) -> list[tuple[tuple[object, ...], float | None]]:
-        return [(args, countdown) for name, args, countdown in self.calls if name.endswith(task_name)]
-
-
 def send_args(args: tuple[object, ...]) -> tuple[int, ...]:
     """Return a recorded `rental_send` message's arguments (the rental id, maybe its turn) as the task takes them."""
     assert all(isinstance(arg, int) for arg in args), args
     return cast(tuple[int, ...], args)
-
-
-class Clock:
-    """A hand-moved `timezone.now()` for the engine, the transitions, the tracker and the models."""
-
-    def __init__(self, start: datetime) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> datetime:
-        self.now += timedelta(**delta)
-        return self.now
 
 
 def sent_body(request: httpx.Request) -> dict[str, Any]:

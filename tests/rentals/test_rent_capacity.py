@@ -47,7 +47,7 @@ def sent(enqueued: Enqueued) -> list[int]:
 def test_a_claim_past_the_credential_cap_leaves_the_rental_queued_and_marked_waiting(
     make_rental, caps, fake_upstream: FakeUpstream
 ) -> None:
-    first, second, third = (make_rental(name, nodes(name)) for name in ("a1", "a2", "a3"))
+    first, second, third = (make_rental(pod_name=name, executors=nodes(name)) for name in ("a1", "a2", "a3"))
     in_flight(first)
     in_flight(second)
 
@@ -62,7 +62,7 @@ def test_a_claim_past_the_credential_cap_leaves_the_rental_queued_and_marked_wai
 def test_when_a_slot_frees_the_dispatcher_sends_the_waiting_rental_and_only_once(
     make_rental, caps, enqueued: Enqueued
 ) -> None:
-    first, second, third = (make_rental(name, nodes(name)) for name in ("a1", "a2", "a3"))
+    first, second, third = (make_rental(pod_name=name, executors=nodes(name)) for name in ("a1", "a2", "a3"))
     in_flight(first)
     in_flight(second)
     assert engine.rental_claim(rental_id=third.pk) is None
@@ -80,12 +80,12 @@ def test_when_a_slot_frees_the_dispatcher_sends_the_waiting_rental_and_only_once
 def test_the_freed_slot_goes_to_the_customer_with_fewest_calls_in_flight_not_the_oldest_rental(
     make_rental, caps, enqueued: Enqueued, globex
 ) -> None:
-    burst = [make_rental(f"a{i}", nodes(f"a{i}")) for i in range(6)]
+    burst = [make_rental(pod_name=f"a{i}", executors=nodes(f"a{i}")) for i in range(6)]
     in_flight(burst[0])
     in_flight(burst[1])
     for rental in burst[2:]:
         assert engine.rental_claim(rental_id=rental.pk) is None
-    other = make_rental("b1", nodes("b1"))
+    other = make_rental(pod_name="b1", executors=nodes("b1"))
     Rental.objects.filter(pk=other.pk).update(customer=globex)
     assert engine.rental_claim(rental_id=other.pk) is None  # the cap binds for Globex too
 
@@ -99,9 +99,9 @@ def test_the_freed_slot_goes_to_the_customer_with_fewest_calls_in_flight_not_the
 
 
 def test_a_claim_that_jumps_the_fair_order_is_refused_even_with_a_slot_free(make_rental, caps, globex) -> None:
-    first, second = make_rental("a1", nodes("a1")), make_rental("a2", nodes("a2"))
-    waiting = make_rental("a3", nodes("a3"))
-    other = make_rental("b1", nodes("b1"))
+    first, second = make_rental(pod_name="a1", executors=nodes("a1")), make_rental(pod_name="a2", executors=nodes("a2"))
+    waiting = make_rental(pod_name="a3", executors=nodes("a3"))
+    other = make_rental(pod_name="b1", executors=nodes("b1"))
     Rental.objects.filter(pk=other.pk).update(customer=globex)
     in_flight(first)
     in_flight(second)
@@ -119,10 +119,10 @@ def test_the_global_cap_holds_across_credentials(make_rental, settings, acme) ->
     second_key = UpstreamCredential(name="second", base_url="http://lium.invalid/api")
     second_key.set_secret(SIM_KEY)
     second_key.save()
-    first, second = make_rental("a1", nodes("a1")), make_rental("a2", nodes("a2"))
+    first, second = make_rental(pod_name="a1", executors=nodes("a1")), make_rental(pod_name="a2", executors=nodes("a2"))
     in_flight(first)
     in_flight(second)
-    elsewhere = make_rental("c1", nodes("c1"))
+    elsewhere = make_rental(pod_name="c1", executors=nodes("c1"))
     Rental.objects.filter(pk=elsewhere.pk).update(credential=second_key)
 
     assert engine.rental_claim(rental_id=elsewhere.pk) is None
@@ -131,7 +131,7 @@ def test_the_global_cap_holds_across_credentials(make_rental, settings, acme) ->
 
 
 def test_an_expired_lease_frees_its_slot(make_rental, caps) -> None:
-    first, second, third = (make_rental(name, nodes(name)) for name in ("a1", "a2", "a3"))
+    first, second, third = (make_rental(pod_name=name, executors=nodes(name)) for name in ("a1", "a2", "a3"))
     in_flight(first)
     in_flight(second)
     Rental.objects.filter(pk=first.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
@@ -142,7 +142,7 @@ def test_an_expired_lease_frees_its_slot(make_rental, caps) -> None:
 def test_a_finished_attempt_dispatches_the_next_waiting_rental(
     make_rental, caps, enqueued: Enqueued, fake_upstream: FakeUpstream
 ) -> None:
-    first, second, third = (make_rental(name, nodes(name)) for name in ("a1", "a2", "a3"))
+    first, second, third = (make_rental(pod_name=name, executors=nodes(name)) for name in ("a1", "a2", "a3"))
     in_flight(second)
     fake_upstream.script = [rented()]
     claim = engine.rental_claim(rental_id=first.pk)
@@ -161,7 +161,7 @@ def test_a_finished_attempt_dispatches_the_next_waiting_rental(
 def test_the_sweeper_dispatches_waiting_rentals_and_does_not_resend_them_blindly(
     make_rental, caps, enqueued: Enqueued, engine_settings
 ) -> None:
-    first, second, third = (make_rental(name, nodes(name)) for name in ("a1", "a2", "a3"))
+    first, second, third = (make_rental(pod_name=name, executors=nodes(name)) for name in ("a1", "a2", "a3"))
     in_flight(first)
     in_flight(second)
     assert engine.rental_claim(rental_id=third.pk) is None
@@ -178,8 +178,8 @@ def test_the_sweeper_dispatches_waiting_rentals_and_does_not_resend_them_blindly
 
 def test_customers_are_interleaved_when_several_slots_free_at_once(make_rental, settings, globex) -> None:
     settings.RENT_INFLIGHT_PER_CREDENTIAL = 4
-    acme_rentals = [make_rental(f"a{i}", nodes(f"a{i}")) for i in range(4)]
-    globex_rentals = [make_rental(f"b{i}", nodes(f"b{i}")) for i in range(4)]
+    acme_rentals = [make_rental(pod_name=f"a{i}", executors=nodes(f"a{i}")) for i in range(4)]
+    globex_rentals = [make_rental(pod_name=f"b{i}", executors=nodes(f"b{i}")) for i in range(4)]
     Rental.objects.filter(pk__in=[r.pk for r in globex_rentals]).update(customer=globex)
     for rental in acme_rentals[:2] + globex_rentals[:2]:
         in_flight(rental)
@@ -198,6 +198,6 @@ def test_customers_are_interleaved_when_several_slots_free_at_once(make_rental, 
 def test_the_back_of_one_customers_backlog_is_sent_while_slots_are_free(make_rental, caps) -> None:
     # Five queued, two slots free: the youngest's message may come first (older ones lost theirs to a broker
     # restart, say); a free slot is not kept for rentals of the same customer that may never claim it.
-    backlog = [make_rental(f"a{i}", nodes(f"a{i}")) for i in range(5)]
+    backlog = [make_rental(pod_name=f"a{i}", executors=nodes(f"a{i}")) for i in range(5)]
 
     assert engine.rental_claim(rental_id=backlog[-1].pk) is not None

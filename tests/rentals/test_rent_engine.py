@@ -311,7 +311,7 @@ def test_retry_after_is_honoured_when_longer_than_the_backoff(
 
 
 def test_attempts_are_bounded_and_end_unknown_when_any_may_have_been_sent(
-    promising_backend, make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
+    promising_backend, engine_settings, make_rental, fake_upstream, clock: Clock, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [httpx.ConnectError("refused")] * 4 + [error(503)]
@@ -322,7 +322,7 @@ def test_attempts_are_bounded_and_end_unknown_when_any_may_have_been_sent(
 
 
 def test_attempts_are_bounded_and_end_failed_when_none_was_ever_sent(
-    make_rental, fake_upstream, enqueued: Enqueued, clock: Clock, django_capture_on_commit_callbacks
+    engine_settings, make_rental, fake_upstream, enqueued: Enqueued, clock: Clock, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental()
     fake_upstream.script = [httpx.ConnectError("refused"), httpx.ConnectTimeout("timeout")] * 3

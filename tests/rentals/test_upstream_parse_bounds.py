@@ -10,8 +10,11 @@ from decimal import Decimal
 from typing import Any
 
 import pytest
+from django.core.exceptions import ImproperlyConfigured
 
 from rentals import upstream_parse as parse
+from rentals.models import Rental
+from rentals.upstream_parse_pods import pod_row
 
 # --- numbers -----------------------------------------------------------------------------------------------
 
@@ -61,6 +64,13 @@ def test_a_count_is_a_whole_number_that_fits_a_positive_integer_column(raw: Any,
     assert parse.count(raw) == read
 
 
+def test_a_pods_ready_estimate_is_read_up_to_the_largest_count_its_column_holds() -> None:
+    row = {"id": "p-1", "status": "PENDING"}
+    assert pod_row({**row, "estimated_ready_seconds": 2**31 - 1}).eta_seconds == 2**31 - 1
+    assert pod_row({**row, "estimated_ready_seconds": 2**31}).eta_seconds is None
+    assert pod_row({**row, "estimated_ready_seconds": 0}).eta_seconds == 0
+
+
 def test_a_count_has_its_own_maximum_when_given() -> None:
     assert parse.count(4, maximum=4) == 4
     assert parse.count(5, maximum=4) is None
@@ -80,6 +90,12 @@ def test_an_identifier_of_exactly_its_columns_length_is_kept_one_more_is_refused
     assert parse.ident("", 10) is None
     assert parse.ident("a\nb", 10) is None
     assert parse.ident(12, 10) is None
+
+
+def test_the_limits_are_the_columns_own_and_a_column_without_one_is_refused() -> None:
+    assert (parse.POD_ID_MAX, parse.CLUSTER_ID_MAX, parse.SSH_COMMAND_MAX) == (100, 200, 300)
+    with pytest.raises(ImproperlyConfigured, match="request_body"):
+        parse.column_length(Rental, "request_body")  # binary: no length a parser could check against
 
 
 def test_codes_and_request_ids_that_do_not_fit_are_dropped_not_cut() -> None:
@@ -140,6 +156,15 @@ def test_an_ipv4_address_is_read_up_to_15_characters(raw: Any, read: str) -> Non
 )
 def test_an_ssh_line_has_the_documented_form_and_a_port_up_to_65535(line: Any, kept: bool) -> None:
     assert parse.ssh_command(line) == (line if kept else "")
+
+
+def test_the_longest_ssh_line_of_the_documented_form_is_kept_and_fits_its_column() -> None:
+    longest = "ssh " + "u" * 32 + "@" + "h" * 253 + " -p 65535"  # the longest user, host name and port
+    assert len(longest) <= parse.SSH_COMMAND_MAX
+    assert parse.ssh_command(longest) == longest
+    assert parse.ssh_parts(longest) == ("u" * 32, "h" * 253, 65535)
+    assert parse.ssh_command("ssh " + "u" * 33 + "@" + "h" * 253) == "", "a user name longer than 32 characters"
+    assert parse.ssh_command("ssh root@" + "h" * 5000) == ""
 
 
 def test_the_parts_of_an_ssh_line_default_to_port_22() -> None:

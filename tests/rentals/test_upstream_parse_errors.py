@@ -57,6 +57,9 @@ def test_an_error_string_is_the_message() -> None:
         ({"detail": []}, "HTTP 500"),
         ({"detail": ""}, "HTTP 500"),
         ({"validation_errors": []}, "HTTP 500"),
+        ({"validation_errors": "pod_name too long", "detail": "Not found"}, "Not found"),  # not a list: not read
+        ({"detail": 404}, "HTTP 500"),  # neither text, a list nor an object: says nothing
+        ({"error": "Bad key", "detail": {"limit": 4}}, "Bad key"),  # an object without a message keeps the error's
         ([1, 2], "HTTP 500"),
         ("text", "HTTP 500"),
     ],
