@@ -428,7 +428,8 @@ def make_rental(alice, acme, enqueued):  # type: ignore[no-untyped-def]
     (`status=`, `cluster_id=`, ...). By default alice orders for Acme; `customer=` orders for another customer as
     its first member (none: no author), `user=` as that user for their customer."""
     from rentals.models import Rental
-    from rentals.services import RentOrder, rental_submit
+    from rentals.ordering import RentOrder
+    from rentals.services import rental_submit
 
     def make(  # type: ignore[no-untyped-def]
         *, user=None, customer=None, pod_name: str = "train-1", executors: list[str] | None = None, **fields: Any
