@@ -333,6 +333,19 @@ def run_tests(tests: list[str], database: Path) -> bool:
             os.waitpid(pid, 0)
 
 
+FIRST_STAGE_TESTS = 40
+
+
+def tests_fail(tests: list[str], database: Path) -> bool:
+    """Run the likeliest killers in a child of their own first, then, if they pass, the rest in another.
+
+    pytest-django runs database tests before the others whatever the order given, so in one run a module's own
+    (database-free) tests, ranked first, would run last, after hundreds of others.
+    """
+    first, rest = tests[:FIRST_STAGE_TESTS], tests[FIRST_STAGE_TESTS:]
+    return run_tests(first, database) or (bool(rest) and run_tests(rest, database))
+
+
 @dataclass
 class Tally:
     mutants: int = 0
@@ -370,10 +383,10 @@ def mutate_module(
         with use_mutation(Path(spec.module_path), operator, spec.occurrence):
             tests = reach.tests_for(path, first, last)
             started = time.monotonic()
-            if tests and run_tests(reach.ordered(path, tests, killers), database):
+            if tests and tests_fail(reach.ordered(path, tests, killers), database):
                 tally.killed += 1
                 killer = failed_test()
-                verdict = f"killed by {killer}"
+                verdict = f"killed by {killer}" if killer else "killed: the tests timed out"
                 killers[:0] = [killer] if killer else []
             else:
                 tally.survived += 1
