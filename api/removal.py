@@ -2,7 +2,7 @@
 
 `POST /rentals/{id}/removal` with `{"hours": N}` (from now) or `{"at": "<ISO-8601 with zone>"}` sets or moves
 it; `DELETE` cancels it. Scope `manage`; support gets 403, other customers' rentals 404. The work is
-`rentals.removal_schedule`'s, as on the rental page.
+`rentals.removal.schedule`'s, as on the rental page.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from api.errors import ApiError
 from api.rentals import rental_for
 from api.representations import json_response, rental_dict
 from api.schemas import ERRORS, RentalOut
-from rentals import removal_schedule
 from rentals.models import Rental
+from rentals.removal import schedule as removal_schedule
 
 router = Router()
 

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from rentals.explanations import rental_explanation
 from rentals.models import Rental
-from rentals.upstream_parse_offers import Fabric, Node
+from rentals.upstream.parse_offers import Fabric, Node
 
 
 def rental_dict(rental: Rental) -> dict[str, Any]:

@@ -31,7 +31,7 @@ from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
 from billing.usage import Month, UsageReport
 from common.csv_export import csv_response
-from rentals.removal_policy import removal_policy_summaries
+from rentals.removal.policy import removal_policy_summaries
 
 NEW_INVITATION_KEY = "billing_new_invitation"
 INVITATION_TOKEN_KEY = "billing_invitation_token"  # noqa: S105 (a session key's name)

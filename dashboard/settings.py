@@ -174,7 +174,7 @@ CACHES = {
         if CACHE_URL
         else {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}
     ),
-    # Rendered progress sections, per rental version (`rentals.progress`, for the poll ratios): what is kept
+    # Rendered progress sections, per rental version (`rentals.web.progress`, for the poll ratios): what is kept
     # for a version changes only by time, which its timeout covers, so a per-process cache is safe.
     "fragments": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fragments"},
 }

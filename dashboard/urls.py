@@ -11,7 +11,7 @@ from dashboard.metrics import metrics_view
 urlpatterns = [
     # First: the customer pages, whose first pattern is the URL open rental pages poll all day (Django tries
     # the patterns in order).
-    path("", include("rentals.urls")),
+    path("", include("rentals.web.urls")),
     path("", views.home, name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),

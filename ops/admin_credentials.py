@@ -4,9 +4,9 @@ from django import forms
 from django.contrib import admin, messages
 
 from accounts.models import UpstreamCredential
-from rentals.credentials import credential_test_connection
 from rentals.models import Rental
 from rentals.states import FINAL_STATES
+from rentals.upstream.credentials import credential_test_connection
 
 
 class UpstreamCredentialForm(forms.ModelForm):

@@ -1,4 +1,4 @@
-"""The admin of customers' removal policies: a change is checked and saved by `rentals.removal_policy`, the rule
+"""The admin of customers' removal policies: a change is checked and saved by `rentals.removal.policy`, the rule
 the policy page (`/customers/<id>/removal-policy/`) uses, and records who made it."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from django.core.exceptions import ValidationError
 from django.http import HttpRequest
 
 from rentals.models import CustomerRemovalPolicy
-from rentals.removal_policy import removal_policy_check, removal_policy_set
+from rentals.removal.policy import removal_policy_check, removal_policy_set
 
 
 class CustomerRemovalPolicyForm(forms.ModelForm):

@@ -14,7 +14,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.utils import timezone
 
-from rentals import idempotency_promise, reconcile, upstream
+from rentals import idempotency_promise, upstream
 from rentals import services as rental_services
 from rentals.audit import staff_action_event, staff_action_record
 from rentals.enqueue import enqueue_rental_send
@@ -22,6 +22,7 @@ from rentals.models import Rental
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline
 from rentals.selectors import rental_attention_reason
 from rentals.states import RentalStatus, can_transition
+from rentals.tracking import reconcile
 from rentals.transitions import IllegalTransition, rental_touch, rental_transition
 
 # A replay of these answers can only repeat them: the upstream keeps 409 outcome-unknown forever, and a

@@ -3,7 +3,7 @@ interconnect check to paste next to the hostfile.
 
 Everything here ends up in a shell, an SSH config or an href, so every value is checked again (rows stored
 before the pod rows were checked on arrival): a Jupyter URL is http(s) with a host, ports are ints 1-65535,
-SSH lines have the documented form (`rentals.upstream_parse.ssh_parts`), overlay IPs are IPv4 and the alias is
+SSH lines have the documented form (`rentals.upstream.parse.ssh_parts`), overlay IPs are IPv4 and the alias is
 built from the pod name's safe characters.
 """
 
@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 from rentals.launch import MASTER_PORT, ranked_members, slots_per_node, torchrun_line
 from rentals.models import ClusterMember
-from rentals.upstream_parse import ssh_parts
-from rentals.upstream_parse_pods import port_pairs, web_url
+from rentals.upstream.parse import ssh_parts
+from rentals.upstream.parse_pods import port_pairs, web_url
 
 CHECK_SCRIPT = "allreduce_check.py"
 # An all-reduce of 256 MiB, timed over 20 rounds after 5 warm-ups; rank 0 prints the bus bandwidth (the

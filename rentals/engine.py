@@ -27,11 +27,12 @@ from django.utils import timezone
 
 from common.db import db_connection_release
 from common.logcontext import bind
-from rentals import capacity, holding, idempotency_promise, outcomes, upstream
+from rentals import capacity, idempotency_promise, outcomes, upstream
 from rentals.enqueue import enqueue_pods_sync, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline, retry_window
 from rentals.states import RentalStatus
+from rentals.tracking import holding
 from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream import Classification, RentResult
 

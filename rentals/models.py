@@ -108,7 +108,7 @@ class Rental(models.Model):
         ]
         constraints = [
             # Evidence is exclusive: many customers share one Lium account, and a second holder of a cluster would
-            # show one customer's SSH lines to another and let them delete it (rentals.holding).
+            # show one customer's SSH lines to another and let them delete it (rentals.tracking.holding).
             models.UniqueConstraint(
                 fields=["cluster_id"], condition=~models.Q(cluster_id=""), name="unique_rental_cluster"
             ),
@@ -203,7 +203,7 @@ class ClusterMember(models.Model):
     # How to reach the member's services (from its pod row; checked there: an http(s) URL, int ports).
     jupyter_url = models.CharField(max_length=500, blank=True)
     ports_mapping = models.JSONField(default=dict, blank=True)  # {"container port": host port}
-    # Why it failed: the upstream's events of this pod, fetched once it failed (rentals.member_events).
+    # Why it failed: the upstream's events of this pod, fetched once it failed (rentals.tracking.member_events).
     events = models.JSONField(default=list, blank=True)
     events_fetched_at = models.DateTimeField(null=True, blank=True)
     first_seen_at = models.DateTimeField(auto_now_add=True)

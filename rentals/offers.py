@@ -17,7 +17,7 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import UpstreamCredential
 from rentals import upstream
-from rentals.upstream_parse_offers import Fabric
+from rentals.upstream.parse_offers import Fabric
 
 CLUSTER_IMAGE_PREFIX = "daturaai/lium-cluster"
 _refresh_locks: dict[str, threading.Lock] = {}

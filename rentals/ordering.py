@@ -15,8 +15,8 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Customer
 from rentals.offers import OfferListing, Template, node_selection_check
-from rentals.removal_policy import removal_policy_apply
-from rentals.upstream_parse_offers import Fabric
+from rentals.removal.policy import removal_policy_apply
+from rentals.upstream.parse_offers import Fabric
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """Writes on rentals: submit, cancel, terminate. Each is one service with keyword-only arguments.
 
-The attempt loop itself lives in `rentals.engine`; member tracking in `rentals.members`; a scheduled removal in
-`rentals.removal_schedule`; settling an unknown rental (looking for its cluster, or staff confirming) in
-`rentals.reconcile`.
+The attempt loop itself lives in `rentals.engine`; member tracking in `rentals.tracking.members`; a scheduled removal in
+`rentals.removal.schedule`; settling an unknown rental (looking for its cluster, or staff confirming) in
+`rentals.tracking.reconcile`.
 """
 
 from __future__ import annotations

@@ -15,11 +15,13 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from rentals import capacity, engine, members, removal
+from rentals import capacity, engine
 from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_reconcile_look, enqueue_rental_send
 from rentals.heartbeats import SWEEPER_HEARTBEAT
 from rentals.models import Heartbeat, Rental
+from rentals.removal import deletion as removal
 from rentals.states import RentalStatus
+from rentals.tracking import members
 
 DUE_PER_SWEEP = 500
 LOST_PER_SWEEP = 100

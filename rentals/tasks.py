@@ -12,14 +12,17 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
-from rentals import engine, member_events, members, reconcile, removal, removal_schedule, sweep
+from rentals import engine, sweep
 from rentals.enqueue import (
     enqueue_cluster_delete,
     enqueue_pods_sync,
     enqueue_reconcile_look,
 )
 from rentals.models import Rental
+from rentals.removal import deletion as removal
+from rentals.removal import schedule as removal_schedule
 from rentals.states import RentalStatus
+from rentals.tracking import member_events, members, reconcile
 from rentals.upstream import UpstreamError
 
 logger = logging.getLogger(__name__)

@@ -57,7 +57,7 @@ def rental_transition(
         changed = rows.update(status=to_status, version=F("version") + 1, updated_at=now, **fields)
         if changed:
             if first_look_in is not None:
-                # The engine looks for the cluster itself (rentals.reconcile); the sweeper re-sends a lost message.
+                # The engine looks for the cluster itself (rentals.tracking.reconcile); the sweeper re-sends a lost one.
                 transaction.on_commit(lambda: enqueue_reconcile_look(rental_id, countdown=first_look_in))
             RentalEvent.objects.create(
                 rental_id=rental_id,
@@ -74,7 +74,7 @@ def rental_transition(
 
 
 def _first_look_in() -> float:
-    """Return seconds until an unknown rental's first automatic look (`rentals.reconcile`)."""
+    """Return seconds until an unknown rental's first automatic look (`rentals.tracking.reconcile`)."""
     base = settings.RECONCILE_LOOK_BASE_SECONDS
     return backoff_seconds(failures=1, base=base, cap=base)
 

@@ -48,7 +48,7 @@ from mutation_warm import test_database_copy, test_database_template, warm  # no
 # Module → the functions mutated (None: all of it). Of the engine, only the claim.
 MODULES: dict[str, tuple[str, ...] | None] = {
     "rentals/outcomes.py": None,
-    "rentals/upstream_parse.py": None,
+    "rentals/upstream/parse.py": None,
     "rentals/states.py": None,
     "rentals/transitions.py": None,
     "rentals/idempotency_promise.py": None,
@@ -58,7 +58,7 @@ MODULES: dict[str, tuple[str, ...] | None] = {
 # The tests written for each module run first: a mutant is usually killed by one of them, and the run stops there.
 FIRST: dict[str, tuple[str, ...]] = {
     "rentals/outcomes.py": ("tests/rentals/test_outcomes_", "tests/rentals/test_rent_engine.py"),
-    "rentals/upstream_parse.py": ("tests/rentals/test_upstream_parse_", "tests/rentals/test_upstream_values.py"),
+    "rentals/upstream/parse.py": ("tests/rentals/test_upstream_parse_", "tests/rentals/test_upstream_values.py"),
     "rentals/states.py": ("tests/rentals/test_states_", "tests/rentals/test_rent_transitions.py"),
     "rentals/transitions.py": ("tests/rentals/test_rent_transitions.py", "tests/rentals/test_one_writer.py"),
     "rentals/idempotency_promise.py": ("tests/rentals/test_outcomes_promise.py", "tests/rentals/test_rent_resend"),

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from rentals import offers
 from rentals.models import ClusterMember, Rental, RentalNode, RentAttempt
-from rentals.upstream_parse_offers import parse_offer
+from rentals.upstream.parse_offers import parse_offer
 from tests.conftest import SSH_KEY
 from tests.matching import must_search
 

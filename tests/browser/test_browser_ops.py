@@ -25,11 +25,11 @@ except ImportError:
     pytest.skip("browser tests need the playwright package (uv sync installs the dev group)", allow_module_level=True)
 
 from rentals import engine
-from rentals.members import credential_pods_sync
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus
+from rentals.tracking.members import credential_pods_sync
 
 pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
 

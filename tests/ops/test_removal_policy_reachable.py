@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rentals.models import CustomerRemovalPolicy
-from rentals.removal_policy import removal_policy_set
+from rentals.removal.policy import removal_policy_set
 from tests.conftest import _user
 
 pytestmark = pytest.mark.django_db

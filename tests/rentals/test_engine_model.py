@@ -76,12 +76,13 @@ from hypothesis.stateful import (
 )
 
 from ops import services as ops
-from rentals import engine, members, tasks, upstream
+from rentals import engine, tasks, upstream
 from rentals.engine import Claim
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus, can_transition
+from rentals.tracking import members
 from rentals.upstream import RentResult
 from tests.conftest import SSH_KEY
 from tests.rentals.engine_model_world import (

@@ -5,10 +5,11 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from rentals import member_events, members, upstream
+from rentals import upstream
 from rentals.enqueue import MEMBER_EVENTS
 from rentals.models import ClusterMember
 from rentals.states import RentalStatus
+from rentals.tracking import member_events, members
 from tests.rentals.fakes import Enqueued, FakeUpstream
 
 pytestmark = pytest.mark.django_db

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.core.cache.backends import locmem
 
 from rentals import offers
-from rentals.upstream_parse_offers import Fabric, offer_listing
+from rentals.upstream.parse_offers import Fabric, offer_listing
 
 pytestmark = pytest.mark.django_db
 

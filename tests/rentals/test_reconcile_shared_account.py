@@ -16,12 +16,14 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from accounts.models import UpstreamCredential
-from rentals import holding, members, reconcile, removal_schedule, tasks
+from rentals import tasks
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.ordering import RentOrder
-from rentals.reconcile import rental_confirm_reconciliation
+from rentals.removal import schedule as removal_schedule
 from rentals.services import rental_submit, rental_terminate
 from rentals.states import RentalStatus
+from rentals.tracking import holding, members, reconcile
+from rentals.tracking.reconcile import rental_confirm_reconciliation
 from tests.conftest import SSH_KEY
 from tests.rentals.fakes import EXECUTORS, Clock, FakeUpstream, answer, rented
 

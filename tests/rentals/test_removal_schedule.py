@@ -9,10 +9,12 @@ import httpx
 import pytest
 from django.core.exceptions import ValidationError
 
-from rentals import members, removal_policy, removal_schedule
 from rentals.enqueue import REMOVAL_PUSH
 from rentals.models import ClusterMember, CustomerRemovalPolicy, Rental
+from rentals.removal import policy as removal_policy
+from rentals.removal import schedule as removal_schedule
 from rentals.states import RentalStatus
+from rentals.tracking import members
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream
 
 pytestmark = pytest.mark.django_db

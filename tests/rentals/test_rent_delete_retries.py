@@ -13,8 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
-from rentals import removal, tasks
+from rentals import tasks
 from rentals.models import Rental, RentalEvent
+from rentals.removal import deletion as removal
 from rentals.states import RentalStatus
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream, error
 

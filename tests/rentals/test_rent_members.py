@@ -9,9 +9,10 @@ from django.db import transaction
 from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential
-from rentals import members, upstream_parse_pods
 from rentals.models import ClusterMember, RentalEvent
 from rentals.states import RentalStatus
+from rentals.tracking import members
+from rentals.upstream import parse_pods as upstream_parse_pods
 from tests.rentals.fakes import Clock, FakeUpstream
 
 pytestmark = pytest.mark.django_db
@@ -253,7 +254,7 @@ def test_members_are_found_by_pod_id_when_the_cluster_id_is_not_known(make_renta
 
 def terminate(rental, fake_upstream) -> None:  # type: ignore[no-untyped-def]
     """Move the rental to terminating and have Lium accept its DELETE /clusters/{id}."""
-    from rentals.removal import rental_delete_cluster
+    from rentals.removal.deletion import rental_delete_cluster
     from tests.rentals.fakes import answer
 
     rental.__class__.objects.filter(pk=rental.pk).update(status=RentalStatus.TERMINATING)
@@ -307,7 +308,7 @@ def test_an_empty_listing_never_terminates_a_cluster_whose_delete_was_not_accept
 def test_a_terminating_cluster_without_known_members_waits_for_the_delete_to_say_so(
     make_rental, fake_upstream, clock
 ) -> None:
-    from rentals.removal import rental_delete_cluster
+    from rentals.removal.deletion import rental_delete_cluster
     from tests.rentals.fakes import error
 
     rental = make_rental(status=RentalStatus.TERMINATING, cluster_id="cl-1")

@@ -11,8 +11,8 @@ from django.core.exceptions import ValidationError
 from rentals import tasks
 from rentals.heartbeats import SWEEPER_HEARTBEAT
 from rentals.models import Heartbeat, RentalEvent, RentAttempt
-from rentals.reconcile import rental_confirm_reconciliation, rental_reconcile
 from rentals.states import RentalStatus
+from rentals.tracking.reconcile import rental_confirm_reconciliation, rental_reconcile
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream
 
 pytestmark = pytest.mark.django_db

@@ -15,10 +15,10 @@ from django.utils import timezone
 from django.utils.html import escape
 
 from rentals.models import Rental
-from rentals.progress import POLL_FAST_SECONDS, POLL_SLOW_SECONDS
 from rentals.selectors import customer_hourly_spend
 from rentals.services import rental_terminate
 from rentals.states import CUSTOMER_EXPLANATIONS, RentalStatus
+from rentals.web.progress import POLL_FAST_SECONDS, POLL_SLOW_SECONDS
 
 pytestmark = pytest.mark.django_db
 

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from django.core.exceptions import ImproperlyConfigured
 
-from rentals import upstream_parse as parse
 from rentals.models import Rental
-from rentals.upstream_parse_pods import pod_row
+from rentals.upstream import parse
+from rentals.upstream.parse_pods import pod_row
 
 # --- numbers -----------------------------------------------------------------------------------------------
 

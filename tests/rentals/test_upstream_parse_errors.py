@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from rentals import upstream_parse as parse
+from rentals.upstream import parse
 
 
 def read(body: Any, header_request_id: str = "", fallback: str = "HTTP 500") -> parse.ErrorDetail:

@@ -11,10 +11,10 @@ import pytest
 
 from rentals import upstream
 from rentals.models import RentalEvent
-from rentals.removal import rental_delete_cluster
+from rentals.removal.deletion import rental_delete_cluster
 from rentals.states import RentalStatus
-from rentals.upstream_parse_offers import TemplateRow
-from rentals.upstream_parse_pods import PodRow
+from rentals.upstream.parse_offers import TemplateRow
+from rentals.upstream.parse_pods import PodRow
 from tests.rentals.fakes import BASE_URL, FakeUpstream, answer
 
 
@@ -65,7 +65,7 @@ def test_an_account_answer_that_is_not_an_object_is_an_error() -> None:
 
 @pytest.mark.django_db
 def test_test_connection_fails_on_an_unreadable_version(acme, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rentals.credentials import credential_test_connection
+    from rentals.upstream.credentials import credential_test_connection
 
     monkeypatch.setattr(upstream, "client_for", lambda credential: client_answering(b"<html>maintenance</html>"))
     report = credential_test_connection(credential=acme.default_credential)
@@ -74,7 +74,7 @@ def test_test_connection_fails_on_an_unreadable_version(acme, monkeypatch: pytes
 
 @pytest.mark.django_db
 def test_test_connection_says_when_no_balance_was_given(acme, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rentals.credentials import credential_test_connection
+    from rentals.upstream.credentials import credential_test_connection
 
     monkeypatch.setattr(upstream, "client_for", lambda credential: client_answering({"features": []}))
     report = credential_test_connection(credential=acme.default_credential)

@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from rentals.offers import OfferListing, Template
-from rentals.upstream_parse_offers import Fabric, Node
+from rentals.upstream.parse_offers import Fabric, Node
 
 FABRIC = "ib:fabric-1"
 

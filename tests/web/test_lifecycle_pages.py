@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from api.keys import api_key_create
 from rentals.models import ClusterMember, Rental, RentalEvent
-from rentals.removal_policy import removal_policy_set
+from rentals.removal.policy import removal_policy_set
 from tests.conftest import SSH_KEY
 from tests.site.test_url_permissions import add_members
 from tests.web import offer_fakes

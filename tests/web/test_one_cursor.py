@@ -21,7 +21,7 @@ pytestmark = pytest.mark.django_db
 
 def test_the_pages_older_link_continues_the_api_list_where_the_page_ended(alice, acme, client_for, monkeypatch) -> None:
     monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
-    monkeypatch.setattr("rentals.views.RENTALS_PER_PAGE", 3)
+    monkeypatch.setattr("rentals.web.views.RENTALS_PER_PAGE", 3)
     for number in range(5):
         order = RentOrder(fabric_id="f", executor_ids=["n1", "n2"], pod_name=f"job-{number}", public_keys=[SSH_KEY])
         rental_submit(user=alice, customer=acme, order=order, customer_ref="acme")

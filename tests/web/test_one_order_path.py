@@ -15,7 +15,7 @@ from api.keys import api_key_create
 from rentals.models import Rental
 from rentals.offers import OfferListing, Template
 from rentals.ordering import RentOrder, rental_order_build
-from rentals.upstream_parse_offers import Fabric
+from rentals.upstream.parse_offers import Fabric
 from tests.conftest import SSH_KEY
 from tests.web import offer_fakes
 from tests.web.offer_fakes import FABRIC, node

@@ -11,10 +11,10 @@ from django.conf import settings
 from django.test import Client
 
 from accounts.models import Membership
-from rentals import progress
 from rentals.models import Rental
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
+from rentals.web import progress
 from tests.conftest import SSH_KEY
 from tests.doubles import WallClock
 from tests.matching import must_search

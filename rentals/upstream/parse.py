@@ -1,7 +1,7 @@
 """Turn the Lium API's JSON answers into typed values, checking every length and shape on the way in.
 
 Here: the column limits, the field readers, errors, rent answers, version and account. Pods and deletes are
-read in `rentals.upstream_parse_pods`, offers and templates in `rentals.upstream_parse_offers`.
+read in `rentals.upstream.parse_pods`, offers and templates in `rentals.upstream.parse_offers`.
 
 Pure functions over already-decoded JSON: no HTTP here (`rentals.upstream` calls these). What cannot be
 read raises `Unparseable`; the client turns that into an inconclusive rent or a `MalformedAnswer` error, so a

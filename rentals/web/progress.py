@@ -27,9 +27,9 @@ from django.utils import timezone
 from rentals.explanations import rental_explanation
 from rentals.launch import cluster_launch
 from rentals.models import Rental
-from rentals.panels import panels_context
 from rentals.selectors import rental_members_due_at
 from rentals.states import FINAL_STATES, HOLDS_CLUSTER_STATES, IN_FLIGHT_STATES, RentalStatus
+from rentals.web.panels import panels_context
 
 # The poller's first wait; poll.js waits 1.5 times longer after each "nothing new", up to 30 s.
 POLL_FAST_SECONDS = 2.0

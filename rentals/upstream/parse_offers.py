@@ -1,6 +1,6 @@
 """Turn the Lium API's offer and template listings into typed values (`Fabric`, `Node`, `TemplateRow`).
 
-Checked like every answer (`rentals.upstream_parse`): an id that does not fit its column is refused or
+Checked like every answer (`rentals.upstream.parse`): an id that does not fit its column is refused or
 dropped, never cut; what cannot be read raises `Unparseable`.
 """
 
@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from rentals.upstream_parse import (
+from rentals.upstream.parse import (
     EXECUTOR_ID_MAX,
     FABRIC_ID_MAX,
     SHORT_TEXT_MAX,

@@ -115,7 +115,7 @@ def rental_delete_cluster(*, rental_id: int) -> str:
         _back_from_refused_delete(rental, exc)
         return "refused"
     # A 200 always has member rows (upstream.delete_cluster raises MalformedAnswer otherwise): the removal
-    # was accepted; the pod listing confirms it (rentals.members).
+    # was accepted; the pod listing confirms it (rentals.tracking.members).
     RentalEvent.objects.create(
         rental=rental,
         kind=RentalEvent.Kind.MEMBER,

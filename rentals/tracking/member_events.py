@@ -1,6 +1,6 @@
 """Why a member failed: its events from the upstream (`GET /pods/{id}/events`), fetched once it fails.
 
-The pod poller (`rentals.members`) marks a member whose status turned failed, or that is gone, by setting
+The pod poller (`rentals.tracking.members`) marks a member whose status turned failed, or that is gone, by setting
 `events_fetched_at` in the same transaction and enqueues one fetch; the task stores what Lium says and bumps
 the rental's version so open pages show it. The upstream keeps a pod's events after the pod is gone.
 """

@@ -1,6 +1,6 @@
 """Turn the Lium API's pod listing and delete answers into typed values (`PodRow`, `DeleteResult`).
 
-Checked like every answer (`rentals.upstream_parse`): an id that does not fit its column is refused or
+Checked like every answer (`rentals.upstream.parse`): an id that does not fit its column is refused or
 dropped, never cut; what cannot be read raises `Unparseable`.
 """
 
@@ -12,7 +12,7 @@ from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
 
-from rentals.upstream_parse import (
+from rentals.upstream.parse import (
     CLUSTER_ID_MAX,
     EXECUTOR_ID_MAX,
     PHASE_MAX,

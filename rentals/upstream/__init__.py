@@ -1,6 +1,6 @@
 """The only Lium API client: one module over an injected `httpx.Client`. No other module reads upstream JSON.
 
-Reads return typed values (`rentals.upstream_parse` and its `_pods` and `_offers` siblings: `PodRow`, `PodEvent`,
+Reads return typed values (`rentals.upstream.parse` and its `_pods` and `_offers` siblings: `PodRow`, `PodEvent`,
 `DeleteResult`, `Features`, `Account`, `Fabric`, `TemplateRow`) or raise one error tree:
 
     UpstreamError
@@ -45,12 +45,10 @@ import httpx
 from django.conf import settings
 
 from accounts.models import UpstreamCredential
-from rentals import upstream_parse as parse
-from rentals import upstream_parse_offers as parse_offers
-from rentals import upstream_parse_pods as parse_pods
-from rentals.upstream_parse import Account, Features, Unparseable
-from rentals.upstream_parse_offers import Fabric, TemplateRow
-from rentals.upstream_parse_pods import DeleteResult, PodEvent, PodRow
+from rentals.upstream import parse, parse_offers, parse_pods
+from rentals.upstream.parse import Account, Features, Unparseable
+from rentals.upstream.parse_offers import Fabric, TemplateRow
+from rentals.upstream.parse_pods import DeleteResult, PodEvent, PodRow
 
 MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}

@@ -11,7 +11,7 @@ The matching rule (`rental_reconcile`). Many customers share one Lium account an
 a cluster is adopted only when the match is unambiguous both ways (principle 9 in docs/architecture.md):
 - a candidate is a cluster whose members all carry the order's pod name, number exactly its nodes, sit on
   exactly its executors (a pod row without an executor id matches nothing) and were created after the order;
-- exactly one candidate is free: no other rental holds it or one of its pods (`rentals.holding`);
+- exactly one candidate is free: no other rental holds it or one of its pods (`rentals.tracking.holding`);
 - no other unsettled rental matches it too (unknown, rented without a cluster id, or with an attempt that may
   have reached Lium, the first one in flight included), whoever its customer and on whichever credential.
 Then the rental settles `rented` with the evidence ("match"). Otherwise it stays `unknown` and the finding on its
@@ -40,11 +40,11 @@ from rentals import upstream
 from rentals.audit import staff_action_event
 from rentals.engine import MAY_HAVE_REACHED_LIUM
 from rentals.enqueue import enqueue_pods_sync
-from rentals.holding import ClusterHeld, held_message, holder_of, refuse_held
 from rentals.models import Rental, RentalEvent
 from rentals.states import HOLDS_CLUSTER_STATES, UNSETTLED_STATES, RentalStatus
+from rentals.tracking.holding import ClusterHeld, held_message, holder_of, refuse_held
 from rentals.transitions import rental_touch, rental_transition
-from rentals.upstream_parse_pods import PodRow
+from rentals.upstream.parse_pods import PodRow
 
 logger = logging.getLogger(__name__)
 

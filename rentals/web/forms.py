@@ -13,8 +13,8 @@ from accounts.models import Customer, SshPublicKey
 from accounts.validators import parse_ssh_public_keys
 from rentals.offers import Template
 from rentals.order_service import OrderChoice
-from rentals.removal_policy import removal_policy_hint
-from rentals.upstream_parse_offers import Fabric
+from rentals.removal.policy import removal_policy_hint
+from rentals.upstream.parse_offers import Fabric
 from rentals.validators import POD_NAME_HELP, validate_pod_name
 
 

@@ -6,7 +6,7 @@ on a Heartbeat row) lists pods at most every POD_POLL_MIN_INTERVAL_SECONDS, what
 What a listing proves. One that does not parse (`MalformedAnswer`) proves nothing and changes nothing. Rows
 of other clusters are ignored. A pod is attached only to the rental whose cluster id it carries; a rental whose
 cluster id is not known yet finds its pods by the ids its rent answer named, and takes their cluster id only if
-no other rental holds it (`rentals.holding`; the database refuses a second holder of a cluster or a pod).
+no other rental holds it (`rentals.tracking.holding`; the database refuses a second holder of a cluster or a pod).
 A member missing from one listing proves nothing either: its `gone_at` marks when it was first missed, and it
 counts as gone only when it is missing again from a listing at least POD_POLL_MIN_INTERVAL_SECONDS later,
 with no listing in between that showed it (seeing it clears the mark).
@@ -31,13 +31,13 @@ from django.utils import timezone
 from accounts.models import UpstreamCredential
 from rentals import upstream
 from rentals.enqueue import enqueue_cluster_delete, enqueue_removal_push
-from rentals.holding import holder_of
-from rentals.member_events import FAILED_POD_STATUSES, member_events_request
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
-from rentals.removal_schedule import removal_adopt_from_members
+from rentals.removal.schedule import removal_adopt_from_members
 from rentals.states import RentalStatus
+from rentals.tracking.holding import holder_of
+from rentals.tracking.member_events import FAILED_POD_STATUSES, member_events_request
 from rentals.transitions import rental_touch, rental_transition
-from rentals.upstream_parse_pods import PodRow
+from rentals.upstream.parse_pods import PodRow
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ The rental's `removal_scheduled_at` is the truth the pages count down to; the wo
 (`POST /pods/{id}/schedule-removal`, the same time twice is one schedule; `DELETE` on that path cancels), always
 the rental's value at sending time, so two quick changes end with the later one upstream.
 
-A customer's removal policy (`rentals.removal_policy`, set by operators) caps how far from now a member may put
+A customer's removal policy (`rentals.removal.policy`, set by operators) caps how far from now a member may put
 the removal, and forbids a member to cancel it; operators are not held to the cap.
 """
 
@@ -23,7 +23,7 @@ from rentals import upstream
 from rentals.audit import change_event
 from rentals.enqueue import enqueue_removal_push
 from rentals.models import Rental, RentalEvent
-from rentals.removal_policy import MAX_HOURS, removal_policy_for
+from rentals.removal.policy import MAX_HOURS, removal_policy_for
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.transitions import rental_touch
 

@@ -21,10 +21,12 @@ from django.views.decorators.http import require_http_methods, require_POST
 from accounts.models import Customer
 from accounts.roles import is_operator, is_staff_reader
 from accounts.users import request_user
-from rentals import connect, removal_policy, removal_schedule, selectors
+from rentals import connect, selectors
 from rentals.audit import support_reads
 from rentals.models import Rental
-from rentals.removal_policy import MAX_HOURS
+from rentals.removal import policy as removal_policy
+from rentals.removal import schedule as removal_schedule
+from rentals.removal.policy import MAX_HOURS
 
 SUPPORT_READS_ONLY = "Support can look but not change rentals."
 

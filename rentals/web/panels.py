@@ -1,6 +1,6 @@
 """The rental page's lifecycle panels: removal, connect, why members failed, and what a terminate did.
 
-Built with the progress section (`rentals.progress.progress_context`) from the members it already read, so
+Built with the progress section (`rentals.web.progress.progress_context`) from the members it already read, so
 they cost at most one more query (a terminate's result, only while terminating or after).
 """
 
@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from rentals.connect import env_ranks, interconnect_check, member_access, ssh_config
-from rentals.member_events import EVENTS_WANTED_STATUSES
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.states import RentalStatus
+from rentals.tracking.member_events import EVENTS_WANTED_STATUSES
 
 EVENTS_SHOWN = 10  # per member: the newest, which say why
 

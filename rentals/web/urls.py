@@ -2,7 +2,8 @@
 
 from django.urls import path
 
-from rentals import views, views_lifecycle
+from rentals.web import lifecycle as views_lifecycle
+from rentals.web import views
 
 app_name = "rentals"
 

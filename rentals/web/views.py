@@ -20,16 +20,17 @@ from accounts.roles import is_operator, is_staff_reader
 from accounts.users import request_user
 from common import ratelimit
 from common.metrics import POLL_REQUESTS
-from rentals import offers, progress, selectors, services
+from rentals import offers, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
-from rentals.forms import RentForm
 from rentals.models import Rental
 from rentals.offers import OfferListing
 from rentals.order_service import OrderOffer, OrderRefused, order_check, order_offer, order_save
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
-from rentals.upstream_parse_offers import Fabric
+from rentals.upstream.parse_offers import Fabric
+from rentals.web import progress
+from rentals.web.forms import RentForm
 
 
 def _listing_or_error(
