@@ -37,7 +37,7 @@ def make_key() -> Callable[..., str]:
 
 
 @pytest.fixture
-def api(live_server) -> Iterator[Callable[..., httpx.Client]]:  # type: ignore[no-untyped-def]
+def api_client(live_server) -> Iterator[Callable[..., httpx.Client]]:  # type: ignore[no-untyped-def]
     """Return a function making a plain httpx client for the live server's API with a key (or none)."""
     clients: list[httpx.Client] = []
 

@@ -37,31 +37,31 @@ def alices_rental(alice):  # type: ignore[no-untyped-def]
     return rental_submit(user=alice, customer=alice.memberships.get().customer, order=order, customer_ref="acme")
 
 
-def test_no_key_bad_key_revoked_and_expired_keys_get_401(alice, make_key, api) -> None:
-    assert_envelope(api().get("/rentals"), 401, "not_authenticated")
-    assert_envelope(api("lcd_00000000_" + "x" * 43).get("/rentals"), 401, "invalid_api_key")
-    assert_envelope(api("nonsense").get("/rentals"), 401, "invalid_api_key")
+def test_no_key_bad_key_revoked_and_expired_keys_get_401(alice, make_key, api_client) -> None:
+    assert_envelope(api_client().get("/rentals"), 401, "not_authenticated")
+    assert_envelope(api_client("lcd_00000000_" + "x" * 43).get("/rentals"), 401, "invalid_api_key")
+    assert_envelope(api_client("nonsense").get("/rentals"), 401, "invalid_api_key")
     good = make_key(alice)
     wrong_secret = good[:-4] + ("AAAA" if not good.endswith("AAAA") else "BBBB")
-    assert_envelope(api(wrong_secret).get("/rentals"), 401, "invalid_api_key")
+    assert_envelope(api_client(wrong_secret).get("/rentals"), 401, "invalid_api_key")
 
     revoked = make_key(alice)
     ApiKey.objects.filter(prefix=revoked.split("_")[1]).update(revoked_at=timezone.now())
-    assert_envelope(api(revoked).get("/rentals"), 401, "api_key_revoked")
+    assert_envelope(api_client(revoked).get("/rentals"), 401, "api_key_revoked")
 
     expired = make_key(alice)
     ApiKey.objects.filter(prefix=expired.split("_")[1]).update(expires_at=timezone.now() - timedelta(seconds=1))
-    assert_envelope(api(expired).get("/rentals"), 401, "api_key_expired")
+    assert_envelope(api_client(expired).get("/rentals"), 401, "api_key_expired")
 
-    assert api(good).get("/rentals").status_code == 200
-    assert api(good, bearer=True).get("/rentals").status_code == 200
+    assert api_client(good).get("/rentals").status_code == 200
+    assert api_client(good, bearer=True).get("/rentals").status_code == 200
 
 
-def test_last_used_is_written_at_most_once_a_minute(alice, make_key, api) -> None:
+def test_last_used_is_written_at_most_once_a_minute(alice, make_key, api_client) -> None:
     text = make_key(alice)
     key = ApiKey.objects.get(prefix=text.split("_")[1])
     assert key.last_used_at is None
-    client = api(text)
+    client = api_client(text)
     client.get("/rentals")
     first = ApiKey.objects.get(pk=key.pk).last_used_at
     assert first is not None
@@ -73,8 +73,8 @@ def test_last_used_is_written_at_most_once_a_minute(alice, make_key, api) -> Non
     assert last_used is not None and last_used > first - timedelta(minutes=1)
 
 
-def test_failed_attempts_are_rate_limited_per_client_ip(limiter_clock, alice, make_key, api) -> None:
-    bad = api("lcd_00000000_" + "y" * 43)
+def test_failed_attempts_are_rate_limited_per_client_ip(limiter_clock, alice, make_key, api_client) -> None:
+    bad = api_client("lcd_00000000_" + "y" * 43)
     for _ in range(10):
         assert_envelope(bad.get("/rentals"), 401, "invalid_api_key")
     limited = bad.get("/rentals")
@@ -82,60 +82,60 @@ def test_failed_attempts_are_rate_limited_per_client_ip(limiter_clock, alice, ma
     assert 1 <= int(limited.headers["Retry-After"]) <= 61
     assert "Wait" in body["error"]["hint"]
     # A request without any key guesses nothing and is not counted.
-    assert_envelope(api().get("/rentals"), 401, "not_authenticated")
+    assert_envelope(api_client().get("/rentals"), 401, "not_authenticated")
 
 
-def test_bad_keys_from_an_address_never_block_a_valid_key_from_it(limiter_clock, alice, make_key, api) -> None:
-    bad = api("lcd_00000000_" + "y" * 43)
+def test_bad_keys_from_an_address_never_block_a_valid_key_from_it(limiter_clock, alice, make_key, api_client) -> None:
+    bad = api_client("lcd_00000000_" + "y" * 43)
     for _ in range(10):
         bad.get("/rentals")
     assert_envelope(bad.get("/rentals"), 429, "too_many_failed_attempts")
     # Behind a proxy every customer shares the address: a valid key is served, only bad ones wait.
-    assert api(make_key(alice)).get("/rentals").status_code == 200
+    assert api_client(make_key(alice)).get("/rentals").status_code == 200
     assert_envelope(bad.get("/rentals"), 429, "too_many_failed_attempts")
 
 
 def test_failed_attempts_are_counted_per_real_client_behind_a_proxy(  # type: ignore[no-untyped-def]
-    limiter_clock, alice, make_key, api, settings
+    limiter_clock, alice, make_key, api_client, settings
 ) -> None:
     settings.TRUSTED_PROXY_COUNT = 1
     bad_key = "lcd_00000000_" + "y" * 43
     for _ in range(10):
-        api(bad_key).get("/rentals", headers={"X-Forwarded-For": "198.51.100.2"})
-    assert_envelope(api(bad_key).get("/rentals", headers={"X-Forwarded-For": "198.51.100.2"}), 429)
+        api_client(bad_key).get("/rentals", headers={"X-Forwarded-For": "198.51.100.2"})
+    assert_envelope(api_client(bad_key).get("/rentals", headers={"X-Forwarded-For": "198.51.100.2"}), 429)
     (
         assert_envelope(
-            api(bad_key).get("/rentals", headers={"X-Forwarded-For": "203.0.113.3"}), 401, "invalid_api_key"
+            api_client(bad_key).get("/rentals", headers={"X-Forwarded-For": "203.0.113.3"}), 401, "invalid_api_key"
         ),
         "another client behind the same proxy is not blocked",
     )
 
 
 def test_failed_attempts_from_one_ipv6_64_prefix_count_as_one_client(  # type: ignore[no-untyped-def]
-    limiter_clock, alice, make_key, api, settings
+    limiter_clock, alice, make_key, api_client, settings
 ) -> None:
     # Whoever has a /64 can send from any of its addresses: rotating them must not buy fresh guesses.
     settings.TRUSTED_PROXY_COUNT = 1
     bad_key = "lcd_00000000_" + "y" * 43
     for n in range(10):
-        api(bad_key).get("/rentals", headers={"X-Forwarded-For": f"2001:db8:5:6::{n + 1:x}"})
-    assert_envelope(api(bad_key).get("/rentals", headers={"X-Forwarded-For": "2001:db8:5:6:ffff::1"}), 429)
-    assert_envelope(api(bad_key).get("/rentals", headers={"X-Forwarded-For": "2001:db8:5:7::1"}), 401)
+        api_client(bad_key).get("/rentals", headers={"X-Forwarded-For": f"2001:db8:5:6::{n + 1:x}"})
+    assert_envelope(api_client(bad_key).get("/rentals", headers={"X-Forwarded-For": "2001:db8:5:6:ffff::1"}), 429)
+    assert_envelope(api_client(bad_key).get("/rentals", headers={"X-Forwarded-For": "2001:db8:5:7::1"}), 401)
 
 
-def test_each_user_has_a_request_budget_per_minute(limiter_clock, alice, bob, make_key, api, settings) -> None:  # type: ignore[no-untyped-def]
+def test_each_user_has_a_request_budget_per_minute(limiter_clock, alice, bob, make_key, api_client, settings) -> None:  # type: ignore[no-untyped-def]
     settings.API_RATE_PER_MINUTE = 3
-    client = api(make_key(alice))
+    client = api_client(make_key(alice))
     assert [client.get("/rentals").status_code for _ in range(3)] == [200, 200, 200]
     limited = client.get("/rentals")
     assert_envelope(limited, 429, "rate_limited")
     assert int(limited.headers["Retry-After"]) >= 1
-    assert_envelope(api(make_key(alice)).get("/rentals"), 429), "the budget is the user's, not the key's"
-    assert api(make_key(bob)).get("/rentals").status_code == 200
+    assert_envelope(api_client(make_key(alice)).get("/rentals"), 429), "the budget is the user's, not the key's"
+    assert api_client(make_key(bob)).get("/rentals").status_code == 200
 
 
-def test_scopes_are_enforced_and_named(alice, alices_rental, make_key, api) -> None:
-    read_only = api(make_key(alice, scopes=["read"]))
+def test_scopes_are_enforced_and_named(alice, alices_rental, make_key, api_client) -> None:
+    read_only = api_client(make_key(alice, scopes=["read"]))
     refused = assert_envelope(read_only.post("/rentals", json={}), 403, "insufficient_scope")
     assert "'rent'" in refused["error"]["message"]
     refused = assert_envelope(
@@ -143,29 +143,29 @@ def test_scopes_are_enforced_and_named(alice, alices_rental, make_key, api) -> N
     )
     assert "'manage'" in refused["error"]["message"]
 
-    rent_only = api(make_key(alice, scopes=["rent"]))
+    rent_only = api_client(make_key(alice, scopes=["rent"]))
     refused = assert_envelope(rent_only.get("/rentals"), 403, "insufficient_scope")
     assert "'read'" in refused["error"]["message"]
     assert_envelope(rent_only.get(f"/rentals/{alices_rental.public_id}"), 403, "insufficient_scope")
     assert_envelope(rent_only.get("/fabrics"), 403, "insufficient_scope")
 
 
-def test_bob_gets_404_for_every_url_of_alices_rental(alice, bob, alices_rental, make_key, api) -> None:
-    client = api(make_key(bob))
+def test_bob_gets_404_for_every_url_of_alices_rental(alice, bob, alices_rental, make_key, api_client) -> None:
+    client = api_client(make_key(bob))
     rid = alices_rental.public_id
     assert_envelope(client.get(f"/rentals/{rid}"), 404, "not_found")
     assert_envelope(client.post(f"/rentals/{rid}/terminate"), 404, "not_found")
     assert client.get("/rentals").json()["items"] == []
     # Alice's teammate sees it; so does alice.
-    assert api(make_key(alice)).get(f"/rentals/{rid}").json()["id"] == str(rid)
+    assert api_client(make_key(alice)).get(f"/rentals/{rid}").json()["id"] == str(rid)
 
 
-def test_carol_sees_her_teammates_rental(carol, alices_rental, make_key, api) -> None:
-    assert api(make_key(carol)).get(f"/rentals/{alices_rental.public_id}").status_code == 200
+def test_carol_sees_her_teammates_rental(carol, alices_rental, make_key, api_client) -> None:
+    assert api_client(make_key(carol)).get(f"/rentals/{alices_rental.public_id}").status_code == 200
 
 
-def test_support_reads_everything_and_gets_403_on_every_write(sam, alices_rental, make_key, api) -> None:
-    client = api(make_key(sam))
+def test_support_reads_everything_and_gets_403_on_every_write(sam, alices_rental, make_key, api_client) -> None:
+    client = api_client(make_key(sam))
     rid = alices_rental.public_id
     assert client.get(f"/rentals/{rid}").status_code == 200
     assert [item["id"] for item in client.get("/rentals").json()["items"]] == [str(rid)]
@@ -174,21 +174,21 @@ def test_support_reads_everything_and_gets_403_on_every_write(sam, alices_rental
     assert_envelope(client.post(f"/rentals/{'0' * 8}-0000-0000-0000-{'0' * 12}/terminate"), 403, "read_only_role")
 
 
-def test_operator_may_read_and_act_on_any_rental(olga, alices_rental, make_key, api) -> None:
-    client = api(make_key(olga))
+def test_operator_may_read_and_act_on_any_rental(olga, alices_rental, make_key, api_client) -> None:
+    client = api_client(make_key(olga))
     assert client.get(f"/rentals/{alices_rental.public_id}").status_code == 200
     # Not rented yet: nothing to terminate, and the answer says so (not a 403/404).
     assert_envelope(client.post(f"/rentals/{alices_rental.public_id}/terminate"), 409, "not_terminable")
 
 
-def test_a_member_may_not_set_customer_ref(alice, make_key, api) -> None:
+def test_a_member_may_not_set_customer_ref(alice, make_key, api_client) -> None:
     body = {"fabric_id": "f", "node_count": 2, "pod_name": "x", "ssh_public_keys": [SSH_KEY], "customer_ref": "evil"}
-    refused = assert_envelope(api(make_key(alice)).post("/rentals", json=body), 403, "customer_ref_not_allowed")
+    refused = assert_envelope(api_client(make_key(alice)).post("/rentals", json=body), 403, "customer_ref_not_allowed")
     assert "operators" in refused["error"]["message"].lower()
 
 
-def test_errors_use_the_envelope_for_unknown_urls_methods_and_bad_input(alice, make_key, api) -> None:
-    client = api(make_key(alice))
+def test_errors_use_the_envelope_for_unknown_urls_methods_and_bad_input(alice, make_key, api_client) -> None:
+    client = api_client(make_key(alice))
     assert_envelope(client.get("/nothing/here"), 404, "not_found")
     assert_envelope(client.get("/rentals/not-a-uuid"), 404, "not_found")
     assert_envelope(client.delete("/rentals"), 405, "method_not_allowed")
@@ -211,9 +211,9 @@ def test_errors_use_the_envelope_for_unknown_urls_methods_and_bad_input(alice, m
 
 
 def test_an_unexpected_error_is_a_500_envelope_and_a_read_answer_carries_its_request_id(
-    alice, make_key, api, monkeypatch
+    alice, make_key, api_client, monkeypatch
 ) -> None:
-    client = api(make_key(alice))
+    client = api_client(make_key(alice))
     listed = client.get("/rentals")
     assert listed.status_code == 200 and listed.headers["X-Request-Id"].startswith("req_")
 
@@ -225,8 +225,8 @@ def test_an_unexpected_error_is_a_500_envelope_and_a_read_answer_carries_its_req
     assert "a bug" not in str(body), "the client hears no internals, only the request_id to quote"
 
 
-def test_the_schema_and_docs_are_served(api) -> None:
-    client = api()
+def test_the_schema_and_docs_are_served(api_client) -> None:
+    client = api_client()
     schema = client.get("/openapi.json")
     assert schema.status_code == 200
     paths = schema.json()["paths"]

@@ -28,7 +28,7 @@ def order(simulator: Simulator, **changes: object) -> dict:
 
 
 def test_a_repeat_while_the_first_is_being_created_gets_409(
-    simulator: Simulator, alice, make_key, api, monkeypatch
+    simulator: Simulator, alice, make_key, api_client, monkeypatch
 ) -> None:
     entered, release = threading.Event(), threading.Event()
     real_offers_get = rental_offers.offers_get
@@ -44,13 +44,13 @@ def test_a_repeat_while_the_first_is_being_created_gets_409(
     results: dict[str, object] = {}
 
     def first() -> None:
-        results["first"] = api(key).post("/rentals", json=body, headers={"Idempotency-Key": "k-concurrent"})
+        results["first"] = api_client(key).post("/rentals", json=body, headers={"Idempotency-Key": "k-concurrent"})
 
     thread = threading.Thread(target=first)
     thread.start()
     try:
         assert entered.wait(20), "the first request reached validation"
-        repeat = api(key).post("/rentals", json=body, headers={"Idempotency-Key": "k-concurrent"})
+        repeat = api_client(key).post("/rentals", json=body, headers={"Idempotency-Key": "k-concurrent"})
         assert repeat.status_code == 409, repeat.text
         assert repeat.json()["error"]["code"] == "idempotency_in_progress"
         assert repeat.headers["Retry-After"]
@@ -59,13 +59,13 @@ def test_a_repeat_while_the_first_is_being_created_gets_409(
         thread.join(30)
     first_response = results["first"]
     assert first_response.status_code == 201, first_response.text  # type: ignore[attr-defined]
-    replay = api(key).post("/rentals", json=body, headers={"Idempotency-Key": "k-concurrent"})
+    replay = api_client(key).post("/rentals", json=body, headers={"Idempotency-Key": "k-concurrent"})
     assert replay.status_code == 201 and replay.headers["Idempotent-Replayed"] == "true"
     assert Rental.objects.count() == 1
 
 
-def test_a_refusal_is_stored_and_replayed_too(simulator: Simulator, alice, make_key, api) -> None:
-    client = api(make_key(alice))
+def test_a_refusal_is_stored_and_replayed_too(simulator: Simulator, alice, make_key, api_client) -> None:
+    client = api_client(make_key(alice))
     body = order(simulator, pod_name="Not A Valid Name")
     first = client.post("/rentals", json=body, headers={"Idempotency-Key": "k-refused"})
     assert first.status_code == 422
@@ -77,8 +77,8 @@ def test_a_refusal_is_stored_and_replayed_too(simulator: Simulator, alice, make_
     assert again.headers["X-Request-Id"] != first.headers["X-Request-Id"]
 
 
-def test_the_body_is_compared_byte_for_byte(simulator: Simulator, alice, make_key, api) -> None:
-    client = api(make_key(alice))
+def test_the_body_is_compared_byte_for_byte(simulator: Simulator, alice, make_key, api_client) -> None:
+    client = api_client(make_key(alice))
     raw = b'{"fabric_id": "x", "node_count": 2, "pod_name": "a", "ssh_public_keys": []}'
     client.post("/rentals", content=raw, headers={"Idempotency-Key": "k-bytes"})
     reordered = b'{"node_count": 2, "fabric_id": "x", "pod_name": "a", "ssh_public_keys": []}'
@@ -87,22 +87,26 @@ def test_the_body_is_compared_byte_for_byte(simulator: Simulator, alice, make_ke
     assert response.json()["error"]["code"] == "idempotency_key_reused"
 
 
-def test_keys_are_kept_per_user_and_for_24_hours(simulator: Simulator, alice, carol, make_key, api) -> None:
+def test_keys_are_kept_per_user_and_for_24_hours(simulator: Simulator, alice, carol, make_key, api_client) -> None:
     body = order(simulator)
-    first = api(make_key(alice)).post("/rentals", json=body, headers={"Idempotency-Key": "k-shared"})
+    first = api_client(make_key(alice)).post("/rentals", json=body, headers={"Idempotency-Key": "k-shared"})
     assert first.status_code == 201
     # The same key from another user is a new order.
-    second = api(make_key(carol)).post("/rentals", json=order(simulator), headers={"Idempotency-Key": "k-shared"})
+    second = api_client(make_key(carol)).post(
+        "/rentals", json=order(simulator), headers={"Idempotency-Key": "k-shared"}
+    )
     assert second.status_code == 201 and "Idempotent-Replayed" not in second.headers
     assert second.json()["id"] != first.json()["id"]
     # Past the retention window the key is forgotten.
     IdempotencyRecord.objects.update(created_at=timezone.now() - timedelta(hours=24, seconds=1))
-    third = api(make_key(alice)).post("/rentals", json=order(simulator), headers={"Idempotency-Key": "k-shared"})
+    third = api_client(make_key(alice)).post("/rentals", json=order(simulator), headers={"Idempotency-Key": "k-shared"})
     assert third.status_code == 201 and "Idempotent-Replayed" not in third.headers
     assert Rental.objects.count() == 3
 
 
-def test_an_abandoned_claim_is_taken_over_after_the_lock_expires(simulator: Simulator, alice, make_key, api) -> None:
+def test_an_abandoned_claim_is_taken_over_after_the_lock_expires(
+    simulator: Simulator, alice, make_key, api_client
+) -> None:
     import hashlib
     import json
 
@@ -111,15 +115,15 @@ def test_an_abandoned_claim_is_taken_over_after_the_lock_expires(simulator: Simu
     IdempotencyRecord.objects.create(
         user=alice, key="k-stale", body_sha256=hashlib.sha256(raw).hexdigest(), created_at=stale, locked_at=stale
     )
-    response = api(make_key(alice)).post(
+    response = api_client(make_key(alice)).post(
         "/rentals", content=raw, headers={"Idempotency-Key": "k-stale", "Content-Type": "application/json"}
     )
     assert response.status_code == 201, response.text
     assert IdempotencyRecord.objects.get(key="k-stale").status == "done"
 
 
-def test_without_the_header_each_post_creates_a_rental(simulator: Simulator, alice, make_key, api) -> None:
-    client = api(make_key(alice))
+def test_without_the_header_each_post_creates_a_rental(simulator: Simulator, alice, make_key, api_client) -> None:
+    client = api_client(make_key(alice))
     offers = simulator.offers()[0]["nodes"]
     fabric_id = simulator.offers()[0]["fabric_id"]
     first = client.post(
@@ -135,8 +139,8 @@ def test_without_the_header_each_post_creates_a_rental(simulator: Simulator, ali
     assert Rental.objects.count() == 2
 
 
-def test_an_invalid_key_header_is_refused(simulator: Simulator, alice, make_key, api) -> None:
-    response = api(make_key(alice)).post("/rentals", json=order(simulator), headers={"Idempotency-Key": "a b"})
+def test_an_invalid_key_header_is_refused(simulator: Simulator, alice, make_key, api_client) -> None:
+    response = api_client(make_key(alice)).post("/rentals", json=order(simulator), headers={"Idempotency-Key": "a b"})
     assert response.status_code == 400
     assert response.json()["error"]["code"] == "invalid_idempotency_key"
 

@@ -27,8 +27,8 @@ def refusal(response) -> tuple[str, str]:  # type: ignore[no-untyped-def]
     return error["code"], error["message"]
 
 
-def test_order_checks_say_what_is_wrong(simulator: Simulator, alice, make_key, api) -> None:
-    client = api(make_key(alice))
+def test_order_checks_say_what_is_wrong(simulator: Simulator, alice, make_key, api_client) -> None:
+    client = api_client(make_key(alice))
     offers = simulator.offers()
     here, there = offers[0], offers[1]
     post = lambda **changes: client.post("/rentals", json=base(simulator, **changes))  # noqa: E731
@@ -52,11 +52,11 @@ def test_order_checks_say_what_is_wrong(simulator: Simulator, alice, make_key, a
     assert Rental.objects.count() == 0
 
 
-def test_a_partly_rented_node_cannot_join_a_cluster(simulator: Simulator, alice, make_key, api) -> None:
+def test_a_partly_rented_node_cannot_join_a_cluster(simulator: Simulator, alice, make_key, api_client) -> None:
     fabric = next(f for f in simulator.offers() if any(n["available_gpu_count"] < n["gpu_count"] for n in f["nodes"]))
     split = next(n for n in fabric["nodes"] if n["available_gpu_count"] < n["gpu_count"])
     whole = next(n for n in fabric["nodes"] if n["available_gpu_count"] == n["gpu_count"])
-    client = api(make_key(alice))
+    client = api_client(make_key(alice))
     nodes = client.get("/fabrics/nodes", params={"fabric_id": fabric["fabric_id"]}).json()["nodes"]
     assert {n["id"]: n["whole"] for n in nodes}[split["id"]] is False
     body = base(simulator, fabric_id=fabric["fabric_id"], node_count=None, executor_ids=[split["id"], whole["id"]])
@@ -67,10 +67,10 @@ def test_a_partly_rented_node_cannot_join_a_cluster(simulator: Simulator, alice,
 
 
 def test_the_customer_may_be_named_by_id_or_name_and_is_required_when_ambiguous(
-    simulator: Simulator, alice, globex, make_key, api
+    simulator: Simulator, alice, globex, make_key, api_client
 ) -> None:
     Membership.objects.create(user=alice, customer=globex)
-    client = api(make_key(alice))
+    client = api_client(make_key(alice))
     assert refusal(client.post("/rentals", json=base(simulator)))[0] == "customer_required"
     by_name = client.post("/rentals", json=base(simulator, customer="Globex"))
     assert by_name.status_code == 201 and by_name.json()["customer"]["name"] == "Globex"
@@ -79,8 +79,8 @@ def test_the_customer_may_be_named_by_id_or_name_and_is_required_when_ambiguous(
     assert by_id.status_code == 201 and by_id.json()["customer"]["id"] == globex.pk
 
 
-def test_an_operator_may_set_the_customer_ref(simulator: Simulator, olga, acme, make_key, api) -> None:
-    client = api(make_key(olga))
+def test_an_operator_may_set_the_customer_ref(simulator: Simulator, olga, acme, make_key, api_client) -> None:
+    client = api_client(make_key(olga))
     created = client.post("/rentals", json=base(simulator, customer=acme.pk, customer_ref="acme-lab-7"))
     assert created.status_code == 201, created.text
     assert created.json()["customer_ref"] == "acme-lab-7"
@@ -89,9 +89,9 @@ def test_an_operator_may_set_the_customer_ref(simulator: Simulator, olga, acme, 
     assert refusal(bad)[0] in {"invalid_customer_ref", "validation_error"}
 
 
-def test_an_unreachable_upstream_is_a_503_not_a_500(alice, make_key, api) -> None:
+def test_an_unreachable_upstream_is_a_503_not_a_500(alice, make_key, api_client) -> None:
     # The `credential` fixture points at lium.invalid when no simulator is running.
-    client = api(make_key(alice))
+    client = api_client(make_key(alice))
     response = client.get("/fabrics")
     assert response.status_code in (502, 503), response.text
     assert response.json()["error"]["code"].startswith("upstream")

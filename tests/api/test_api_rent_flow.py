@@ -24,9 +24,9 @@ def wait_for_status(client, rental_id: str, statuses: set[str], timeout: float =
 
 
 def test_alice_rents_a_cluster_through_the_api_and_a_repeat_is_a_replay(
-    simulator: Simulator, celery_worker_process, alice, make_key, api
+    simulator: Simulator, celery_worker_process, alice, make_key, api_client
 ) -> None:
-    client = api(make_key(alice))
+    client = api_client(make_key(alice))
 
     fabrics = client.get("/fabrics")
     assert fabrics.status_code == 200, fabrics.text
@@ -70,7 +70,7 @@ def test_alice_rents_a_cluster_through_the_api_and_a_repeat_is_a_replay(
     assert client.get("/rentals", params={"status": "queued"}).json()["items"] == []
 
     # Bearer works too; terminate needs `manage`.
-    bearer = api(make_key(alice, scopes=["read", "manage"]), bearer=True)
+    bearer = api_client(make_key(alice, scopes=["read", "manage"]), bearer=True)
     terminated = bearer.post(f"/rentals/{rental['id']}/terminate")
     assert terminated.status_code == 202, terminated.text
     assert terminated.json()["status"] == "terminating"

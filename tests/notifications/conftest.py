@@ -70,7 +70,9 @@ def receiver() -> Iterator[Receiver]:
 
 
 @pytest.fixture(autouse=True)
-def no_broker(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, float | None]]:
+def deliveries_enqueued(
+    request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> list[tuple[int, float | None]]:
     """Record what would be enqueued instead of writing broker messages; tests run deliveries themselves.
 
     End-to-end tests (marked e2e) keep the real broker: a real worker delivers.

@@ -60,7 +60,7 @@ def test_another_secret_does_not_verify(alice, receiver, make_rental, move_renta
 
 
 def test_a_500_is_retried_with_backoff_and_the_same_webhook_id(
-    alice, receiver, make_rental, move_rental, settings, no_broker
+    alice, receiver, make_rental, move_rental, settings, deliveries_enqueued
 ) -> None:
     settings.WEBHOOK_BACKOFF_BASE_SECONDS = 60
     _endpoint, secret = register(alice, receiver.url)
@@ -77,7 +77,9 @@ def test_a_500_is_retried_with_backoff_and_the_same_webhook_id(
     assert delivery.next_attempt_at is not None
     wait = (delivery.next_attempt_at - before).total_seconds()
     assert 30 - 1 <= wait <= 60 + 1
-    assert no_broker[-1][0] == delivery.pk and 29 <= (no_broker[-1][1] or 0) <= 61  # a delayed message
+    assert (
+        deliveries_enqueued[-1][0] == delivery.pk and 29 <= (deliveries_enqueued[-1][1] or 0) <= 61
+    )  # a delayed message
     assert delivery_attempt(delivery_id=delivery.pk) == "not_due"  # an early duplicate does nothing
 
     make_due(delivery)
@@ -199,14 +201,16 @@ def test_private_addresses_are_refused_at_delivery_time_in_production(
     assert "private, loopback" in Delivery.objects.get().last_error
 
 
-def test_the_sweeper_enqueues_deliveries_whose_message_was_lost(alice, make_rental, move_rental, no_broker) -> None:
+def test_the_sweeper_enqueues_deliveries_whose_message_was_lost(
+    alice, make_rental, move_rental, deliveries_enqueued
+) -> None:
     register(alice, "http://127.0.0.1:9/hook")
     move_rental(make_rental(user=alice, status="sending"))
     delivery = Delivery.objects.get()
     Delivery.objects.filter(pk=delivery.pk).update(next_attempt_at=timezone.now() - timedelta(minutes=5))
-    no_broker.clear()
+    deliveries_enqueued.clear()
     assert deliveries_sweep() == 1
-    assert no_broker == [(delivery.pk, None)]
+    assert deliveries_enqueued == [(delivery.pk, None)]
     assert deliveries_sweep() == 0  # marked: the next sweep waits a grace period before another copy
 
 

@@ -24,7 +24,7 @@ def acme_endpoint(alice):  # type: ignore[no-untyped-def]
 
 
 def test_a_transition_writes_the_event_and_one_delivery_per_endpoint(
-    alice, acme_endpoint, make_rental, move_rental, no_broker, django_capture_on_commit_callbacks
+    alice, acme_endpoint, make_rental, move_rental, deliveries_enqueued, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental(user=alice, status="sending")
     with django_capture_on_commit_callbacks(execute=True):
@@ -40,7 +40,7 @@ def test_a_transition_writes_the_event_and_one_delivery_per_endpoint(
     delivery = Delivery.objects.get()
     assert (delivery.endpoint_id, delivery.status, delivery.kind) == (acme_endpoint.pk, "pending", "webhook")
     # Enqueued only once the transaction committed.
-    assert no_broker == [(delivery.pk, None)]
+    assert deliveries_enqueued == [(delivery.pk, None)]
 
 
 def test_the_payload_shows_the_rental_as_the_api_does(alice, acme_endpoint, make_rental, move_rental, client) -> None:
