@@ -43,7 +43,11 @@ def history(monkeypatch: pytest.MonkeyPatch, make_rental, globex, acme) -> Clock
     rng = random.Random(7)
     for number in range(120):
         clock.at = START + timedelta(seconds=rng.uniform(0, 10 * 86400))
-        rental = make_rental([None, globex, initech][number % 3])
+        rental = make_rental(
+            customer=[None, globex, initech][number % 3],
+            pod_name=f"train-{number}",
+            executors=[f"exec-{number}-a", f"exec-{number}-b"],
+        )
         for _ in range(rng.randrange(3)):
             clock.at += timedelta(seconds=rng.uniform(60, 2 * 86400))
             current = Rental.objects.get(pk=rental.pk).status
