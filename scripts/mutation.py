@@ -386,7 +386,7 @@ def mutate_module(
             if tests and tests_fail(reach.ordered(path, tests, killers), database):
                 tally.killed += 1
                 killer = failed_test()
-                verdict = f"killed by {killer}" if killer else "killed: the tests timed out"
+                verdict = f"killed by {killer}" if killer else "killed (no test named: failed at import, or timed out)"
                 killers[:0] = [killer] if killer else []
             else:
                 tally.survived += 1
