@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from time import monotonic
 
 from django.conf import settings
@@ -22,32 +23,29 @@ def check_database() -> str | None:
     return None
 
 
-_broker_lock = threading.Lock()
-_broker_result: tuple[float, str | None] | None = None  # (when checked, the answer)
+class Remembered:
+    """A check whose answer is reused for READYZ_BROKER_CHECK_SECONDS: probes every second from several load
+    balancers would otherwise each open a broker connection, or read every secret row."""
 
+    def __init__(self, check: Callable[[], str | None]) -> None:
+        self._check = check
+        self._lock = threading.Lock()
+        self._answer: tuple[float, str | None] | None = None  # (when checked, the answer)
 
-def forget_broker_check() -> None:
-    """Drop the remembered broker answer: the next check connects again."""
-    global _broker_result
-    with _broker_lock:
-        _broker_result = None
+    def __call__(self) -> str | None:
+        with self._lock:  # one thread checks; the others wait for its answer
+            if self._answer is None or monotonic() - self._answer[0] >= settings.READYZ_BROKER_CHECK_SECONDS:
+                self._answer = (monotonic(), self._check())
+            return self._answer[1]
 
-
-def check_broker() -> str | None:
-    """Return None when the Celery broker accepts a connection, else what went wrong.
-
-    The answer is reused for READYZ_BROKER_CHECK_SECONDS: probes every second from several load balancers
-    would otherwise open (and tear down) one broker connection each.
-    """
-    global _broker_result
-    with _broker_lock:  # one thread connects; the others wait for its answer
-        if _broker_result is not None and monotonic() - _broker_result[0] < settings.READYZ_BROKER_CHECK_SECONDS:
-            return _broker_result[1]
-        _broker_result = (monotonic(), _connect_to_broker())
-        return _broker_result[1]
+    def forget(self) -> None:
+        """Drop the remembered answer: the next call checks again."""
+        with self._lock:
+            self._answer = None
 
 
 def _connect_to_broker() -> str | None:
+    """Return None when the Celery broker accepts a connection, else what went wrong."""
     from dashboard.celery import app
 
     try:
@@ -66,34 +64,23 @@ def check_sweeper() -> str | None:
     return f"sweeper: last ran {int(run.age.total_seconds())} s ago" if run.stale else None
 
 
-_secrets_lock = threading.Lock()
-_secrets_result: tuple[float, str | None] | None = None  # (when checked, the answer)
 # Name at most this many rows in the probe's answer; `manage.py check_secrets` lists them all.
 SECRETS_NAMED = 5
 
 
-def forget_secrets_check() -> None:
-    """Drop the remembered secrets answer: the next check reads every row again."""
-    global _secrets_result
-    with _secrets_lock:
-        _secrets_result = None
-
-
-def check_secrets() -> str | None:
+def _undecryptable_secrets() -> str | None:
     """Return None when every stored secret decrypts under FIELD_ENCRYPTION_KEYS, else which rows do not.
 
     A process started with a key missing (dropped before rotating) cannot sign webhooks or call Lium: it is not
-    ready, so a rolling deploy stops there. The answer is reused like the broker's: it reads every secret row.
+    ready, so a rolling deploy stops there.
     """
-    global _secrets_result
-    with _secrets_lock:
-        if _secrets_result is not None and monotonic() - _secrets_result[0] < settings.READYZ_BROKER_CHECK_SECONDS:
-            return _secrets_result[1]
-        rows = secrets_undecryptable(limit=SECRETS_NAMED + 1)
-        named = ", ".join(str(row) for row in rows[:SECRETS_NAMED]) + (" and more" if len(rows) > SECRETS_NAMED else "")
-        problem = f"secrets: no FIELD_ENCRYPTION_KEYS key decrypts {named}" if rows else None
-        _secrets_result = (monotonic(), problem)
-        return problem
+    rows = secrets_undecryptable(limit=SECRETS_NAMED + 1)
+    named = ", ".join(str(row) for row in rows[:SECRETS_NAMED]) + (" and more" if len(rows) > SECRETS_NAMED else "")
+    return f"secrets: no FIELD_ENCRYPTION_KEYS key decrypts {named}" if rows else None
+
+
+check_broker = Remembered(_connect_to_broker)
+check_secrets = Remembered(_undecryptable_secrets)
 
 
 def readiness() -> list[str]:
