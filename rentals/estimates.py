@@ -18,7 +18,7 @@ from django.conf import settings
 from django.core.cache import cache
 
 from accounts.models import UpstreamCredential
-from rentals import upstream
+from rentals import offers, upstream
 from rentals.upstream.parse_estimate import DeploymentEstimate
 
 logger = logging.getLogger(__name__)
@@ -48,10 +48,12 @@ def _key(credential: UpstreamCredential, template_id: str, executor_id: str) -> 
 
 
 def estimates_read(
-    *, credential: UpstreamCredential, template_id: str, executor_ids: list[str]
+    *, credential: UpstreamCredential | None, template_id: str | None, executor_ids: list[str]
 ) -> dict[str, DeploymentEstimate | None]:
     """Return each node's estimate (None: unknown), from the cache or from Lium within the page's wait."""
     wanted = list(dict.fromkeys(executor_ids))
+    if credential is None or not template_id or not wanted:
+        return dict.fromkeys(wanted)
     keys = {executor_id: _key(credential, template_id, executor_id) for executor_id in wanted}
     cached = cache.get_many(list(keys.values()))
     found: dict[str, DeploymentEstimate | None] = {}
@@ -123,11 +125,19 @@ def cluster_estimate_read(
     *, credential: UpstreamCredential | None, template_id: str | None, executor_ids: list[str]
 ) -> ClusterEstimate | None:
     """Return the estimated time to ready of these nodes on the credential's account; None without nodes."""
-    if not executor_ids:
-        return None
-    if credential is None or not template_id:
-        return ClusterEstimate(seconds=None, slow_nodes=0, warnings=(), unknown_nodes=len(set(executor_ids)))
     return cluster_estimate(estimates_read(credential=credential, template_id=template_id, executor_ids=executor_ids))
+
+
+def template_id_resolve(*, credential: UpstreamCredential | None, wanted: object = None) -> str | None:
+    """Return `wanted` when it is one of the credential's cluster templates, else the newest (what an order without
+    a template gets); None when the templates cannot be read now."""
+    if credential is None:
+        return None
+    try:
+        template_ids = [template.id for template in offers.cluster_templates(credential=credential)]
+    except (upstream.UpstreamError, ValueError):
+        return None
+    return next((template_id for template_id in template_ids if template_id == wanted), next(iter(template_ids), None))
 
 
 def duration_text(seconds: int | None) -> str:

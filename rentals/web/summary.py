@@ -5,9 +5,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from accounts.models import UpstreamCredential
-from rentals import offers
-from rentals.estimates import ClusterEstimate, cluster_estimate_read, duration_text
-from rentals.upstream import UpstreamError
+from rentals.estimates import ClusterEstimate, cluster_estimate_read, duration_text, template_id_resolve
 from rentals.upstream.parse_offers import Fabric
 from rentals.web.forms import RentForm
 
@@ -36,13 +34,6 @@ def rent_summary_build(
 def _rent_estimate(
     credential: UpstreamCredential | None, wanted: object, executor_ids: list[str]
 ) -> ClusterEstimate | None:
-    """The chosen nodes' time to ready for the chosen template (one of the customer's cluster templates, else
-    the newest); unknown when Lium does not say in time."""
-    try:
-        template_ids = (
-            [template.id for template in offers.cluster_templates(credential=credential)] if credential else []
-        )
-    except (UpstreamError, ValueError):
-        template_ids = []
-    template_id = next((tid for tid in template_ids if tid == wanted), next(iter(template_ids), None))
+    """The chosen nodes' time to ready for the chosen template (else the newest); unknown when Lium does not say."""
+    template_id = template_id_resolve(credential=credential, wanted=wanted)
     return cluster_estimate_read(credential=credential, template_id=template_id, executor_ids=executor_ids)
