@@ -94,3 +94,18 @@ def test_the_order_records_the_estimate_it_was_shown(simulator: Simulator, alice
 @pytest.fixture
 def no_enqueue(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
+
+
+def test_a_starting_member_shows_its_phase_and_estimate_on_the_rental_page(rental, alice, client_for) -> None:  # type: ignore[no-untyped-def]
+    from rentals.models import ClusterMember
+
+    Rental.objects.filter(pk=rental.pk).update(status="rented", estimated_ready_seconds=120, cluster_id="cl-1")
+    ClusterMember.objects.create(
+        rental=rental, pod_id="p1", rank=0, status="PENDING", phase="pulling image", eta_seconds=18
+    )
+    ClusterMember.objects.create(rental=rental, pod_id="p2", rank=1, status="RUNNING", phase="", eta_seconds=None)
+    html = client_for(alice).get(f"/rentals/{rental.public_id}/").content.decode()
+    cells = [cell.strip() for cell in html.split('data-testid="member-progress">')[1:]]
+    assert cells[0].startswith("est. ready in ~18 s (phase: pulling image)</td>")
+    assert cells[1].startswith("—</td>")
+    assert "Lium estimated ~2 min at the order" in html
