@@ -17,6 +17,7 @@ from api.errors import ApiError
 from api.representations import fabric_dict, json_response, node_dict
 from api.schemas import ERRORS, FabricListOut, FabricNodesOut
 from rentals import offers, selectors
+from rentals.estimates import estimates_read, template_id_resolve
 from rentals.offers import OfferListing
 from rentals.upstream import RateLimited, UpstreamError, UpstreamUnavailable
 
@@ -133,11 +134,18 @@ def fabric_nodes(
     fabric = listing.fabric(fabric_id)
     if fabric is None:
         raise ApiError(404, "fabric_not_found", "No such fabric is offered now.", hint="List fabrics again.")
+    # For the template an order without one gets (the newest cluster template); unknown ones are null.
+    credential = selectors.customer_credential(chosen)
+    found = estimates_read(
+        credential=credential,
+        template_id=template_id_resolve(credential=credential),
+        executor_ids=[node.id for node in fabric.nodes],
+    )
     return json_response(
         {
             "customer": _customer_dict(chosen),
             "fabric": fabric_dict(fabric),
-            "nodes": [node_dict(node) for node in fabric.nodes],
+            "nodes": [node_dict(node, found.get(node.id)) for node in fabric.nodes],
             "age_seconds": listing.age_seconds,
         }
     )

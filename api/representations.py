@@ -11,6 +11,7 @@ from django.utils import timezone
 
 from rentals.explanations import rental_explanation
 from rentals.models import Rental
+from rentals.upstream.parse_estimate import DeploymentEstimate
 from rentals.upstream.parse_offers import Fabric, Node
 
 
@@ -37,6 +38,8 @@ def rental_dict(rental: Rental) -> dict[str, Any]:
         "replayed": rental.replayed,
         "cluster_id": rental.cluster_id or None,
         "removal_scheduled_at": rental.removal_scheduled_at,
+        "estimated_ready_seconds": rental.estimated_ready_seconds,
+        "ready_seconds": rental.ready_seconds,
         "created_at": rental.created_at,
         "updated_at": rental.updated_at,
         "error": error,
@@ -85,7 +88,8 @@ def fabric_dict(fabric: Fabric) -> dict[str, Any]:
     }
 
 
-def node_dict(node: Node) -> dict[str, Any]:
+def node_dict(node: Node, estimate: DeploymentEstimate | None = None) -> dict[str, Any]:
+    """A free node, with Lium's estimate of its time to ready (null: unknown)."""
     return {
         "id": node.id,
         "machine_name": node.machine_name,
@@ -101,6 +105,9 @@ def node_dict(node: Node) -> dict[str, Any]:
         "nvlink": node.nvlink,
         "gpu_power_limited": node.gpu_power_limited,
         "last_verified_at": node.last_verified_at,
+        "estimated_ready_seconds": estimate.seconds if estimate else None,
+        "slow_machine": estimate.slow if estimate else None,
+        "estimate_warning": estimate.warning if estimate and estimate.slow else "",
     }
 
 

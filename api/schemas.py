@@ -87,6 +87,12 @@ class RentalOut(Schema):
     removal_scheduled_at: datetime | None = Field(
         description="When every member is removed automatically; null when nothing is scheduled."
     )
+    estimated_ready_seconds: int | None = Field(
+        description="Lium's estimated time to ready when the order was submitted (its slowest node's); null: unknown."
+    )
+    ready_seconds: int | None = Field(
+        description="How long the cluster took to be ready, from the first rent call; null until it is ready."
+    )
     created_at: datetime
     updated_at: datetime
     error: RentalErrorOut | None
@@ -114,6 +120,11 @@ class NodeOut(Schema):
     nvlink: bool
     gpu_power_limited: bool
     last_verified_at: str
+    estimated_ready_seconds: int | None = Field(
+        description="Lium's estimated time to ready on this node for the newest cluster template; null: unknown."
+    )
+    slow_machine: bool | None = Field(description="Lium flags this node as slow to start; null: unknown.")
+    estimate_warning: str = Field(description="Lium's warning about a slow node, or empty.")
 
 
 class FabricOut(Schema):

@@ -16,6 +16,11 @@ LIUM_TIMEOUT_SECONDS = env.float("LIUM_TIMEOUT_SECONDS", 30, validate=Range(min=
 LIUM_CONNECT_TIMEOUT_SECONDS = env.float("LIUM_CONNECT_TIMEOUT_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
 # How long the fabric listing is reused before the upstream is asked again (and a just-ordered node hidden).
 LIUM_OFFERS_CACHE_SECONDS = env.int("LIUM_OFFERS_CACHE_SECONDS", 15, validate=NOT_NEGATIVE)
+# Deployment estimates (rentals/estimates.py): a page waits at most this long for them, and reuses them this long.
+LIUM_ESTIMATE_TIMEOUT_SECONDS = env.float(
+    "LIUM_ESTIMATE_TIMEOUT_SECONDS", 2, validate=Range(min=0, max=30, min_inclusive=False)
+)
+LIUM_ESTIMATE_CACHE_SECONDS = env.int("LIUM_ESTIMATE_CACHE_SECONDS", 60, validate=NOT_NEGATIVE)
 
 # --- Rent engine --------------------------------------------------------------------------------------
 # Automatic retries stop inside the upstream's 24 h idempotency window; past this only a human decides.

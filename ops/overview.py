@@ -8,6 +8,8 @@ and process (Django's default cache, shared when CACHE_URL is Redis); the page s
 from __future__ import annotations
 
 import functools
+import math
+import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -50,6 +52,7 @@ def overview_compute(*, now: datetime) -> dict[str, Any]:
         "attention": attention_queue(now=now),
         "upstream": upstream_health(now=now),
         "worker": worker_health(now=now),
+        "estimates": estimate_error(now=now),
     }
 
 
@@ -76,6 +79,26 @@ def rental_counts(*, now: datetime) -> dict[str, Any]:
         "by_customer": sorted(by_customer, key=lambda row: (-row["week"], row["customer__name"]))[:50],
         "total_day": sum(counts["day"] for counts in states.values()),
         "total_week": sum(counts["week"] for counts in states.values()),
+    }
+
+
+def estimate_error(*, now: datetime) -> dict[str, Any]:
+    """Return how far Lium's estimates were off for the rentals that became ready in the last day.
+
+    The error is the time to ready taken (from the first send) minus the estimate at the order, in seconds:
+    positive means later than estimated. Its median and 90th percentile (nearest rank), and how many rentals; the
+    `rental_estimate_ready` index holds exactly the rentals that had an estimate.
+    """
+    rows = Rental.objects.filter(
+        ready_at__gte=now - DAY, ready_at__lte=now, estimated_ready_seconds__isnull=False, ready_seconds__isnull=False
+    ).values_list("ready_seconds", "estimated_ready_seconds")
+    errors = sorted(taken - estimated for taken, estimated in rows if taken is not None and estimated is not None)
+    if not errors:
+        return {"count": 0, "median": None, "p90": None}
+    return {
+        "count": len(errors),
+        "median": round(statistics.median(errors)),
+        "p90": errors[math.ceil(0.9 * len(errors)) - 1],
     }
 
 

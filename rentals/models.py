@@ -56,6 +56,11 @@ class Rental(models.Model):
     # When Lium confirmed (or reconciliation found) the cluster: members that do not appear within a grace
     # period after this need a look.
     rented_at = models.DateTimeField(null=True, blank=True)
+    # Time to ready: Lium's estimate when the order was submitted (its slowest node's; null: unknown), and when
+    # every member first ran with the seconds that took from the first send (rentals.tracking.members).
+    estimated_ready_seconds = models.PositiveIntegerField(null=True, blank=True)
+    ready_at = models.DateTimeField(null=True, blank=True)
+    ready_seconds = models.PositiveIntegerField(null=True, blank=True)
 
     # Cluster removal: one live retry chain per rental. A worker claims the next DELETE by moving
     # `next_delete_at` forward with a conditional UPDATE; the sweeper enqueues only rentals whose time is past.
@@ -104,6 +109,12 @@ class Rental(models.Model):
                 fields=["pod_name"],
                 condition=models.Q(cluster_id="", status__in=UNSETTLED_STATES),
                 name="rental_unsettled_pod_name",
+            ),
+            # The ops overview's estimate error over the last day: only rentals that had an estimate.
+            models.Index(
+                fields=["ready_at"],
+                condition=models.Q(estimated_ready_seconds__isnull=False),
+                name="rental_estimate_ready",
             ),
         ]
         constraints = [

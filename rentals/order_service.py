@@ -19,6 +19,7 @@ from accounts.models import Customer, UpstreamCredential, customer_ref_validator
 from accounts.roles import is_operator
 from accounts.validators import validate_ssh_public_key
 from rentals import offers, selectors
+from rentals.estimates import cluster_estimate_read
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing, Template
 from rentals.ordering import RentOrder, rental_order_build
@@ -71,6 +72,7 @@ class OrderChecked:
     credential: UpstreamCredential
     order: RentOrder
     customer_ref: str | None
+    estimated_ready_seconds: int | None = None  # Lium's estimate for these nodes (None: unknown), kept on the rental
 
 
 def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = None) -> OrderChecked:
@@ -98,7 +100,17 @@ def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = N
     except ValidationError as exc:
         name, [error] = next(iter(exc.error_dict.items()))
         raise OrderRefused(error.messages[0], code=error.code or "invalid_nodes", field=name) from exc
-    return OrderChecked(offer.customer, offer.credential, order, override or offer.customer.customer_ref or None)
+    # Usually cached by the summary or node listing the customer just saw; unknown when Lium does not say in time.
+    estimate = cluster_estimate_read(
+        credential=offer.credential, template_id=order.template_id, executor_ids=order.executor_ids
+    )
+    return OrderChecked(
+        offer.customer,
+        offer.credential,
+        order,
+        override or offer.customer.customer_ref or None,
+        estimated_ready_seconds=estimate.seconds if estimate else None,
+    )
 
 
 def order_save(*, user: User, checked: OrderChecked, submit_token: uuid.UUID | None = None) -> Rental:
@@ -114,6 +126,7 @@ def order_save(*, user: User, checked: OrderChecked, submit_token: uuid.UUID | N
             customer_ref=checked.customer_ref,
             credential=checked.credential,
             submit_token=submit_token,
+            estimated_ready_seconds=checked.estimated_ready_seconds,
         )
     except ValidationError as exc:
         raise OrderRefused(" ".join(exc.messages), code=exc.code or "order_refused") from exc

@@ -38,6 +38,7 @@ def rental_submit(
     customer_ref: str | None,
     credential: UpstreamCredential | None = None,
     submit_token: uuid.UUID | None = None,
+    estimated_ready_seconds: int | None = None,
 ) -> Rental:
     """Create the rental row (key, bytes, hash) and enqueue its first attempt once the row is committed.
 
@@ -66,6 +67,7 @@ def rental_submit(
                 order=order,
                 customer_ref=customer_ref or None,
                 submit_token=submit_token,
+                estimated_ready_seconds=estimated_ready_seconds,
             )
             transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
     except IntegrityError:
@@ -92,6 +94,7 @@ def _rental_create(
     order: RentOrder,
     customer_ref: str | None,
     submit_token: uuid.UUID | None,
+    estimated_ready_seconds: int | None = None,
 ) -> Rental:
     """Save the rental with its nodes, a fresh idempotency key and the body it will send, and its first event."""
     body = request_body_build(order)
@@ -107,6 +110,7 @@ def _rental_create(
         gpus_per_node=order.gpus_per_node,
         price_per_hour=order.price_per_hour,
         submit_token=submit_token,
+        estimated_ready_seconds=estimated_ready_seconds,
         idempotency_key=uuid.uuid4(),
         request_body=body,
         body_sha256=hashlib.sha256(body).hexdigest(),

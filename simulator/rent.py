@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 from .errors import ApiError, field_error
+from .estimates import start_delay
 from .seed import CLUSTER_IMAGE
 from .state import State
 from .validation import POD_NAME_RE, ssh_key_problem, tag_key
@@ -191,7 +192,7 @@ def commit(
             "template": {k: template[k] for k in ("id", "name", "docker_image", "docker_image_tag")} | {"volumes": []},
             "created_at": now,
             "updated_at": now,
-            "ready_at": now + state.config["start_seconds"],
+            "ready_at": now + start_delay(state, node["id"]),
             "will_fail": fail_ranks.get(rank),
             "removal_scheduled_at": now + order["hours"] * 3600 if order["hours"] else None,
             "port": state.new_port(),

@@ -88,6 +88,8 @@ class State:
             self.requests: list[dict[str, Any]] = []
             self.request_log: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUEST_LOG_LIMIT)
             self.pod_hits: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+            # Executors marked slow (POST /_sim/slow-executors): id -> extra start seconds and warning message.
+            self.slow_executors: dict[str, dict[str, Any]] = {}
             self.next_port = 40000
 
     # -- credentials ------------------------------------------------------------------------

@@ -291,5 +291,18 @@ def _advance_state(rental: Rental, rows: list[PodRow], *, gone: list[ClusterMemb
             from_status=rental.status,
             to_status=RentalStatus.READY,
             message="Every member is running and reachable over SSH.",
+            **_first_ready(rental),
         )
     return False
+
+
+def _first_ready(rental: Rental) -> dict[str, Any]:
+    """Return the time to ready to record the first time the rental is ready (a degraded one's recovery keeps it).
+
+    Counted from the first send, when Lium could start on it (not from the submit: our queue is not its estimate's).
+    """
+    if rental.ready_at is not None:
+        return {}
+    now = timezone.now()
+    started = rental.first_sent_at or rental.created_at
+    return {"ready_at": now, "ready_seconds": max(0, round((now - started).total_seconds()))}

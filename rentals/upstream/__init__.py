@@ -1,7 +1,8 @@
 """The only Lium API client: one module over an injected `httpx.Client`. No other module reads upstream JSON.
 
-Reads return typed values (`rentals.upstream.parse` and its `_pods` and `_offers` siblings: `PodRow`, `PodEvent`,
-`DeleteResult`, `Features`, `Account`, `Fabric`, `TemplateRow`) or raise one error tree:
+Reads return typed values (`rentals.upstream.parse` and its `_pods`, `_offers` and `_estimate` siblings: `PodRow`,
+`PodEvent`, `DeleteResult`, `Features`, `Account`, `Fabric`, `TemplateRow`, `DeploymentEstimate`) or raise one
+error tree:
 
     UpstreamError
     ├── UpstreamUnavailable        retry later: network error, timeout, 5xx; nothing is concluded
@@ -45,8 +46,9 @@ import httpx
 from django.conf import settings
 
 from accounts.models import UpstreamCredential
-from rentals.upstream import parse, parse_offers, parse_pods
+from rentals.upstream import parse, parse_estimate, parse_offers, parse_pods
 from rentals.upstream.parse import Account, Features, Unparseable
+from rentals.upstream.parse_estimate import DeploymentEstimate
 from rentals.upstream.parse_offers import Fabric, TemplateRow
 from rentals.upstream.parse_pods import DeleteResult, PodEvent, PodRow
 
@@ -324,8 +326,18 @@ class LiumClient:
 
     # Transport ---------------------------------------------------------------------------------------
 
-    def _call(self, method: str, path: str, *, body_max: int = ANSWER_BODY_MAX, **kwargs: Any) -> Answer:
+    def _call(
+        self,
+        method: str,
+        path: str,
+        *,
+        body_max: int = ANSWER_BODY_MAX,
+        budget_seconds: float | None = None,
+        **kwargs: Any,
+    ) -> Answer:
         """Send one request and read its whole answer within the call's deadline, or raise DeadlineExceeded.
+
+        The deadline is LIUM_TIMEOUT_SECONDS, or `budget_seconds` when shorter (a read a page waits for).
 
         The exchange runs in a helper thread and this one waits at most until the deadline: httpx's timeouts
         apply per phase and per read, so only a watch from outside bounds a trickling answer. The abandoned
@@ -333,6 +345,8 @@ class LiumClient:
         the time that was left when its hop began.
         """
         budget = float(settings.LIUM_TIMEOUT_SECONDS)
+        if budget_seconds is not None:
+            budget = min(budget, budget_seconds)
         deadline = time.monotonic() + budget
         outcome: dict[str, Any] = {}
         done = threading.Event()
@@ -470,6 +484,19 @@ class LiumClient:
             )
         except NotFound:
             return []
+
+    def deployment_estimate(
+        self, executor_id: str, template_id: str, *, budget_seconds: float | None = None
+    ) -> DeploymentEstimate:
+        """Return how long a pod of `template_id` is expected to take to start on `executor_id` (§17)."""
+        params = {"executor_id": executor_id, "template_id": template_id}
+        return self._read(
+            "GET",
+            "/executors/deployment-estimate",
+            parse_estimate.deployment_estimate,
+            params=params,
+            budget_seconds=budget_seconds,
+        )
 
     def rent_cluster(self, *, body: bytes, idempotency_key: str, customer_ref: str | None) -> RentResult:
         """Send the stored rent bytes with their key; classify whatever happens. Never raises."""

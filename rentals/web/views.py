@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import uuid
-from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -31,6 +30,7 @@ from rentals.upstream import UpstreamError
 from rentals.upstream.parse_offers import Fabric
 from rentals.web import progress
 from rentals.web.forms import RentForm
+from rentals.web.summary import rent_summary_build
 
 
 def _listing_or_error(
@@ -150,7 +150,10 @@ def rent(request: HttpRequest) -> HttpResponse:
         if customer.hourly_spend_cap_usd is not None
     ]
     context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "spend": spend, "customers": customers}
-    return render(request, "rentals/rent.html", {**context, "chosen_customer": chosen, **_summary(offer.fabric, form)})
+    summary = rent_summary_build(
+        offer.fabric, form, credential=offer.credential, template_id=form["template_id"].value()
+    )
+    return render(request, "rentals/rent.html", {**context, "chosen_customer": chosen, **summary})
 
 
 def _back_to_fabrics(request: HttpRequest, chosen: Customer, exc: Exception) -> HttpResponse:
@@ -202,30 +205,13 @@ def _chosen_customer(customers: list[Any], wanted: object) -> Any:
     return next((customer for customer in customers if str(customer.pk) == str(wanted or "")), customers[0])
 
 
-def _summary(fabric: Fabric, form: RentForm) -> dict[str, object]:
-    """Sum up the selected nodes: count, GPUs, price per hour and per day."""
-    chosen_ids = set(form["executor_ids"].value() or [])
-    chosen = [node for node in fabric.nodes if node.id in chosen_ids]
-    per_hour = sum((node.price_per_hour for node in chosen), Decimal(0))
-    return {
-        "summary": {
-            "nodes": len(chosen),
-            "gpus": sum(node.gpu_count for node in chosen),
-            "per_hour": per_hour,
-            "per_day": per_hour * 24,
-            "enough": len(chosen) >= 2,
-        }
-    }
-
-
 @login_required
 def rent_summary(request: HttpRequest) -> HttpResponse:
     """The live order summary (htmx): recomputed whenever the node selection changes."""
     # Priced with the offers of the customer the form rents for (its account may differ from the first's).
     customers = list(selectors.customer_list_for_renting(user=request.user).select_related("default_credential"))
-    listing, error = _listing_or_error(
-        request, customer=_chosen_customer(customers, request.GET.get("customer")) if customers else None
-    )
+    customer = _chosen_customer(customers, request.GET.get("customer")) if customers else None
+    listing, error = _listing_or_error(request, customer=customer)
     fabric = listing.fabric(request.GET.get("fabric", "")) if listing else None
     if listing is None or fabric is None:
         # Answer 200 so htmx swaps the message in (it ignores 4xx), and the next change can recover.
@@ -238,7 +224,9 @@ def rent_summary(request: HttpRequest) -> HttpResponse:
         customers=[],
         may_set_customer_ref=False,
     )
-    return render(request, "rentals/rent.html#summary", {"fabric": fabric, **_summary(fabric, form)})
+    credential = selectors.customer_credential(customer)
+    summary = rent_summary_build(fabric, form, credential=credential, template_id=request.GET.get("template_id"))
+    return render(request, "rentals/rent.html#summary", {"fabric": fabric, **summary})
 
 
 RENTALS_PER_PAGE = 25
