@@ -12,6 +12,7 @@ from datetime import timedelta
 from typing import Any
 
 from django.conf import settings
+from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
 
@@ -19,7 +20,7 @@ from common.backoff import backoff_seconds
 from rentals import upstream
 from rentals.models import Rental, RentalEvent
 from rentals.states import RentalStatus
-from rentals.transitions import rental_transition
+from rentals.transitions import rental_touch, rental_transition
 
 # After Lium accepted the removal, the pod poller sees the members go; DELETE again (it is idempotent) only
 # if they are still listed this much later.
@@ -116,16 +117,18 @@ def rental_delete_cluster(*, rental_id: int) -> str:
         return "refused"
     # A 200 always has member rows (upstream.delete_cluster raises MalformedAnswer otherwise): the removal
     # was accepted; the pod listing confirms it (rentals.tracking.members).
-    RentalEvent.objects.create(
-        rental=rental,
-        kind=RentalEvent.Kind.MEMBER,
-        message=answer.message or "Removal started.",
-        data={
-            "delete_accepted": True,
-            "success": answer.success,
-            "pods": [{"pod_id": row.pod_id, "success": row.success, "message": row.message} for row in answer.rows],
-        },
-    )
+    with transaction.atomic():
+        RentalEvent.objects.create(
+            rental=rental,
+            kind=RentalEvent.Kind.MEMBER,
+            message=answer.message or "Removal started.",
+            data={
+                "delete_accepted": True,
+                "success": answer.success,
+                "pods": [{"pod_id": row.pod_id, "success": row.success, "message": row.message} for row in answer.rows],
+            },
+        )
+        rental_touch(rental_id=rental.pk)  # open pages show each member's result (`web/panels.terminate_results`)
     # Some members could not be removed; calling again retries those (upstream-api.md §10).
     return "started" if answer.success else "retry"
 

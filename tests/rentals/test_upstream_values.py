@@ -202,6 +202,27 @@ def test_a_partly_failed_delete_is_accepted_and_called_again(terminating, fake_u
     assert [row["pod_id"] for row in event.data["pods"]] == ["p1", "p2"]
 
 
+@pytest.mark.django_db
+def test_an_accepted_delete_moves_the_version_so_an_open_page_shows_each_members_result(
+    terminating, fake_upstream: FakeUpstream
+) -> None:
+    # The progress section lists each member's removal result: an open page asks "anything newer than my version?"
+    shown = terminating.version
+    fake_upstream.script = [
+        answer(
+            200,
+            {
+                "cluster_id": "cl-1",
+                "success": True,
+                "pods": [{"pod_id": "p1", "success": True}, {"pod_id": "p2", "success": True}],
+            },
+        )
+    ]
+    assert rental_delete_cluster(rental_id=terminating.pk) == "started"
+    terminating.refresh_from_db()
+    assert terminating.version > shown
+
+
 # --- offers and templates ------------------------------------------------------------------------------------
 
 
