@@ -71,10 +71,12 @@ def rental_submit(
             )
             transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
     except IntegrityError:
-        # Two requests with one form token raced; the other one created the rental.
-        existing = Rental.objects.filter(submit_token=submit_token).first() if submit_token is not None else None
-        if existing is None:
+        # Two requests with one form token raced; the other one created the rental (this user's only).
+        if submit_token is None:
             raise
+        existing = Rental.objects.filter(submit_token=submit_token, created_by=user).first()
+        if existing is None:
+            raise ValidationError("This order form was already used; reload the page to order again.", code="form_used")
         return existing
     with bind(rental_id=rental.public_id, idempotency_key=rental.idempotency_key, customer=customer_ref or "-"):
         logger.info(

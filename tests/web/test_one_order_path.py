@@ -124,3 +124,15 @@ def test_a_refusal_names_the_field_at_fault(choices: dict, field: str, code: str
         build(**choices)
     [error] = refused.value.error_dict[field]
     assert error.code == code
+
+
+def test_a_form_token_someone_else_used_never_hands_over_their_rental(fake_offers, alice, bob, client_for) -> None:
+    # bob's form token in alice's post (copied, or a collision): alice is told to reload, bob's rental stays his.
+    bobs = client_for(bob)
+    bobs_form = form_for(bobs)
+    assert bobs.post(f"/rent/?fabric={FABRIC}", bobs_form).status_code == 302
+    client = client_for(alice)
+    answer = client.post(f"/rent/?fabric={FABRIC}", {**form_for(client), "submit_token": bobs_form["submit_token"]})
+    assert answer.status_code == 200
+    assert "already used" in answer.content.decode()
+    assert list(Rental.objects.values_list("created_by__username", flat=True)) == ["bob"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import time
 from pathlib import Path
+from urllib.parse import quote
 
 import pytest
 from django.conf import settings
@@ -205,3 +206,28 @@ def test_my_rentals_pages_with_older_links_without_gaps_or_repeats(alice, acme, 
     assert names == [f"job-{n:02d}" for n in range(29, -1, -1)], "newest first, 25 then 5, each once"
     assert 'href="?before=' not in second and "Newest" in second, "no Older link on the last page"
     assert client.get("/rentals/?before=garbled").status_code == 200, "a bad cursor shows the first page"
+
+
+@pytest.mark.parametrize(
+    "polled", ["progress", "rental list", "ops panel"], ids=["progress", "rental-list", "ops-panel"]
+)
+def test_a_poll_after_sign_out_sends_the_whole_page_to_sign_in_not_the_form_into_the_page(rental, polled) -> None:
+    # htmx follows a 302 itself and would swap the whole login page into the polled part of the page.
+    page = {"progress": f"/rentals/{rental.public_id}/", "rental list": "/rentals/", "ops panel": "/ops/"}[polled]
+    fragment = {
+        "progress": f"/rentals/{rental.public_id}/progress/?v=1",
+        "rental list": "/rentals/?page=1",
+        "ops panel": "/ops/panel/",
+    }[polled]
+    answer = Client().get(fragment, HTTP_HX_REQUEST="true", HTTP_HX_CURRENT_URL=f"http://testserver{page}")
+    assert answer.status_code == 200 and answer.content == b""
+    assert answer["HX-Redirect"] == f"/accounts/login/?next={quote(page)}"
+
+
+def test_a_poll_after_sign_out_never_redirects_sign_in_to_another_site(rental) -> None:
+    answer = Client().get(
+        f"/rentals/{rental.public_id}/progress/?v=1",
+        HTTP_HX_REQUEST="true",
+        HTTP_HX_CURRENT_URL="https://evil.example/phish",
+    )
+    assert answer["HX-Redirect"] == "/accounts/login/"
