@@ -32,7 +32,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
     customers = selectors.customers_for_endpoints(user=request.user)
     may_add = customers.exists()
     if request.method == "POST" and not may_add:
-        return HttpResponse(READ_ONLY if request.user.is_authenticated else "", status=403)
+        raise PermissionDenied(READ_ONLY)
     form = WebhookEndpointForm(request.POST or None, customers=customers)
     new_secret = None
     if request.method == "POST" and form.is_valid():

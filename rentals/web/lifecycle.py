@@ -51,7 +51,7 @@ def rental_removal_schedule_form(request: HttpRequest, public_id: uuid.UUID) -> 
     """Remove every member `hours` from now, or extend the scheduled removal by `extend_hours`."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request):
-        return HttpResponse(SUPPORT_READS_ONLY, status=403)
+        raise PermissionDenied(SUPPORT_READS_ONLY)
     extend = "extend_hours" in request.POST
     hours = _whole_hours(request.POST.get("extend_hours" if extend else "hours"))
     if hours is None:
@@ -77,7 +77,7 @@ def rental_removal_cancel_form(request: HttpRequest, public_id: uuid.UUID) -> Ht
     """Cancel the scheduled removal: the cluster then runs until terminated."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request):
-        return HttpResponse(SUPPORT_READS_ONLY, status=403)
+        raise PermissionDenied(SUPPORT_READS_ONLY)
     try:
         cancelled = removal_schedule.rental_cancel_removal(rental=rental, actor=request_user(request))
     except ValidationError as exc:

@@ -8,7 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import ValidationError
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -110,9 +110,7 @@ def rent(request: HttpRequest) -> HttpResponse:
     customers = list(selectors.customer_list_for_renting(user=request.user).select_related("default_credential"))
     if not customers:
         if request.method == "POST":
-            return HttpResponse(
-                "Support can look but not rent: renting needs a customer or the operator role.", status=403
-            )
+            raise PermissionDenied("Support can look but not rent: renting needs a customer or the operator role.")
         messages.error(request, "You can browse fabrics, but renting needs a customer membership or the operator role.")
         return redirect("rentals:fabric_list")
     if request.method == "POST":
@@ -314,7 +312,7 @@ def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
     """Confirm (GET), then remove (POST) the rental's cluster: the customer's own, or any for operators."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request):
-        return HttpResponse("Support can look but not change rentals.", status=403)
+        raise PermissionDenied("Support can look but not change rentals.")
     if request.method == "GET":
         return render(request, "rentals/terminate_confirm.html", {"rental": rental})
     try:
@@ -333,7 +331,7 @@ def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
     """Cancel a rental that has not been sent yet."""
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     if not _may_act(request):
-        return HttpResponse("Support can look but not change rentals.", status=403)
+        raise PermissionDenied("Support can look but not change rentals.")
     if services.rental_cancel(rental=rental, actor=request_user(request), reason=_reason(request)):
         messages.success(request, "Cancelled. Nothing was rented.")
     else:
