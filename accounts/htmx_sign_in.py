@@ -15,8 +15,10 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import resolve_url
 from django_htmx.http import HttpResponseClientRedirect
 
+Handler = Callable[[HttpRequest], HttpResponse]
 
-def htmx_sign_in_middleware(get_response: Callable[[HttpRequest], HttpResponse]) -> Callable[[HttpRequest], HttpResponse]:
+
+def htmx_sign_in_middleware(get_response: Handler) -> Handler:
     """Turn a redirect to the sign-in page, answering an htmx request, into a whole-page `HX-Redirect`."""
 
     def middleware(request: HttpRequest) -> HttpResponse:

@@ -70,13 +70,14 @@ def rental_submit(
                 estimated_ready_seconds=estimated_ready_seconds,
             )
             transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
-    except IntegrityError:
+    except IntegrityError as exc:
         # Two requests with one form token raced; the other one created the rental (this user's only).
         if submit_token is None:
             raise
         existing = Rental.objects.filter(submit_token=submit_token, created_by=user).first()
         if existing is None:
-            raise ValidationError("This order form was already used; reload the page to order again.", code="form_used")
+            message = "This order form was already used; reload the page to order again."
+            raise ValidationError(message, code="form_used") from exc
         return existing
     with bind(rental_id=rental.public_id, idempotency_key=rental.idempotency_key, customer=customer_ref or "-"):
         logger.info(
