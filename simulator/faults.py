@@ -46,6 +46,8 @@ ROUTES = {
     "schedule-removal",
     "events",
     "users",
+    "user-events",
+    "shared-config",
 }
 
 
