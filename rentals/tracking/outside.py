@@ -9,6 +9,8 @@ out), some → degraded; a new removal time is adopted. A removal this dashboard
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.db import transaction
 
 from rentals.enqueue import enqueue_removal_push
@@ -79,18 +81,22 @@ def _apply(rental: Rental, event: AccountEvent) -> None:
 
 
 def _removed_outside(rental: Rental, event: AccountEvent) -> None:
+    """Every member removed (this event and earlier ones on the timeline) → terminated; some → degraded."""
     who = event_source(event)
     pods = set(rental.pod_ids or []) | set(rental.members.values_list("pod_id", flat=True))
-    removed = {event.pod_id} | {
-        (data.get("lium_event") or {}).get("pod_id")
-        for data in RentalEvent.objects.filter(rental=rental, kind=RentalEvent.Kind.MEMBER).values_list(
-            "data", flat=True
-        )
-        if isinstance(data, dict) and (data.get("lium_event") or {}).get("sub_event_type") in REMOVED
-    }
+    recorded = RentalEvent.objects.filter(rental=rental, kind=RentalEvent.Kind.MEMBER).values_list("data", flat=True)
+    earlier = [data.get("lium_event") or {} for data in recorded if isinstance(data, dict)]
+    removed = {event.pod_id} | {seen.get("pod_id") for seen in earlier if seen.get("sub_event_type") in REMOVED}
+    data = {"removed_outside": True, "source": who}
     if pods and pods <= removed:
         message = f"Removed outside the dashboard by {who}: every member was removed."
-        data = {"removed_outside": True, "source": who}
+        # The customer's page says why, beside its state.
+        shown: dict[str, Any] = {
+            "error_code": "removed_outside",
+            "error_message": message,
+            "error_hint": "",
+            "error_request_id": "",
+        }
         moved = rental_transition(
             rental_id=rental.pk,
             from_status=rental.status,
@@ -105,17 +111,23 @@ def _removed_outside(rental: Rental, event: AccountEvent) -> None:
                 to_status=RentalStatus.TERMINATED,
                 message=f"The cluster was removed outside the dashboard (by {who}); nothing is left to remove.",
                 data=data,
+                **shown,
             )
         return
     if rental.status != RentalStatus.DEGRADED:
+        message = (
+            f"A member (pod {event.pod_id}) was removed outside the dashboard by {who}. "
+            "The other members keep running and billing."
+        )
+        shown = {"error_code": "removed_outside", "error_message": message, "error_hint": "", "error_request_id": ""}
         rental_transition(
             rental_id=rental.pk,
             from_status=rental.status,
             to_status=RentalStatus.DEGRADED,
-            message=f"A member (pod {event.pod_id}) was removed outside the dashboard by {who}. "
-            "The other members keep running and billing.",
+            message=message,
             kind=RentalEvent.Kind.MEMBER,
-            data={"removed_outside": True, "source": who},
+            data=data,
+            **shown,
         )
 
 

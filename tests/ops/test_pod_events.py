@@ -57,6 +57,7 @@ def test_a_cluster_deleted_from_the_portal_ends_terminated_with_its_source(
     said = timeline(held)
     assert any("removed outside the dashboard" in line and "the Lium portal" in line for line in said)
     assert any(line.startswith("Lium: pod-delete.started") and "the Lium portal" in line for line in said)
+    assert "outside the dashboard by the Lium portal" in held.error_message  # the customer's page says why
     assert Delivery.objects.filter(endpoint=endpoint, event__rental=held, event__type="rental.terminated").exists()
 
 
@@ -68,6 +69,7 @@ def test_one_member_deleted_by_another_key_degrades_the_rental(
     held.refresh_from_db()
     assert held.status == RentalStatus.DEGRADED
     assert any("removed outside the dashboard by API key 'laptop'" in line for line in timeline(held))
+    assert "API key 'laptop'" in held.error_message
 
 
 def test_a_reboot_and_a_schedule_from_the_cli_land_on_the_timeline(
