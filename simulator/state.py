@@ -22,6 +22,7 @@ from .seed import PHASES, build_accounts, build_fabrics, build_templates, make_n
 
 CREATION_FAILED_TTL = 180.0  # upstream: a failed create is listed for about 3 minutes
 ETA_BASES = ["executor_history", "class_median", "cold_pull_estimate", "fleet_default"]
+ACTIVITY_LIMIT = 20_000  # rows of each account's event log (`GET /users/me/events`)
 REQUEST_LOG_LIMIT = 10_000  # recent calls of every route; rent calls are also kept in full
 
 
@@ -84,7 +85,10 @@ class State:
             self.pods: dict[str, dict[str, Any]] = {}
             self.events: dict[str, list[dict[str, Any]]] = {}
             self.event_owner: dict[str, tuple[str, str | None]] = {}
-            self.activity: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)  # account -> its log
+            # account -> its event log, the newest ACTIVITY_LIMIT rows (long chaos and bench runs stay bounded)
+            self.activity: dict[str, collections.deque[dict[str, Any]]] = collections.defaultdict(
+                lambda: collections.deque(maxlen=ACTIVITY_LIMIT)
+            )
             self.ssh_keys: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
             self.idempotency: dict[tuple[str, str], dict[str, Any]] = {}
             self.ledger: list[dict[str, Any]] = []
