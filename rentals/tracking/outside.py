@@ -50,24 +50,28 @@ def rentals_by_pod(*, credential_id: int, pod_ids: set[str]) -> dict[str, int]:
 
 
 def pod_events_apply(*, credential_id: int, events: list[AccountEvent]) -> list[AccountEvent]:
-    """Record each event on its rental's timeline and apply what it proves; return those no rental holds."""
+    """Record each event on its rental's timeline and apply what it proves; return those no rental holds.
+
+    The whole batch is on the timelines first, so a cluster whose members were all removed since the last look
+    ends terminated at once, not degraded on the way.
+    """
     holders = rentals_by_pod(credential_id=credential_id, pod_ids={event.pod_id for event in events})
-    unheld = []
-    for event in events:
-        rental_id = holders.get(event.pod_id)
-        if rental_id is None:
-            unheld.append(event)
-            continue
-        with transaction.atomic():
-            rental = Rental.objects.get(pk=rental_id)
-            RentalEvent.objects.create(
-                rental_id=rental_id,
-                kind=RentalEvent.Kind.MEMBER,
-                message=f"Lium: {event.sub_event_type} of pod {event.pod_id}, by {event_source(event)}.",
-                data={"lium_event": event.as_dict(), "source": event_source(event)},
-            )
-            _apply(rental, event)
-    return unheld
+    held = [(holders[event.pod_id], event) for event in events if event.pod_id in holders]
+    with transaction.atomic():
+        RentalEvent.objects.bulk_create(
+            [
+                RentalEvent(
+                    rental_id=rental_id,
+                    kind=RentalEvent.Kind.MEMBER,
+                    message=f"Lium: {event.sub_event_type} of pod {event.pod_id}, by {event_source(event)}.",
+                    data={"lium_event": event.as_dict(), "source": event_source(event)},
+                )
+                for rental_id, event in held
+            ]
+        )
+        for rental_id, event in held:
+            _apply(Rental.objects.get(pk=rental_id), event)  # as the previous event left it
+    return [event for event in events if event.pod_id not in holders]
 
 
 def _apply(rental: Rental, event: AccountEvent) -> None:

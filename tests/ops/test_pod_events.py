@@ -59,6 +59,8 @@ def test_a_cluster_deleted_from_the_portal_ends_terminated_with_its_source(
     assert any(line.startswith("Lium: pod-delete.started") and "the Lium portal" in line for line in said)
     assert "outside the dashboard by the Lium portal" in held.error_message  # the customer's page says why
     assert Delivery.objects.filter(endpoint=endpoint, event__rental=held, event__type="rental.terminated").exists()
+    # Both removals came in one look: terminated at once, not degraded on the way (no "degraded" message).
+    assert not RentalEvent.objects.filter(rental=held, to_status=RentalStatus.DEGRADED).exists()
 
 
 def test_one_member_deleted_by_another_key_degrades_the_rental(
