@@ -20,6 +20,7 @@ def test_an_order_while_off_answers_cluster_renting_disabled(simulator: Simulato
     simulator.config(multinode_clusters_enabled=False)
     tasks.cluster_switch_read()
     client = api_client(make_key(alice))
+    assert client.get("/fabrics").json()["cluster_renting_off_since"] is not None  # said before anyone orders
     response = client.post("/rentals", json=order(simulator), headers={"Idempotency-Key": "off-1"})
     assert response.status_code == 503, response.text
     assert response.json()["error"]["code"] == "cluster_renting_disabled"
@@ -29,6 +30,7 @@ def test_an_order_while_off_answers_cluster_renting_disabled(simulator: Simulato
     # Back on: the same key is free for the order (a 503 is not stored as its answer).
     simulator.config(multinode_clusters_enabled=True)
     tasks.cluster_switch_read()
+    assert client.get("/fabrics").json()["cluster_renting_off_since"] is None
     again = client.post("/rentals", json=order(simulator), headers={"Idempotency-Key": "off-1"})
     assert again.status_code == 201, again.text
 
