@@ -22,8 +22,8 @@ from rentals.upstream.parse_events import AccountEvent
 
 REMOVED = ("pod-delete.started", "pod-delete.success")
 SCHEDULE = ("pod-removal-schedule.set", "pod-removal-schedule.cancelled")
-# Rentals whose pods may not be members yet (the rent answer's ids); every other holder is found by its members.
-FOLLOWED_STATES = (*HOLDS_CLUSTER_STATES, RentalStatus.TERMINATING)
+# A rented cluster's pods may not be members yet (its rent answer names them); later ones are found by member.
+NOT_YET_LISTED = RentalStatus.RENTED
 
 
 def event_source(event: AccountEvent) -> str:
@@ -43,8 +43,8 @@ def rentals_by_pod(*, credential_id: int, pod_ids: set[str]) -> dict[str, int]:
     held = dict(ClusterMember.objects.filter(pod_id__in=pod_ids).values_list("pod_id", "rental_id"))
     rest = pod_ids - held.keys()
     if rest:
-        followed = Rental.objects.filter(credential_id=credential_id, status__in=FOLLOWED_STATES)
-        for rental_id, rental_pods in followed.values_list("pk", "pod_ids"):
+        starting = Rental.objects.filter(credential_id=credential_id, status=NOT_YET_LISTED)
+        for rental_id, rental_pods in starting.values_list("pk", "pod_ids"):
             held.update({pod_id: rental_id for pod_id in set(rental_pods or []) & rest})
     return held
 

@@ -12,8 +12,9 @@ from notifications.models import Delivery
 from notifications.services import endpoint_create
 from ops import pod_events
 from ops.models import PodEventCursor, UnheldPodEvent
-from rentals.models import RentalEvent
+from rentals.models import ClusterMember, RentalEvent
 from rentals.states import RentalStatus
+from rentals.tracking import outside
 from tests.conftest import SIM_KEY, SSH_KEY, Simulator
 from tests.doubles import Clock
 
@@ -30,9 +31,19 @@ def sim_rent(simulator: Simulator, count: int = 2, name: str = "train-1") -> dic
 
 @pytest.fixture
 def held(simulator: Simulator, make_rental, credential):  # type: ignore[no-untyped-def]
-    """A ready rental holding a two-node cluster on the simulator."""
+    """A ready rental holding a two-node cluster on the simulator, its members listed."""
     answer = sim_rent(simulator)
-    return make_rental(status=RentalStatus.READY, cluster_id=answer["cluster_id"], pod_ids=answer["pod_ids"])
+    rental = make_rental(status=RentalStatus.READY, cluster_id=answer["cluster_id"], pod_ids=answer["pod_ids"])
+    for rank, pod_id in enumerate(answer["pod_ids"]):
+        ClusterMember.objects.create(rental=rental, pod_id=pod_id, rank=rank, status="RUNNING")
+    return rental
+
+
+def test_a_rented_clusters_pods_are_known_before_they_are_listed(simulator: Simulator, make_rental, credential) -> None:  # type: ignore[no-untyped-def]
+    answer = sim_rent(simulator)
+    rental = make_rental(status=RentalStatus.RENTED, cluster_id=answer["cluster_id"], pod_ids=answer["pod_ids"])
+    pod_id = answer["pod_ids"][0]
+    assert outside.rentals_by_pod(credential_id=credential.pk, pod_ids={pod_id, "other"}) == {pod_id: rental.pk}
 
 
 def follow(credential, clock: Clock) -> int | None:  # type: ignore[no-untyped-def]
