@@ -115,7 +115,7 @@ def rental_hold(rental: Rental) -> str | None:
             if said:
                 RentalEvent.objects.create(
                     rental_id=rental.pk,
-                    kind=RentalEvent.Kind.STATE,
+                    kind=RentalEvent.Kind.ATTEMPT,  # about sending it, though its state stays queued
                     message=WAITING_MESSAGE,
                     data={"reason": SWITCH_OFF_CODE},
                 )
