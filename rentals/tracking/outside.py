@@ -1,10 +1,10 @@
 """Changes made outside the dashboard, as the account's events tell them (`GET /users/me/events`).
 
 Every event about a pod one of our rentals holds lands on its timeline with its source (portal, CLI, an API key,
-the schedule). A removal, reboot or schedule change nobody here asked for moves the rental to what the event
-proves: every member removed → terminated (through terminating, so the customer's usual webhooks and e-mails go
-out), some → degraded; a new removal time is adopted. A removal this dashboard asked for (the rental is
-`terminating`) is only recorded. Events about pods no rental holds are handed back for the operators' list.
+the schedule). A removal or schedule change nobody here asked for moves the rental to what the event proves:
+every member removed → terminated (through terminating, so the customer's usual webhooks and e-mails go out),
+some → degraded; a new removal time is adopted. A reboot proves no failure and a removal this dashboard asked for
+(the rental is `terminating`) is ours: both are only recorded. Events about pods no rental holds are handed back for the operators' list.
 """
 
 from __future__ import annotations
@@ -70,12 +70,13 @@ def pod_events_apply(*, credential_id: int, events: list[AccountEvent]) -> list[
             ]
         )
         for rental_id, event in held:
-            _apply(Rental.objects.get(pk=rental_id), event)  # as the previous event left it
+            if event.sub_event_type in (*REMOVED, *SCHEDULE):  # the others (creation, a reboot) are recorded only
+                _apply(Rental.objects.get(pk=rental_id), event)  # as the previous event left it
     return [event for event in events if event.pod_id not in holders]
 
 
 def _apply(rental: Rental, event: AccountEvent) -> None:
-    """Move the rental to what an event nobody here asked for proves."""
+    """Move the rental to what a removal or schedule change nobody here asked for proves."""
     if rental.status not in HOLDS_CLUSTER_STATES:
         return  # being removed by us, or over: the event is on the timeline and that is all
     if event.sub_event_type in REMOVED:
