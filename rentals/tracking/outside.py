@@ -4,7 +4,8 @@ Every event about a pod one of our rentals holds lands on its timeline with its 
 the schedule). A removal or schedule change nobody here asked for moves the rental to what the event proves:
 every member removed → terminated (through terminating, so the customer's usual webhooks and e-mails go out),
 some → degraded; a new removal time is adopted. A reboot proves no failure and a removal this dashboard asked for
-(the rental is `terminating`) is ours: both are only recorded. Events about pods no rental holds are handed back for the operators' list.
+(the rental is `terminating`) is ours: both are only recorded. Events about pods no rental holds are handed back
+for the operators' list.
 """
 
 from __future__ import annotations
