@@ -16,7 +16,7 @@ from api.auth import require_scope
 from api.errors import ApiError
 from api.representations import fabric_dict, json_response, node_dict
 from api.schemas import ERRORS, FabricListOut, FabricNodesOut
-from rentals import offers, selectors
+from rentals import lium_switch, offers, selectors
 from rentals.estimates import estimates_read, template_id_resolve
 from rentals.offers import OfferListing
 from rentals.upstream import RateLimited, UpstreamError, UpstreamUnavailable
@@ -112,6 +112,9 @@ def fabric_list(request: HttpRequest, customer: str | None = CUSTOMER_QUERY) -> 
             "customer": _customer_dict(chosen),
             "fabrics": [fabric_dict(fabric) for fabric in listing.fabrics],
             "age_seconds": listing.age_seconds,
+            "cluster_renting_off_since": lium_switch.cluster_renting_off_since(
+                credential=selectors.customer_credential(chosen)
+            ),
         }
     )
 

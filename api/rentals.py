@@ -12,6 +12,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import QuerySet
@@ -33,6 +34,7 @@ from rentals import offers, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.explanations import members_grace_text
+from rentals.lium_switch import SWITCH_OFF_CODE
 from rentals.models import Rental
 from rentals.order_service import OrderChoice, OrderRefused, order_check, order_save
 from rentals.states import RentalStatus
@@ -271,6 +273,10 @@ ORDER_OPTIONS = {
 
 def order_refusal(exc: OrderRefused) -> ApiError:
     """Return the envelope of a refused order: the field at fault (403 for a customer_ref only operators may set)."""
+    if exc.code == SWITCH_OFF_CODE:  # not the order's fault: 503 frees its Idempotency-Key for a later try
+        retry = str(settings.LIUM_SWITCH_READ_SECONDS)
+        hint = "Nothing was saved; send the order again once Lium switches cluster renting back on."
+        return ApiError(503, exc.code, exc.message, hint=hint, headers={"Retry-After": retry})
     if exc.field is None:
         return ApiError(422, exc.code, exc.message, hint="Change the order and try again.")
     return ApiError(

@@ -143,6 +143,10 @@ class FabricListOut(Schema):
     customer: CustomerOut = Field(description="Whose Lium account's offers these are.")
     fabrics: list[FabricOut]
     age_seconds: int
+    cluster_renting_off_since: datetime | None = Field(
+        description="Since when Lium has switched cluster renting off for this account (null: it is on); "
+        "meanwhile POST /rentals answers 503 cluster_renting_disabled."
+    )
 
 
 class FabricNodesOut(Schema):

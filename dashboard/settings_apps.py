@@ -21,6 +21,14 @@ LIUM_ESTIMATE_TIMEOUT_SECONDS = env.float(
     "LIUM_ESTIMATE_TIMEOUT_SECONDS", 2, validate=Range(min=0, max=30, min_inclusive=False)
 )
 LIUM_ESTIMATE_CACHE_SECONDS = env.int("LIUM_ESTIMATE_CACHE_SECONDS", 60, validate=NOT_NEGATIVE)
+# Lium's cluster switch (`rentals.lium_switch`): read this often by beat; a queued rental waits at most this long
+# for it to come back on, then is cancelled (nothing sent).
+LIUM_SWITCH_READ_SECONDS = env.int("LIUM_SWITCH_READ_SECONDS", 60, validate=POSITIVE)
+LIUM_SWITCH_MAX_WAIT_SECONDS = env.int("LIUM_SWITCH_MAX_WAIT_SECONDS", 3600, validate=POSITIVE)
+# Changes made outside the dashboard (`ops.pod_events`): each credential's account events are followed this often;
+# a backend that refuses events to API keys is asked again only after LIUM_EVENTS_REFUSED_RETRY_SECONDS.
+LIUM_EVENTS_POLL_SECONDS = env.int("LIUM_EVENTS_POLL_SECONDS", 30, validate=POSITIVE)
+LIUM_EVENTS_REFUSED_RETRY_SECONDS = env.int("LIUM_EVENTS_REFUSED_RETRY_SECONDS", 24 * 3600, validate=POSITIVE)
 
 # --- Rent engine --------------------------------------------------------------------------------------
 # Automatic retries stop inside the upstream's 24 h idempotency window; past this only a human decides.
@@ -120,6 +128,9 @@ CELERY_TASK_ROUTES = {
     "rentals.tasks.rental_removal_push": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.sqlite_analyze": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.member_events_fetch": {"queue": HOUSEKEEPING_QUEUE},
+    "rentals.tasks.cluster_switch_read": {"queue": HOUSEKEEPING_QUEUE},
+    "ops.tasks.pod_events_follow_all": {"queue": HOUSEKEEPING_QUEUE},
+    "ops.tasks.credential_events_follow": {"queue": TRACKING_QUEUE},
     "billing.tasks.budgets_scan": {"queue": HOUSEKEEPING_QUEUE},
     "billing.tasks.runway_check": {"queue": HOUSEKEEPING_QUEUE},
     "notifications.tasks.delivery_send": {"queue": HOUSEKEEPING_QUEUE},
@@ -133,6 +144,9 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-rentals": {"task": "rentals.tasks.rentals_sweep", "schedule": SWEEP_INTERVAL_SECONDS},
     # SQLite keeps no planner statistics by itself (a no-op on PostgreSQL); see rentals.tasks.sqlite_analyze.
     "sqlite-analyze": {"task": "rentals.tasks.sqlite_analyze", "schedule": 3600.0},
+    "lium-switch-read": {"task": "rentals.tasks.cluster_switch_read", "schedule": float(LIUM_SWITCH_READ_SECONDS)},
+    # One follow per credential of its account events, on the tracking queue (ops.tasks).
+    "pod-events-follow": {"task": "ops.tasks.pod_events_follow_all", "schedule": float(LIUM_EVENTS_POLL_SECONDS)},
 }
 
 # --- Webhooks and e-mail (notifications) ----------------------------------------------------------------

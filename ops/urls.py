@@ -15,4 +15,5 @@ urlpatterns = [
     path("usage/", views.usage, name="usage"),
     path("usage.csv", views.usage_csv, name="usage_csv"),
     path("audit/", views.audit, name="audit"),
+    path("pod-events/", views.pod_events, name="pod_events"),
 ]

@@ -28,6 +28,7 @@ from ops import selectors, services
 from ops.actions import ACTIONS, actions_offered, operator_action_run
 from ops.forms import ActionForm, AuditFilterForm, ConfirmReconciliationForm, SearchForm, UsageForm
 from ops.links import rental_page_links
+from ops.models import PodEventCursor, UnheldPodEvent
 from ops.overview import overview_get
 from rentals.audit import support_reads, support_view_record
 from rentals.models import Rental
@@ -207,3 +208,14 @@ def audit(request: HttpRequest) -> HttpResponse:
     reads_query.pop("reads_page", None)
     context = {"form": form, "page": page, "query": query.urlencode(), "reads": reads}
     return render(request, "ops/audit.html", {**context, "reads_query": reads_query.urlencode()})
+
+
+@require_GET
+@staff_required
+def pod_events(request: HttpRequest) -> HttpResponse:
+    """Events of our Lium accounts about pods no rental holds (made outside the dashboard), newest first, and the
+    credentials whose backend refuses its events to API keys."""
+    rows = UnheldPodEvent.objects.select_related("credential")
+    page = Paginator(rows, 50).get_page(request.GET.get("page"))
+    refused = PodEventCursor.objects.filter(refused_at__isnull=False).select_related("credential")
+    return render(request, "ops/pod_events.html", {"page": page, "refused": refused})

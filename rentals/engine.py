@@ -27,7 +27,7 @@ from django.utils import timezone
 
 from common.db import db_connection_release
 from common.logcontext import bind
-from rentals import capacity, idempotency_promise, outcomes, upstream
+from rentals import capacity, idempotency_promise, lium_switch, outcomes, upstream
 from rentals.enqueue import enqueue_pods_sync, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline, retry_window
@@ -107,6 +107,8 @@ def _claim(rental_id: int, turn: int | None) -> ClaimOutcome:
         # Another message took this turn (the claim below is conditional on the version, so this read holds).
         logger.info("Rental %s: the message for attempt %s is stale (%s made).", rental_id, turn, rental.attempt_count)
         return ClaimOutcome(stale_turn=True)
+    if (hold := lium_switch.rental_hold(rental)) is not None:  # Lium switched cluster renting off: not sent
+        return ClaimOutcome(settled=hold or None)
     # Asked before any transaction opens: `GET /version` is an HTTP call (a yes is cached).
     if may_have_reached_lium(rental) and not idempotency_promise.upstream_promises_idempotency(rental.credential):
         return ClaimOutcome(settled=RentalStatus.UNKNOWN) if _settle_unsafe_resend(rental) else ClaimOutcome()
@@ -122,6 +124,7 @@ def _claim(rental_id: int, turn: int | None) -> ClaimOutcome:
         "first_sent_at": rental.first_sent_at or now,
         "last_sent_at": now,
         "next_attempt_at": None,
+        **lium_switch.claim_clears(rental),
     }
     if lease_expired:
         claimed["possibly_sent"] = True

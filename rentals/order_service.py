@@ -18,7 +18,7 @@ from django.core.exceptions import ValidationError
 from accounts.models import Customer, UpstreamCredential, customer_ref_validator
 from accounts.roles import is_operator
 from accounts.validators import validate_ssh_public_key
-from rentals import offers, selectors
+from rentals import lium_switch, offers, selectors
 from rentals.estimates import cluster_estimate_read
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing, Template
@@ -84,6 +84,9 @@ def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = N
     override = _ref_override(user, choice.customer_ref)
     public_keys = _choice_check(choice)
     offer = offer or order_offer(user=user, customer=choice.customer, fabric_id=choice.fabric_id)
+    if lium_switch.cluster_renting_off_since(credential=offer.credential) is not None:
+        message = f"{lium_switch.SWITCH_OFF_MESSAGE}: no cluster can be rented until Lium switches it back on."
+        raise OrderRefused(message, code=lium_switch.SWITCH_OFF_CODE)
     try:
         order = rental_order_build(
             fabric=offer.fabric,

@@ -12,7 +12,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
-from rentals import engine, sweep
+from rentals import engine, lium_switch, sweep
 from rentals.enqueue import (
     enqueue_cluster_delete,
     enqueue_pods_sync,
@@ -94,6 +94,12 @@ def member_events_fetch(member_id: int) -> int:
 def rentals_sweep() -> dict[str, int]:
     """Re-enqueue rentals that are due or stuck, settle expired ones, and start pod polling."""
     return sweep.rentals_sweep()
+
+
+@shared_task
+def cluster_switch_read() -> dict[str, bool | None]:
+    """Read Lium's cluster switch of every backend our credentials use (beat, every LIUM_SWITCH_READ_SECONDS)."""
+    return lium_switch.cluster_switch_read()
 
 
 @shared_task

@@ -10,6 +10,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
+from . import activity
 from . import routes_api as api
 from . import routes_sim as sim
 from .errors import ApiError, envelope, new_request_id
@@ -36,6 +37,8 @@ PUBLIC: list[tuple[str, list[str], Callable[..., Response], str]] = [
     ("/pods/<pod_id>/events", ["GET"], api.pod_events, "events"),
     ("/users/me", ["GET"], api.users_me, "users"),
     ("/executors/deployment-estimate", ["GET"], deployment_estimate, "estimate"),
+    ("/users/me/events", ["GET"], activity.user_events, "user-events"),
+    ("/v1/shared-config", ["GET"], activity.shared_config, "shared-config"),
 ]
 
 CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
@@ -46,6 +49,7 @@ CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
     ("/_sim/requests", ["GET"], sim.requests_log),
     ("/_sim/reset", ["POST"], sim.reset),
     ("/_sim/slow-executors", ["GET", "POST", "DELETE"], slow_executors),
+    ("/_sim/out-of-band", ["POST"], activity.out_of_band),
 ]
 
 

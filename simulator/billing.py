@@ -40,7 +40,8 @@ def _cut_off(state: Any, account_id: str, now: float) -> None:
     for pod in state.pods.values():
         if pod["account_id"] == account_id and pod["status"] in BILLING_STATUSES:
             pod.update(status="DELETING", updated_at=now, deleting_until=now + state.config["delete_seconds"])
-            state.add_event(pod, "deleting", "Account balance exhausted: pod removed", now)
+            why = {"reason": "balance"}
+            state.add_event(pod, "deleting", "Account balance exhausted: pod removed", now, detail=why)
 
 
 def balance(state: Any, account_id: str) -> float:

@@ -47,6 +47,8 @@ ROUTES = {
     "events",
     "users",
     "estimate",
+    "user-events",
+    "shared-config",
 }
 
 

@@ -6,6 +6,7 @@ import json
 import uuid
 from typing import Any
 
+from . import event_log
 from .errors import ApiError, field_error
 from .estimates import start_delay
 from .seed import CLUSTER_IMAGE
@@ -205,7 +206,8 @@ def commit(
         }
         state.pods[pod_id] = pod
         state.rented[node["id"]] = pod_id
-        state.add_event(pod, "created", f"Cluster member {rank} created on {node['machine_name']}", now)
+        actor = event_log.actor_of(cred)
+        state.add_event(pod, "created", f"Cluster member {rank} created on {node['machine_name']}", now, actor=actor)
         if state.config["replenish"]:
             state.replenish(fab)
         pod_ids.append(pod_id)

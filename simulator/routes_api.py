@@ -8,7 +8,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from . import __version__, billing, misbehaviour
+from . import __version__, billing, event_log, misbehaviour
 from .clock import iso, parse_iso
 from .errors import ApiError, field_error
 from .httpkit import (
@@ -161,7 +161,8 @@ def delete_cluster(state: State, request: Request, cluster_id: str) -> Response:
             raise ApiError(404, "cluster_not_found", f"Cluster {cluster_id} not found")
         # Every check runs before the first delete, so a refusal removes nothing.
         _check_may_delete(state, cred, cluster_id, members)
-        rows = [_delete_member(state, pod, now) for pod in members]
+        actor = event_log.actor_of(cred)
+        rows = [_delete_member(state, pod, now, actor) for pod in members]
         ok = all(r["success"] for r in rows)
         failed = sum(1 for r in rows if not r["success"])
         message = (
@@ -198,7 +199,7 @@ def _check_may_delete(state: State, cred: dict[str, Any], cluster_id: str, membe
         )
 
 
-def _delete_member(state: State, pod: dict[str, Any], now: float) -> dict[str, Any]:
+def _delete_member(state: State, pod: dict[str, Any], now: float, actor: dict[str, Any]) -> dict[str, Any]:
     """Start removing one member; return its result row."""
     row = {
         "pod_id": pod["id"],
@@ -215,7 +216,8 @@ def _delete_member(state: State, pod: dict[str, Any], now: float) -> dict[str, A
         row["message"] = "Pod deletion started"
     else:
         pod.update(status="DELETING", updated_at=now, deleting_until=now + state.config["delete_seconds"])
-        state.add_event(pod, "deleting", "Pod deletion started", now)
+        pod["deleted_by"] = actor
+        state.add_event(pod, "deleting", "Pod deletion started", now, actor=actor)
         row["message"] = "Pod deletion started"
     return row
 
@@ -241,8 +243,13 @@ def schedule_removal(state: State, request: Request, pod_id: str) -> Response:
         pod = state.pod_for(cred, pod_id)
         if not state.may_manage(cred, pod):
             raise ApiError(403, "api_key_scope", f"API key '{cred['name']}' does not have the 'manage' scope")
+        changed = pod["removal_scheduled_at"] != at
         pod["removal_scheduled_at"] = at
         pod["updated_at"] = state.clock.now()
+        if changed:  # the same time twice is one schedule, and one event
+            kind, text = ("schedule", f"Removal scheduled at {iso(at)}") if at else ("unschedule", "Removal cancelled")
+            detail = {"removal_scheduled_at": iso(at)}
+            state.add_event(pod, kind, text, pod["updated_at"], actor=event_log.actor_of(cred), detail=detail)
         state.refresh()
     after_commit_faults(state, "schedule-removal")
     return json_response({"pod_id": pod_id, "removal_scheduled_at": iso(at)})

@@ -25,6 +25,14 @@ def _fresh_checks(
     cred = state.authenticate(request.headers)
     entry["api_key_id"] = cred["id"]
     state.require_scope(cred, "rent")
+    if state.config["multinode_clusters_enabled"] is False:
+        # The backend enforces Lium's cluster switch here (lium-core: off -> a button "that 403s").
+        raise ApiError(
+            403,
+            "multinode_clusters_disabled",
+            "Multi-node cluster renting is switched off",
+            hint="Try again once multinode_clusters_enabled is true in GET /v1/shared-config.",
+        )
     state.check_budget(cred)
     header_ref = request.headers.get("X-Customer-Ref")
     if header_ref is not None:

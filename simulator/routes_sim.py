@@ -23,6 +23,8 @@ CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "features": (list,),
     "idempotency_ttl_seconds": (int, float),
     "honour_idempotency_key": (bool,),
+    "multinode_clusters_enabled": (bool, type(None)),  # null: `GET /v1/shared-config` leaves the field out
+    "events_for_api_keys": (bool,),
 }
 
 

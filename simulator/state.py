@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import billing
+from . import billing, event_log
 from .clock import Clock, iso
 from .errors import ApiError
 from .faults import FaultEngine
@@ -22,6 +22,7 @@ from .seed import PHASES, build_accounts, build_fabrics, build_templates, make_n
 
 CREATION_FAILED_TTL = 180.0  # upstream: a failed create is listed for about 3 minutes
 ETA_BASES = ["executor_history", "class_median", "cold_pull_estimate", "fleet_default"]
+ACTIVITY_LIMIT = 20_000  # rows of each account's event log (`GET /users/me/events`)
 REQUEST_LOG_LIMIT = 10_000  # recent calls of every route; rent calls are also kept in full
 
 
@@ -68,6 +69,8 @@ class State:
                 "features": list(opts.features),
                 "idempotency_ttl_seconds": 24 * 3600,
                 "honour_idempotency_key": True,
+                "multinode_clusters_enabled": True,  # Lium's cluster switch (`GET /v1/shared-config`)
+                "events_for_api_keys": True,  # False: `GET /users/me/events` answers 401 to API keys
             }
             self.accounts, creds = build_accounts()
             self.creds_by_secret = {c["secret"]: c for c in creds}
@@ -82,6 +85,10 @@ class State:
             self.pods: dict[str, dict[str, Any]] = {}
             self.events: dict[str, list[dict[str, Any]]] = {}
             self.event_owner: dict[str, tuple[str, str | None]] = {}
+            # account -> its event log, the newest ACTIVITY_LIMIT rows (long chaos and bench runs stay bounded)
+            self.activity: dict[str, collections.deque[dict[str, Any]]] = collections.defaultdict(
+                lambda: collections.deque(maxlen=ACTIVITY_LIMIT)
+            )
             self.ssh_keys: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
             self.idempotency: dict[tuple[str, str], dict[str, Any]] = {}
             self.ledger: list[dict[str, Any]] = []
@@ -176,8 +183,17 @@ class State:
         self.nodes[node["id"]] = (fab, node)
 
     # -- pods -------------------------------------------------------------------------------
-    def add_event(self, pod: dict[str, Any], event_type: str, message: str, at: float) -> None:
-        """Record one pod event (kept after the row is gone, with its owner for access checks)."""
+    def add_event(
+        self,
+        pod: dict[str, Any],
+        event_type: str,
+        message: str,
+        at: float,
+        actor: dict[str, Any] | None = None,
+        detail: dict[str, Any] | None = None,
+    ) -> None:
+        """Record one pod event (kept after the row is gone, with its owner for access checks) and its row in the
+        account's event log; `actor` None is the platform."""
         self.event_owner[pod["id"]] = (pod["account_id"], pod["api_key_id"])
         self.events.setdefault(pod["id"], []).append(
             {
@@ -188,6 +204,7 @@ class State:
                 "created_at": iso(at),
             }
         )
+        event_log.record(self, pod, event_type, message, at, actor, detail)
 
     def remove_pod(self, pod: dict[str, Any]) -> None:
         """Drop a pod row and free its node."""
@@ -205,7 +222,8 @@ class State:
                 pod["status"] = "DELETING"
                 pod["deleting_until"] = sched + self.config["delete_seconds"]
                 pod["updated_at"] = sched
-                self.add_event(pod, "removal", "Scheduled removal started", sched)
+                why = {"reason": "scheduled_removal"}
+                self.add_event(pod, "removal", "Scheduled removal started", sched, detail=why)
             if pod["status"] == "PENDING" and now >= pod["ready_at"]:
                 pod["updated_at"] = pod["ready_at"]
                 if pod["will_fail"]:
@@ -214,9 +232,11 @@ class State:
                 else:
                     pod["status"] = "RUNNING"
                     self.add_event(pod, "running", "Pod is running", pod["ready_at"])
-            if (pod["status"] == "CREATION_FAILED" and now >= pod["ready_at"] + CREATION_FAILED_TTL) or (
-                pod["status"] == "DELETING" and now >= pod["deleting_until"]
-            ):
+            if pod["status"] == "DELETING" and now >= pod["deleting_until"]:
+                # Who asked for the removal; a scheduled one or a cut-off is the platform's.
+                self.add_event(pod, "removed", "Pod removed", pod["deleting_until"], actor=pod.get("deleted_by"))
+                self.remove_pod(pod)
+            elif pod["status"] == "CREATION_FAILED" and now >= pod["ready_at"] + CREATION_FAILED_TTL:
                 self.remove_pod(pod)
 
     def visible_pods(self, cred: dict[str, Any], api_key_id: str | None = None) -> list[dict[str, Any]]:

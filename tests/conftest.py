@@ -121,6 +121,15 @@ class Simulator:
     def offers(self) -> list[dict]:
         return self.http.get("/api/executors/infiniband-clusters", headers={"X-API-Key": SIM_KEY}).json()
 
+    def config(self, **settings: object) -> dict:
+        """Change the simulator's runtime settings (e.g. `multinode_clusters_enabled=False`)."""
+        return self.http.post("/_sim/config", json=settings).raise_for_status().json()
+
+    def out_of_band(self, action: str, pod_id: str, actor: str = "portal", **extra: object) -> dict:
+        """Change a pod as the portal (or the CLI, another key, the platform) would, outside the dashboard."""
+        body = {"action": action, "pod_id": pod_id, "actor": actor, **extra}
+        return self.http.post("/_sim/out-of-band", json=body).raise_for_status().json()
+
 
 @pytest.fixture(scope="session")
 def simulator_process() -> Iterator[Simulator]:

@@ -46,9 +46,10 @@ import httpx
 from django.conf import settings
 
 from accounts.models import UpstreamCredential
-from rentals.upstream import parse, parse_estimate, parse_offers, parse_pods
+from rentals.upstream import parse, parse_estimate, parse_events, parse_offers, parse_pods
 from rentals.upstream.parse import Account, Features, Unparseable
 from rentals.upstream.parse_estimate import DeploymentEstimate
+from rentals.upstream.parse_events import AccountEvent
 from rentals.upstream.parse_offers import Fabric, TemplateRow
 from rentals.upstream.parse_pods import DeleteResult, PodEvent, PodRow
 
@@ -124,6 +125,9 @@ class DeadlineExceeded(httpx.TimeoutException):
     """The call as a whole (every hop and the whole body) did not finish within its deadline."""
 
 
+NO_AUTH = "none"  # the shared config is public: no credential is sent to it
+
+
 @dataclass(frozen=True)
 class Auth:
     """How a credential authenticates: `X-API-Key` or `Authorization: Bearer`."""
@@ -132,6 +136,8 @@ class Auth:
     secret: str = field(repr=False)
 
     def headers(self) -> dict[str, str]:
+        if self.scheme == NO_AUTH:
+            return {}
         if self.scheme == UpstreamCredential.Scheme.BEARER:
             return {"Authorization": f"Bearer {self.secret}"}
         return {"X-API-Key": self.secret}
@@ -498,6 +504,17 @@ class LiumClient:
             budget_seconds=budget_seconds,
         )
 
+    def cluster_switch(self) -> bool | None:
+        """Return Lium's cluster switch (`multinode_clusters_enabled` of `GET /v1/shared-config`); None: absent."""
+        return self._read("GET", "/v1/shared-config", parse_events.cluster_switch)
+
+    def account_events(self, *, since: str | None, limit: int) -> list[AccountEvent]:
+        """Return the account's events since `since` (ISO, inclusive upstream), oldest first (no cursor upstream)."""
+        params = {"limit": str(limit), **({"since": since} if since else {})}
+        return self._read(
+            "GET", "/users/me/events", parse_events.account_event_listing, body_max=LISTING_BODY_MAX, params=params
+        )
+
     def rent_cluster(self, *, body: bytes, idempotency_key: str, customer_ref: str | None) -> RentResult:
         """Send the stored rent bytes with their key; classify whatever happens. Never raises."""
         headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key}
@@ -604,6 +621,11 @@ def shared_http_client() -> httpx.Client:
         if _http_client is None:
             _http_client = new_http_client()
         return _http_client
+
+
+def public_client(base_url: str, *, http: httpx.Client | None = None) -> LiumClient:
+    """Return a client that sends no credential (the shared config is public)."""
+    return LiumClient(base_url=base_url, auth=Auth(scheme=NO_AUTH, secret=""), http=http or shared_http_client())
 
 
 def client_for(credential: UpstreamCredential, *, http: httpx.Client | None = None) -> LiumClient:

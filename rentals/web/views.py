@@ -19,7 +19,7 @@ from accounts.roles import is_operator, is_staff_reader
 from accounts.users import request_user
 from common import ratelimit
 from common.metrics import POLL_REQUESTS
-from rentals import offers, selectors, services
+from rentals import lium_switch, offers, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.models import Rental
@@ -69,6 +69,7 @@ def fabric_list(request: HttpRequest) -> HttpResponse:
         "error": error,
         "gpu_types": gpu_types,
         "may_rent": selectors.customer_list_for_renting(user=request.user).exists(),
+        "renting_off_since": lium_switch.cluster_renting_off_since(credential=selectors.customer_credential(customer)),
     }
     return render(request, "rentals/fabric_list.html", context)
 
@@ -148,6 +149,7 @@ def rent(request: HttpRequest) -> HttpResponse:
         if customer.hourly_spend_cap_usd is not None
     ]
     context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "spend": spend, "customers": customers}
+    context["renting_off_since"] = lium_switch.cluster_renting_off_since(credential=offer.credential)
     summary = rent_summary_build(
         offer.fabric, form, credential=offer.credential, template_id=form["template_id"].value()
     )

@@ -42,6 +42,7 @@ NO_CUSTOMER_DATA = {
     "ops:overview": "the staff's work list: counts per state and customer, and the rentals needing attention by "
     "pod name and state; opening one is audited",
     "ops:overview_panel": "the overview's polled part (as ops:overview)",
+    "ops:pod_events": "events of our Lium accounts about pods no customer's rental holds",
     "ops:usage": "node-hours and cost summed per customer ref: a staff report of totals, no rental or member",
     "ops:usage_csv": "the same totals as ops:usage",
     "ops:audit": "the staff's own trail: who read or changed what, not the records themselves",

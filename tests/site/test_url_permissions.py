@@ -68,6 +68,7 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "ops:usage": STAFF_PAGE,
     "ops:usage_csv": STAFF_PAGE,
     "ops:audit": STAFF_PAGE,
+    "ops:pod_events": STAFF_PAGE,
     "api-v1:openapi-json": {(ANON, "GET"): 200},
     "api-v1:openapi-view": {(ANON, "GET"): 200},
     "api-v1:api-root": {(ANON, "GET"): 404},

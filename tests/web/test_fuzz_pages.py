@@ -59,6 +59,7 @@ NAMES_READ = {
     "ops:usage": ["start", "end"],
     "ops:usage_csv": ["start", "end"],
     "ops:audit": ["user", "kind", "since", "until", "page"],
+    "ops:pod_events": ["page"],
     "login": ["username", "password", "next"],
     "password_change": ["old_password", "new_password1", "new_password2"],
 }
