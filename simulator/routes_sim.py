@@ -23,7 +23,12 @@ CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "features": (list,),
     "idempotency_ttl_seconds": (int, float),
     "honour_idempotency_key": (bool,),
+    "ssh": (bool,),
+    "slow_executors": (list,),
+    "unreachable_executors": (list,),
+    "refuse_key_executors": (list,),
 }
+EXECUTOR_LISTS = ("slow_executors", "unreachable_executors", "refuse_key_executors")
 
 
 def _object(request: Request) -> dict[str, Any]:
@@ -70,6 +75,8 @@ def config(state: State, request: Request) -> Response:
                 raise ApiError(422, "unknown_setting", f"unknown setting {name!r}; known: {sorted(CONFIG_TYPES)}")
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
                 raise ApiError(422, "validation_error", f"{name} has the wrong type")
+            if name in EXECUTOR_LISTS and not (isinstance(value, list) and all(isinstance(i, str) for i in value)):
+                raise ApiError(422, "validation_error", f"{name} must be a list of executor ids")
         with state.lock:
             state.config.update(body)
     with state.lock:
@@ -90,6 +97,16 @@ def requests_log(state: State, request: Request) -> Response:
     if route is not None and route not in ROUTES:
         raise ApiError(422, "validation_error", f"unknown route {route!r}; known: {sorted(ROUTES)}")
     return json_response(view(state, route))
+
+
+def authorized_keys(state: State, request: Request, pod_id: str) -> Response:
+    """List a pod's authorized keys (the order's public keys, less those removed over SSH)."""
+    with state.lock:
+        state.refresh()
+        pod = state.pods.get(pod_id)
+        if pod is None:
+            raise ApiError(404, "pod_not_found", f"Pod {pod_id} not found")
+        return json_response({"pod_id": pod_id, "authorized_keys": list(pod["authorized_keys"])})
 
 
 def reset(state: State, request: Request) -> Response:

@@ -14,11 +14,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import billing
+from . import billing, repair
 from .clock import Clock, iso
 from .errors import ApiError
 from .faults import FaultEngine
 from .seed import PHASES, build_accounts, build_fabrics, build_templates, make_node
+from .ssh_farm import SshFarm
 
 CREATION_FAILED_TTL = 180.0  # upstream: a failed create is listed for about 3 minutes
 ETA_BASES = ["executor_history", "class_median", "cold_pull_estimate", "fleet_default"]
@@ -50,6 +51,7 @@ class State:
         self.clock = Clock()
         self.faults = FaultEngine()
         self.stopping = threading.Event()  # set on shutdown so trickling answers end at once
+        self.ssh_farm: SshFarm | None = None  # started the first time the ssh switch is on; kept across resets
         self.reset()
 
     # -- lifecycle of the world -------------------------------------------------------------
@@ -68,6 +70,11 @@ class State:
                 "features": list(opts.features),
                 "idempotency_ttl_seconds": 24 * 3600,
                 "honour_idempotency_key": True,
+                # The pods over SSH (simulator/ssh_farm.py) and the executors that misbehave there.
+                "ssh": False,
+                "slow_executors": [],
+                "unreachable_executors": [],
+                "refuse_key_executors": [],
             }
             self.accounts, creds = build_accounts()
             self.creds_by_secret = {c["secret"]: c for c in creds}
@@ -89,6 +96,8 @@ class State:
             self.request_log: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUEST_LOG_LIMIT)
             self.pod_hits: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
             self.next_port = 40000
+            if self.ssh_farm is not None:
+                self.ssh_farm.close_all()
 
     # -- credentials ------------------------------------------------------------------------
     def authenticate(self, headers: Any) -> dict[str, Any]:
@@ -212,10 +221,15 @@ class State:
                 else:
                     pod["status"] = "RUNNING"
                     self.add_event(pod, "running", "Pod is running", pod["ready_at"])
+            repair.advance_reboot(self, pod, now)
             if (pod["status"] == "CREATION_FAILED" and now >= pod["ready_at"] + CREATION_FAILED_TTL) or (
                 pod["status"] == "DELETING" and now >= pod["deleting_until"]
             ):
                 self.remove_pod(pod)
+        if self.config["ssh"] and self.ssh_farm is None:
+            self.ssh_farm = SshFarm(self)
+        if self.ssh_farm is not None:
+            self.ssh_farm.sync()
 
     def visible_pods(self, cred: dict[str, Any], api_key_id: str | None = None) -> list[dict[str, Any]]:
         """Return the caller's pods (key visibility applies), oldest first."""
@@ -249,7 +263,7 @@ class State:
             "id": pod["id"],
             "pod_name": pod["pod_name"],
             "status": status,
-            "ssh_connect_cmd": f"ssh root@{executor['executor_ip_address']} -p {pod['port']}" if running else None,
+            "ssh_connect_cmd": f"ssh root@{self.ssh_host(executor)} -p {pod['port']}" if running else None,
             "ports_mapping": self.ports_mapping(pod),
             "created_at": iso(pod["created_at"]),
             "updated_at": iso(pod["updated_at"]),
@@ -276,6 +290,10 @@ class State:
             "api_key_name": pod["api_key_name"],
             "customer_ref": pod["customer_ref"],
         }
+
+    def ssh_host(self, executor: dict[str, Any]) -> str:
+        """Return where a pod's SSH answers: 127.0.0.1 while the ssh switch serves it, else its executor."""
+        return "127.0.0.1" if self.config["ssh"] else executor["executor_ip_address"]
 
     @staticmethod
     def ports_mapping(pod: dict[str, Any]) -> dict[str, int]:
