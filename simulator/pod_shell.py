@@ -9,11 +9,13 @@ Recognised, each as the whole command line (anything else: exit 127, "command no
 The torchrun sessions of one cluster meet at (master addr, port, nnodes): each waits (bounded) for the others,
 then rank 0 prints the check's line with the bus bandwidth of the slowest node. The model: a healthy node gives
 link rate (Gb/s) x GPUs per node x 0.9, a node on a ``slow_executors`` executor a fifth of that; printed in GB/s.
+On a ``stalled_executors`` executor every command hangs (a hung node): the session opens, nothing answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -30,6 +32,7 @@ RM_RE = re.compile(r"rm -f (?P<path>[\w./-]+\.py)")
 KEY_RE = re.compile(r"sed -i '\\\|(?P<body>[A-Za-z0-9+/]+=*)\|d' ~/\.ssh/authorized_keys")
 LINK_RATE_RE = re.compile(r"\s*(\d+(?:\.\d+)?)\s*Gb/s")
 
+STALL_SECONDS = 3600.0  # how long a stalled node's command hangs at most when the client never hangs up
 RENDEZVOUS_SECONDS = 60.0  # torchrun's own wait is longer; a bounded wait keeps a lost session from lingering
 DEFAULT_LINK_GBPS = 100.0  # a fabric without a stated link rate
 HEALTHY = 0.9  # share of the line rate a healthy node reaches
@@ -71,6 +74,12 @@ async def pod_command(farm: Any, pod_id: str, process: Any) -> None:
 
 
 async def _dispatch(farm: Any, pod_id: str, command: str, process: Any) -> int:
+    view = farm.pod_view(pod_id)
+    if view is not None and view["stalled"]:
+        # A hung node: the session is open but nothing ever answers, until the client gives up.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.channel.wait_closed(), STALL_SECONDS)
+        return 1
     files = farm.files.setdefault(pod_id, {})
     if (m := WRITE_RE.fullmatch(command)) and "dist.all_reduce" in m["body"]:
         files[m["path"]] = m["body"]

@@ -27,8 +27,9 @@ CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "slow_executors": (list,),
     "unreachable_executors": (list,),
     "refuse_key_executors": (list,),
+    "stalled_executors": (list,),
 }
-EXECUTOR_LISTS = ("slow_executors", "unreachable_executors", "refuse_key_executors")
+EXECUTOR_LISTS = ("slow_executors", "unreachable_executors", "refuse_key_executors", "stalled_executors")
 
 
 def _object(request: Request) -> dict[str, Any]:

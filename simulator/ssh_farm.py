@@ -133,13 +133,14 @@ class SshFarm:
             if pod is None:
                 return None
             fabric = next(f for f in self.state.fabrics if f["fabric_id"] == pod["fabric_id"])
-            slow = pod["node_id"] in (self.state.config.get("slow_executors") or [])
+            config = self.state.config
             return {
                 "cluster_id": pod["cluster_id"],
                 "overlay_ip": pod["cluster_overlay_ip"],
                 "gpu_count": pod["gpu_count"],
                 "link_rate": fabric["link_rate"],
-                "slow": slow,
+                "slow": pod["node_id"] in (config.get("slow_executors") or []),
+                "stalled": pod["node_id"] in (config.get("stalled_executors") or []),
             }
 
     def remove_key(self, pod_id: str, body: str) -> None:

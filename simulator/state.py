@@ -75,6 +75,7 @@ class State:
                 "slow_executors": [],
                 "unreachable_executors": [],
                 "refuse_key_executors": [],
+                "stalled_executors": [],
             }
             self.accounts, creds = build_accounts()
             self.creds_by_secret = {c["secret"]: c for c in creds}

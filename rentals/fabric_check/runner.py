@@ -9,6 +9,7 @@ own, made for this check and removed at the end), and a wrong host could at wors
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -173,9 +174,12 @@ class _Session:
         await asyncio.gather(*(one(rank) for rank in sorted(self.connections)))
         return removed
 
-    def close(self) -> None:
+    async def close(self) -> None:
+        """Close every connection and wait (bounded) until each is shut."""
         for connection in self.connections.values():
             connection.close()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(c.wait_closed() for c in self.connections.values())), 5)
 
 
 def _members_check(members: Sequence[Member]) -> None:
@@ -218,7 +222,7 @@ async def fabric_check_run(
         result.status, result.error = "error", str(exc)
     finally:
         result.key_removed = await session.clean_up(public_key_line)
-        session.close()
+        await session.close()
         result.audit = session.audit
     return result
 

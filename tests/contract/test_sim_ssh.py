@@ -120,6 +120,20 @@ def test_an_unreachable_executor_refuses_connections_until_it_is_back(api: Api) 
     assert asyncio.run(run(pod, key, f"rm -f {SCRIPT}")).exit_status == 0, "back on the same port"
 
 
+def test_on_a_stalled_executor_commands_never_answer(api: Api) -> None:
+    key, public = keypair()
+    pod = ssh_cluster(api, public)[0]
+    api.config(stalled_executors=[pod["executor"]["id"]])
+
+    async def stalled() -> None:
+        port = pod["ports_mapping"]["22"]
+        async with asyncssh.connect("127.0.0.1", port, username="root", client_keys=[key], known_hosts=None) as conn:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(conn.run(f"rm -f {SCRIPT}"), 1)
+
+    asyncio.run(stalled())
+
+
 def test_an_executor_that_refuses_keys_lets_nobody_in(api: Api) -> None:
     key, public = keypair()
     pod = ssh_cluster(api, public)[0]

@@ -18,6 +18,7 @@ from tests.conftest import SIM_KEY, Simulator
 
 CUSTOMER_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMo32AY0vFK7g5FBIBcyPdxaxSEM5rEc0kEzMVveA9b+ customer@laptop"
 HEADERS = {"X-API-Key": SIM_KEY}
+LIMITS = Limits(connect=5, command=10, allreduce=20)
 
 
 def cluster(simulator: Simulator, public_line: str, nodes: int) -> list[dict[str, Any]]:
@@ -44,7 +45,9 @@ def members_of(pods: list[dict[str, Any]]) -> list[Member]:
     return members
 
 
-def check(simulator: Simulator, nodes: int, **switches: Any) -> tuple[FabricCheckResult, list[dict[str, Any]]]:
+def check(
+    simulator: Simulator, nodes: int, limits: Limits = LIMITS, **switches: Any
+) -> tuple[FabricCheckResult, list[dict[str, Any]]]:
     """Run the check on a fresh cluster after applying `switches` (by rank: slow=[2], unreachable=[1], ...)."""
     key = check_key_generate()
     pods = cluster(simulator, key.public_line, nodes)
@@ -57,7 +60,7 @@ def check(simulator: Simulator, nodes: int, **switches: Any) -> tuple[FabricChec
             public_key_line=key.public_line,
             link_rate_gbps=400,
             gpus_per_node=8,
-            limits=Limits(connect=5, command=10, allreduce=20),
+            limits=limits,
         )
     )
     return result, pods
@@ -121,6 +124,13 @@ def test_an_unreachable_member_ends_the_check_with_an_error_naming_it(simulator:
     assert result.key_removed == {0: True, 1: False, 2: True}, "removed wherever it was reached"
     assert not any("torchrun" in entry.detail for entry in result.audit), "nothing runs without every member"
     assert keys_on(simulator, pods[0]) == [CUSTOMER_KEY]
+
+
+def test_a_hung_member_ends_the_check_in_bounded_time_naming_it(simulator: Simulator) -> None:
+    result, _ = check(simulator, 2, Limits(connect=5, command=1, allreduce=20), stalled=[1])
+    assert result.status == "error" and result.error == "member rank 1: timed out after 1 s"
+    assert result.key_removed == {0: True, 1: False}
+    assert not any("torchrun" in entry.detail for entry in result.audit)
 
 
 def test_a_member_that_refuses_the_key_is_named(simulator: Simulator) -> None:
