@@ -9,7 +9,8 @@ Recognised, each as the whole command line (anything else: exit 127, "command no
 The torchrun sessions of one cluster meet at (master addr, port, nnodes): each waits (bounded) for the others,
 then rank 0 prints the check's line with the bus bandwidth of the slowest node. The model: a healthy node gives
 link rate (Gb/s) x GPUs per node x 0.9, a node on a ``slow_executors`` executor a fifth of that; printed in GB/s.
-On a ``stalled_executors`` executor every command hangs (a hung node): the session opens, nothing answers.
+On a ``stalled_executors`` executor every command hangs (a hung node): the session opens, nothing answers. On a
+``broken_executors`` executor torchrun fails at once with an NCCL error (the others wait for it in vain).
 """
 
 from __future__ import annotations
@@ -105,6 +106,9 @@ async def _torchrun(farm: Any, pod_id: str, m: re.Match[str], process: Any) -> i
     nnodes, nproc, rank = int(m["nnodes"]), int(m["nproc"]), int(m["rank"])
     if view is None or not 1 <= nnodes <= 64 or rank >= nnodes or nproc < 1:
         process.stderr.write("torchrun: bad --nnodes, --nproc_per_node or --node_rank\n")
+        return 1
+    if view["broken"]:
+        process.stderr.write("torch.distributed.DistBackendError: NCCL error: unhandled system error\n")
         return 1
     if rank == 0 and m["addr"] != view["overlay_ip"]:
         process.stderr.write(f"torch.distributed: cannot bind {m['addr']}:{m['port']} on this node\n")

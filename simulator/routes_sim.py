@@ -28,8 +28,9 @@ CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "unreachable_executors": (list,),
     "refuse_key_executors": (list,),
     "stalled_executors": (list,),
+    "broken_executors": (list,),
 }
-EXECUTOR_LISTS = ("slow_executors", "unreachable_executors", "refuse_key_executors", "stalled_executors")
+EXECUTOR_LISTS = tuple(name for name in CONFIG_TYPES if name.endswith("_executors"))
 
 
 def _object(request: Request) -> dict[str, Any]:

@@ -83,7 +83,7 @@ class SshFarm:
             sock.bind(("127.0.0.1", pod.get("ssh_port") or 0))
         except OSError:
             sock.close()
-            log.warning("ssh: port %s of pod %s is taken; retrying on the next refresh", pod["ssh_port"], pod["id"])
+            log.warning("ssh: port %s of pod %s is taken; retrying on the next refresh", pod.get("ssh_port"), pod["id"])
             return
         sock.listen(100)
         sock.setblocking(False)
@@ -141,6 +141,7 @@ class SshFarm:
                 "link_rate": fabric["link_rate"],
                 "slow": pod["node_id"] in (config.get("slow_executors") or []),
                 "stalled": pod["node_id"] in (config.get("stalled_executors") or []),
+                "broken": pod["node_id"] in (config.get("broken_executors") or []),
             }
 
     def remove_key(self, pod_id: str, body: str) -> None:

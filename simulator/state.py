@@ -76,6 +76,7 @@ class State:
                 "unreachable_executors": [],
                 "refuse_key_executors": [],
                 "stalled_executors": [],
+                "broken_executors": [],
             }
             self.accounts, creds = build_accounts()
             self.creds_by_secret = {c["secret"]: c for c in creds}

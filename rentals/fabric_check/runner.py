@@ -82,6 +82,7 @@ class _Session:
         self.limits = limits
         self.audit: list[AuditEntry] = []
         self.connections: dict[int, asyncssh.SSHClientConnection] = {}
+        self.stop_reason = ""
 
     async def connect_all(self) -> None:
         """Connect to every member at once; raise CheckError naming each member that could not be reached."""
@@ -127,6 +128,9 @@ class _Session:
             status, out, outcome = None, "", f"timed out after {seconds:g} s"
         except (OSError, asyncssh.Error) as exc:
             status, out, outcome = None, "", f"failed ({exc})"
+        except asyncio.CancelledError:
+            self.audit.append(AuditEntry(rank, "run", command, f"stopped: {self.stop_reason}"))
+            raise
         self.audit.append(AuditEntry(rank, "run", command, outcome))
         return status, out, outcome
 
@@ -152,15 +156,31 @@ class _Session:
             )
             for index in range(len(ranks))
         ]
-        wait = self.limits.allreduce + 10
-        results = await asyncio.gather(*(self.run(rank, run, wait) for rank, run in zip(ranks, runs, strict=True)))
-        failed = [f"member rank {rank}: {r[2]}" for rank, r in zip(ranks, results, strict=True) if r[0] != 0]
+        results = await self._together(dict(zip(ranks, runs, strict=True)), self.limits.allreduce + 10)
+        failed = [f"member rank {rank}: {r[2]}" for rank, r in sorted(results.items()) if r[0] != 0]
         if failed:
             raise CheckError(f"the all-reduce over ranks {ranks} failed: " + "; ".join(failed))
         try:
-            return bus_bandwidth_parse(results[0][1])
+            return bus_bandwidth_parse(results[ranks[0]][1])
         except NoFigure as exc:
             raise CheckError(f"member rank {ranks[0]} printed no figure: {exc}") from exc
+
+    async def _together(self, runs: dict[int, str], seconds: float) -> dict[int, tuple[int | None, str, str]]:
+        """Run one command per member at once; once one fails, stop the others (they would wait for it in vain)."""
+        tasks = {asyncio.create_task(self.run(rank, command, seconds)): rank for rank, command in runs.items()}
+        results: dict[int, tuple[int | None, str, str]] = {}
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            results.update((tasks[task], task.result()) for task in done)
+            failed = sorted(tasks[task] for task in done if task.result()[0] != 0)
+            if failed and pending:
+                self.stop_reason = f"member rank {failed[0]} failed"
+                for task in pending:
+                    task.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                break
+        return results
 
     async def clean_up(self, public_line: str) -> dict[int, bool]:
         """Remove the script and the check's key on every member reached; True where the key is gone."""

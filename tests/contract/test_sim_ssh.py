@@ -110,6 +110,15 @@ def test_the_all_reduce_needs_its_script_and_gives_up_when_a_node_never_joins(ap
     assert asyncio.run(run(pod, key, torchrun(2, 0, limit=1))).exit_status == 124, "timeout ends the wait"
 
 
+def test_on_a_broken_executor_the_all_reduce_fails_at_once(api: Api) -> None:
+    key, public = keypair()
+    pod = ssh_cluster(api, public)[1]
+    api.config(broken_executors=[pod["executor"]["id"]])
+    asyncio.run(run(pod, key, WRITE))
+    result = asyncio.run(run(pod, key, torchrun(2, 1)))
+    assert result.exit_status == 1 and "NCCL error" in str(result.stderr)
+
+
 def test_an_unreachable_executor_refuses_connections_until_it_is_back(api: Api) -> None:
     key, public = keypair()
     pod = ssh_cluster(api, public)[1]

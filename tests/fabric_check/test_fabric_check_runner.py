@@ -133,6 +133,15 @@ def test_a_hung_member_ends_the_check_in_bounded_time_naming_it(simulator: Simul
     assert not any("torchrun" in entry.detail for entry in result.audit)
 
 
+def test_when_one_member_fails_the_all_reduce_the_others_are_stopped_not_waited_for(simulator: Simulator) -> None:
+    result, _ = check(simulator, 3, broken=[2])
+    assert result.status == "error" and result.bus_bandwidth_gbps is None
+    assert "member rank 2: exit 1: " in result.error and "NCCL error" in result.error
+    runs = {entry.rank: entry.outcome for entry in result.audit if "torchrun" in entry.detail}
+    assert runs[0] == runs[1] == "stopped: member rank 2 failed"
+    assert all(result.key_removed.values())
+
+
 def test_a_member_that_refuses_the_key_is_named(simulator: Simulator) -> None:
     result, _ = check(simulator, 2, refuse_key=[0])
     assert result.status == "error" and "member rank 0" in result.error and "key refused" in result.error
