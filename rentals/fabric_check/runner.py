@@ -10,9 +10,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import ipaddress
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import asyncssh
 
@@ -68,6 +70,19 @@ class FabricCheckResult:
         """Return the commands run on one member, in order."""
         return [entry.detail for entry in self.audit if entry.rank == rank and entry.action == "run"]
 
+    def as_record(self) -> dict[str, object]:
+        """Return the result as JSON-ready data for the rental's timeline (pairs as a list, ranks as keys)."""
+        return {
+            "status": self.status,
+            "floor_gbps": self.floor_gbps,
+            "bus_bandwidth_gbps": self.bus_bandwidth_gbps,
+            "pairs": [{"ranks": list(ranks), "bus_bandwidth_gbps": gbps} for ranks, gbps in sorted(self.pairs.items())],
+            "slow_members": list(self.slow_members),
+            "audit": [dataclasses.asdict(entry) for entry in self.audit],
+            "key_removed": {str(rank): removed for rank, removed in sorted(self.key_removed.items())},
+            "error": self.error,
+        }
+
 
 class CheckError(Exception):
     """The check could not measure; the message names the member(s)."""
@@ -82,7 +97,7 @@ class _Session:
         self.limits = limits
         self.audit: list[AuditEntry] = []
         self.connections: dict[int, asyncssh.SSHClientConnection] = {}
-        self.stop_reason = ""
+        self.stop_reason = "the check was cancelled"
 
     async def connect_all(self) -> None:
         """Connect to every member at once; raise CheckError naming each member that could not be reached."""
@@ -247,6 +262,6 @@ async def fabric_check_run(
     return result
 
 
-def fabric_check_run_sync(members: Sequence[Member], **kwargs: object) -> FabricCheckResult:
-    """Run the check from synchronous code (a Celery task)."""
-    return asyncio.run(fabric_check_run(members, **kwargs))  # type: ignore[arg-type]
+def fabric_check_run_sync(members: Sequence[Member], **kwargs: Any) -> FabricCheckResult:
+    """Run the check from synchronous code (a Celery task); the same keyword arguments as fabric_check_run."""
+    return asyncio.run(fabric_check_run(members, **kwargs))

@@ -6,13 +6,13 @@ bandwidth, a slow one a fifth of that (576); the floor is 0.7 x 400 x 8 = 2240 G
 
 from __future__ import annotations
 
-import asyncio
+import json
 from typing import Any
 
 import pytest
 
 from rentals.fabric_check.keys import check_key_generate
-from rentals.fabric_check.runner import FabricCheckResult, Limits, Member, fabric_check_run
+from rentals.fabric_check.runner import FabricCheckResult, Limits, Member, fabric_check_run_sync
 from rentals.upstream.parse import ssh_parts
 from tests.conftest import SIM_KEY, Simulator
 
@@ -53,15 +53,13 @@ def check(
     pods = cluster(simulator, key.public_line, nodes)
     config = {f"{name}_executors": [pods[rank]["executor"]["id"] for rank in ranks] for name, ranks in switches.items()}
     simulator.http.post("/_sim/config", json=config).raise_for_status()
-    result = asyncio.run(
-        fabric_check_run(
-            members_of(pods),
-            private_key_pem=key.private_pem,
-            public_key_line=key.public_line,
-            link_rate_gbps=400,
-            gpus_per_node=8,
-            limits=limits,
-        )
+    result = fabric_check_run_sync(
+        members_of(pods),
+        private_key_pem=key.private_pem,
+        public_key_line=key.public_line,
+        link_rate_gbps=400,
+        gpus_per_node=8,
+        limits=limits,
     )
     return result, pods
 
@@ -104,6 +102,10 @@ def test_a_slow_member_fails_the_check_and_is_named(simulator: Simulator) -> Non
     assert result.pairs == {(0, 1): pytest.approx(2880), (0, 2): pytest.approx(576), (0, 3): pytest.approx(2880)}
     assert all(result.key_removed.values())
     assert all(keys_on(simulator, pod) == [CUSTOMER_KEY] for pod in pods)
+    record = json.loads(json.dumps(result.as_record()))  # what the timeline will store
+    assert record["slow_members"] == [2] and record["pairs"][1] == {"ranks": [0, 2], "bus_bandwidth_gbps": 576.0}
+    assert record["key_removed"] == {"0": True, "1": True, "2": True, "3": True}
+    assert len(record["audit"]) == len(result.audit) and "PRIVATE KEY" not in json.dumps(record)
 
 
 def test_a_slow_rank_0_is_found_by_elimination(simulator: Simulator) -> None:
