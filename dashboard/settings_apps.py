@@ -67,6 +67,10 @@ OPS_QUEUED_ATTENTION_MINUTES = env.int("OPS_QUEUED_ATTENTION_MINUTES", 5, valida
 OPS_TERMINATING_ATTENTION_MINUTES = env.int("OPS_TERMINATING_ATTENTION_MINUTES", 15, validate=POSITIVE)
 # The overview's figures are computed once for every staff member and process, then kept this long.
 OPS_OVERVIEW_CACHE_SECONDS = env.int("OPS_OVERVIEW_CACHE_SECONDS", 20, validate=POSITIVE)
+# The fabric check passes when its all-reduce reaches this share of link rate x GPUs per node (rentals/fabric_check).
+FABRIC_CHECK_FLOOR_FRACTION = env.float(
+    "FABRIC_CHECK_FLOOR_FRACTION", 0.7, validate=Range(min=0, max=1, min_inclusive=False)
+)
 
 # Rent calls in flight (rentals in `sending` with a valid lease), counted in the database so the caps hold
 # across worker processes and machines (`rentals.capacity`). Lium publishes no rent-rate limit; the defaults

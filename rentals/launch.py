@@ -46,11 +46,14 @@ def slots_per_node(ranked: list[tuple[ClusterMember, str]], gpus_per_node: int) 
     return int(gpus_per_node or ranked[0][0].gpu_count or 1)
 
 
-def torchrun_line(*, nnodes: int, slots: int, master: str, script: str) -> str:
-    """Return the torchrun line every node runs (with its own NODE_RANK); `master` is already shell-quoted."""
+def torchrun_line(
+    *, nnodes: int, slots: int, master: str, script: str, node_rank: int | None = None, port: int = MASTER_PORT
+) -> str:
+    """Return the torchrun line a node runs (`$NODE_RANK` unless a rank is given); `master` is already shell-quoted."""
+    rank = "$NODE_RANK" if node_rank is None else str(int(node_rank))
     return (
-        f"torchrun --nnodes {nnodes} --nproc_per_node {slots} --node_rank $NODE_RANK "
-        f"--master_addr {master} --master_port {MASTER_PORT} {script}"
+        f"torchrun --nnodes {nnodes} --nproc_per_node {slots} --node_rank {rank} "
+        f"--master_addr {master} --master_port {port} {script}"
     )
 
 

@@ -67,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     chatty = args.verbose or args.mode == "dev"
     logging.getLogger("werkzeug").setLevel(logging.INFO if chatty else logging.WARNING)
+    logging.getLogger("asyncssh").setLevel(logging.INFO if chatty else logging.WARNING)  # one line per session
     server = make_server(args.host, args.port, create_app(state), threaded=True)
     print(
         f"lium simulator listening on http://{args.host}:{server.server_port} "

@@ -12,6 +12,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import activity
 from . import routes_api as api
+from . import routes_repair as repair
 from . import routes_sim as sim
 from .errors import ApiError, envelope, new_request_id
 from .estimates import deployment_estimate, slow_executors
@@ -39,6 +40,9 @@ PUBLIC: list[tuple[str, list[str], Callable[..., Response], str]] = [
     ("/executors/deployment-estimate", ["GET"], deployment_estimate, "estimate"),
     ("/users/me/events", ["GET"], activity.user_events, "user-events"),
     ("/v1/shared-config", ["GET"], activity.shared_config, "shared-config"),
+    ("/pods/<pod_id>/reboot", ["POST"], repair.reboot, "reboot"),
+    ("/pods/<pod_id>/reset-gpu", ["POST"], repair.reset_gpu, "reset-gpu"),
+    ("/pods/<pod_id>/reset-gpu/<request_id>", ["GET"], repair.reset_gpu_status, "reset-gpu"),
 ]
 
 CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
@@ -50,6 +54,7 @@ CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
     ("/_sim/reset", ["POST"], sim.reset),
     ("/_sim/slow-executors", ["GET", "POST", "DELETE"], slow_executors),
     ("/_sim/out-of-band", ["POST"], activity.out_of_band),
+    ("/_sim/pods/<pod_id>/authorized-keys", ["GET"], sim.authorized_keys),
 ]
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from .errors import ApiError
 
-BILLING_STATUSES = ("PENDING", "RUNNING")
+BILLING_STATUSES = ("PENDING", "RUNNING", "REBOOT_PENDING")
 
 
 def accrue(state: Any, now: float) -> None:

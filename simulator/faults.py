@@ -22,6 +22,8 @@ KNOWN_FAULTS = {
     "pods_rate_limit": "pods",
     "member_start_failure": "rent",
     "member_delete_failure": "delete",
+    "reboot_failure": "reboot",
+    "reset_gpu_failure": "reset-gpu",
     # Misbehaviour of a sloppy gateway or backend (our simulator's choice, not upstream fact).
     "html_2xx": "rent",
     "empty_2xx": "rent",
@@ -49,6 +51,8 @@ ROUTES = {
     "estimate",
     "user-events",
     "shared-config",
+    "reboot",
+    "reset-gpu",
 }
 
 

@@ -49,6 +49,7 @@ def validate(state: State, body: dict[str, Any]) -> dict[str, Any]:
         "hours": body.get("termination_hours"),
         "encryption": body.get("enable_volume_encryption", True) is not False,
         "jupyter": body.get("enable_jupyter") is True,
+        "keys": [key.strip() for key in body["user_public_key"]],
     }
 
 
@@ -203,6 +204,7 @@ def commit(
             "eta_basis": state.eta_basis_for(fab),
             "enable_volume_encryption": order["encryption"],
             "deleting_until": None,
+            "authorized_keys": list(order["keys"]),  # root's ~/.ssh/authorized_keys on the pod
         }
         state.pods[pod_id] = pod
         state.rented[node["id"]] = pod_id

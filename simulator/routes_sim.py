@@ -25,7 +25,14 @@ CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "honour_idempotency_key": (bool,),
     "multinode_clusters_enabled": (bool, type(None)),  # null: `GET /v1/shared-config` leaves the field out
     "events_for_api_keys": (bool,),
+    "ssh": (bool,),
+    "slow_executors": (list,),
+    "unreachable_executors": (list,),
+    "refuse_key_executors": (list,),
+    "stalled_executors": (list,),
+    "broken_executors": (list,),
 }
+EXECUTOR_LISTS = tuple(name for name in CONFIG_TYPES if name.endswith("_executors"))
 
 
 def _object(request: Request) -> dict[str, Any]:
@@ -72,6 +79,8 @@ def config(state: State, request: Request) -> Response:
                 raise ApiError(422, "unknown_setting", f"unknown setting {name!r}; known: {sorted(CONFIG_TYPES)}")
             if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
                 raise ApiError(422, "validation_error", f"{name} has the wrong type")
+            if name in EXECUTOR_LISTS and not (isinstance(value, list) and all(isinstance(i, str) for i in value)):
+                raise ApiError(422, "validation_error", f"{name} must be a list of executor ids")
         with state.lock:
             state.config.update(body)
     with state.lock:
@@ -92,6 +101,16 @@ def requests_log(state: State, request: Request) -> Response:
     if route is not None and route not in ROUTES:
         raise ApiError(422, "validation_error", f"unknown route {route!r}; known: {sorted(ROUTES)}")
     return json_response(view(state, route))
+
+
+def authorized_keys(state: State, request: Request, pod_id: str) -> Response:
+    """List a pod's authorized keys (the order's public keys, less those removed over SSH)."""
+    with state.lock:
+        state.refresh()
+        pod = state.pods.get(pod_id)
+        if pod is None:
+            raise ApiError(404, "pod_not_found", f"Pod {pod_id} not found")
+        return json_response({"pod_id": pod_id, "authorized_keys": list(pod["authorized_keys"])})
 
 
 def reset(state: State, request: Request) -> Response:

@@ -14,11 +14,12 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import billing, event_log
+from . import billing, event_log, repair
 from .clock import Clock, iso
 from .errors import ApiError
 from .faults import FaultEngine
 from .seed import PHASES, build_accounts, build_fabrics, build_templates, make_node
+from .ssh_farm import SshFarm
 
 CREATION_FAILED_TTL = 180.0  # upstream: a failed create is listed for about 3 minutes
 ETA_BASES = ["executor_history", "class_median", "cold_pull_estimate", "fleet_default"]
@@ -51,6 +52,7 @@ class State:
         self.clock = Clock()
         self.faults = FaultEngine()
         self.stopping = threading.Event()  # set on shutdown so trickling answers end at once
+        self.ssh_farm: SshFarm | None = None  # started the first time the ssh switch is on; kept across resets
         self.reset()
 
     # -- lifecycle of the world -------------------------------------------------------------
@@ -71,6 +73,13 @@ class State:
                 "honour_idempotency_key": True,
                 "multinode_clusters_enabled": True,  # Lium's cluster switch (`GET /v1/shared-config`)
                 "events_for_api_keys": True,  # False: `GET /users/me/events` answers 401 to API keys
+                # The pods over SSH (simulator/ssh_farm.py) and the executors that misbehave there.
+                "ssh": False,
+                "slow_executors": [],
+                "unreachable_executors": [],
+                "refuse_key_executors": [],
+                "stalled_executors": [],
+                "broken_executors": [],
             }
             self.accounts, creds = build_accounts()
             self.creds_by_secret = {c["secret"]: c for c in creds}
@@ -98,6 +107,8 @@ class State:
             # Executors marked slow (POST /_sim/slow-executors): id -> extra start seconds and warning message.
             self.slow_executors: dict[str, dict[str, Any]] = {}
             self.next_port = 40000
+            if self.ssh_farm is not None:
+                self.ssh_farm.close_all()
 
     # -- credentials ------------------------------------------------------------------------
     def authenticate(self, headers: Any) -> dict[str, Any]:
@@ -232,12 +243,17 @@ class State:
                 else:
                     pod["status"] = "RUNNING"
                     self.add_event(pod, "running", "Pod is running", pod["ready_at"])
+            repair.advance_reboot(self, pod, now)
             if pod["status"] == "DELETING" and now >= pod["deleting_until"]:
                 # Who asked for the removal; a scheduled one or a cut-off is the platform's.
                 self.add_event(pod, "removed", "Pod removed", pod["deleting_until"], actor=pod.get("deleted_by"))
                 self.remove_pod(pod)
             elif pod["status"] == "CREATION_FAILED" and now >= pod["ready_at"] + CREATION_FAILED_TTL:
                 self.remove_pod(pod)
+        if self.config["ssh"] and self.ssh_farm is None:
+            self.ssh_farm = SshFarm(self)
+        if self.ssh_farm is not None:
+            self.ssh_farm.sync()
 
     def visible_pods(self, cred: dict[str, Any], api_key_id: str | None = None) -> list[dict[str, Any]]:
         """Return the caller's pods (key visibility applies), oldest first."""
@@ -271,7 +287,7 @@ class State:
             "id": pod["id"],
             "pod_name": pod["pod_name"],
             "status": status,
-            "ssh_connect_cmd": f"ssh root@{executor['executor_ip_address']} -p {pod['port']}" if running else None,
+            "ssh_connect_cmd": f"ssh root@{self.ssh_host(executor)} -p {pod['port']}" if running else None,
             "ports_mapping": self.ports_mapping(pod),
             "created_at": iso(pod["created_at"]),
             "updated_at": iso(pod["updated_at"]),
@@ -298,6 +314,10 @@ class State:
             "api_key_name": pod["api_key_name"],
             "customer_ref": pod["customer_ref"],
         }
+
+    def ssh_host(self, executor: dict[str, Any]) -> str:
+        """Return where a pod's SSH answers: 127.0.0.1 while the ssh switch serves it, else its executor."""
+        return "127.0.0.1" if self.config["ssh"] else executor["executor_ip_address"]
 
     @staticmethod
     def ports_mapping(pod: dict[str, Any]) -> dict[str, int]:
