@@ -11,6 +11,7 @@ from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
 from . import routes_api as api
+from . import routes_billing
 from . import routes_sim as sim
 from .errors import ApiError, envelope, new_request_id
 from .httpkit import DropConnection, drop, json_response
@@ -34,6 +35,7 @@ PUBLIC: list[tuple[str, list[str], Callable[..., Response], str]] = [
     ("/pods/<pod_id>/schedule-removal", ["POST", "DELETE"], api.schedule_removal, "schedule-removal"),
     ("/pods/<pod_id>/events", ["GET"], api.pod_events, "events"),
     ("/users/me", ["GET"], api.users_me, "users"),
+    ("/billing/statement", ["GET"], routes_billing.statement, "statement"),
 ]
 
 CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
@@ -43,6 +45,7 @@ CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
     ("/_sim/ledger", ["GET"], sim.ledger),
     ("/_sim/requests", ["GET"], sim.requests_log),
     ("/_sim/reset", ["POST"], sim.reset),
+    ("/_sim/billing", ["GET", "POST"], routes_billing.skew),
 ]
 
 

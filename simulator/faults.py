@@ -46,6 +46,7 @@ ROUTES = {
     "schedule-removal",
     "events",
     "users",
+    "statement",
 }
 
 

@@ -6,11 +6,14 @@ dropped, never cut; what cannot be read raises `Unparseable`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
+
+import ijson
 
 from rentals.upstream.parse import (
     CLUSTER_ID_MAX,
@@ -52,6 +55,7 @@ class PodRow:
     price: Decimal | None = None
     gpu_count: int | None = None
     created_at: datetime | None = None
+    updated_at: datetime | None = None
     removal_scheduled_at: datetime | None = None
     jupyter_url: str = ""
     ports_mapping: tuple[tuple[int, int], ...] = ()  # (container port, host port)
@@ -87,6 +91,7 @@ def pod_row(row: Any) -> PodRow:
         price=price(row.get("price")),
         gpu_count=count(row.get("gpu_count"), 1024),
         created_at=timestamp(row.get("created_at")),
+        updated_at=timestamp(row.get("updated_at")),
         removal_scheduled_at=timestamp(row.get("removal_scheduled_at")),
         jupyter_url=web_url(row.get("jupyter_url")),
         ports_mapping=port_pairs(row.get("ports_mapping")),
@@ -126,6 +131,56 @@ def port_pairs(value: Any) -> tuple[tuple[int, int], ...]:
 def pod_listing(body: Any) -> list[PodRow]:
     """Read `GET /pods`: a list of pod rows; any row that cannot be read makes the whole listing unreadable."""
     return [pod_row(row) for row in json_list(body, "The pod listing")]
+
+
+class TooManyRows(Unparseable):
+    """A listing past the rows (or bytes) the dashboard reads."""
+
+
+def pod_listing_stream(chunks: Iterable[bytes], *, max_pods: int) -> list[PodRow]:
+    """Read `GET /pods` as its bytes arrive: the same rules as `pod_listing`, holding one raw row at a time.
+
+    Raise TooManyRows past `max_pods` rows, Unparseable for a body that is not a JSON list of readable rows.
+    """
+    rows: list[PodRow] = []
+    raw: list[Any] = []
+    seen_list = False
+    events = ijson.sendable_list()
+    parser = ijson.parse_coro(events, use_float=True)
+    builder: ijson.ObjectBuilder | None = None
+    try:
+        for chunk in [*chunks, b""]:
+            if chunk:
+                parser.send(chunk)
+            else:
+                parser.close()
+            for prefix, event, value in events:
+                if prefix == "" and event == "start_array":
+                    seen_list = True
+                elif prefix == "":
+                    if event != "end_array":
+                        raise Unparseable("The pod listing is not a JSON list.")
+                elif builder is None and prefix == "item" and event in ("start_map", "start_array"):
+                    builder = ijson.ObjectBuilder()
+                    builder.event(event, value)
+                elif builder is not None:
+                    builder.event(event, value)
+                    if prefix == "item" and event in ("end_map", "end_array"):
+                        raw.append(builder.value)
+                        builder = None
+                elif prefix == "item":
+                    raw.append(value)  # a scalar row: pod_row refuses it
+                for row in raw:
+                    if len(rows) >= max_pods:
+                        raise TooManyRows(f"it has more than {max_pods} pods (POD_LISTING_MAX_PODS).")
+                    rows.append(pod_row(row))
+                raw.clear()
+            del events[:]
+    except ijson.JSONError as exc:
+        raise Unparseable("The pod listing is not JSON.") from exc
+    if not seen_list:
+        raise Unparseable("The pod listing is not a JSON list.")
+    return rows
 
 
 # --- Events --------------------------------------------------------------------------------------------------
