@@ -25,7 +25,9 @@ answer proves, because the rent engine must record every attempt, whatever happe
 Every call has one deadline (LIUM_TIMEOUT_SECONDS) across all redirect hops and the whole body: past it the
 call is abandoned as a timeout, so a trickling answer cannot outlive the rent lease (settings check that
 RENT_LEASE_SECONDS is longer). Bodies are capped (LISTING_BODY_MAX, ANSWER_BODY_MAX); a larger one does not
-parse. The pod listing is parsed while it streams in (ijson), so memory holds the typed rows, not the body. The shared client keeps no cookies, so nothing one credential's answer sets is sent with another's.
+parse. The pod listing is parsed while it streams in (ijson), so memory holds the typed rows, not the body
+(POD_LISTING_MAX_PODS caps its rows). The shared client keeps no cookies, so nothing one credential's answer
+sets is sent with another's.
 
 Redirects are followed here, never by httpx, and only to the same scheme, host and port (at most 5 hops),
 so the API key never reaches another host.
@@ -38,8 +40,8 @@ import http.cookiejar
 import json
 import threading
 import time
-from dataclasses import dataclass, field
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
 
@@ -337,7 +339,13 @@ class LiumClient:
     # Transport ---------------------------------------------------------------------------------------
 
     def _call(
-        self, method: str, path: str, *, body_max: int = ANSWER_BODY_MAX, stream: StreamParser | None = None, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        body_max: int = ANSWER_BODY_MAX,
+        stream: StreamParser | None = None,
+        **kwargs: Any,
     ) -> Answer:
         """Send one request and read its whole answer within the call's deadline, or raise DeadlineExceeded.
 
