@@ -137,48 +137,46 @@ class TooManyRows(Unparseable):
     """A listing past the rows (or bytes) the dashboard reads."""
 
 
+class _ChunkReader:
+    """A file-like `read(n)` over an iterator of byte chunks, so ijson's C parser pulls the body as it arrives."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self.chunks = iter(chunks)
+        self.pending = b""
+        self.started = False
+
+    def read(self, size: int = -1) -> bytes:
+        while not self.pending:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                return b""
+            if not self.started and chunk.strip():
+                # Only a list has elements named "item": an object or a scalar would read as an empty listing.
+                if not chunk.lstrip().startswith(b"["):
+                    raise Unparseable("The pod listing is not a JSON list.")
+                self.started = True
+            self.pending = chunk
+        if size is None or size < 0:
+            size = len(self.pending)
+        out, self.pending = self.pending[:size], self.pending[size:]
+        return out
+
+
 def pod_listing_stream(chunks: Iterable[bytes], *, max_pods: int) -> list[PodRow]:
     """Read `GET /pods` as its bytes arrive: the same rules as `pod_listing`, holding one raw row at a time.
 
     Raise TooManyRows past `max_pods` rows, Unparseable for a body that is not a JSON list of readable rows.
     """
     rows: list[PodRow] = []
-    raw: list[Any] = []
-    seen_list = False
-    events = ijson.sendable_list()
-    parser = ijson.parse_coro(events, use_float=True)
-    builder: ijson.ObjectBuilder | None = None
+    reader = _ChunkReader(chunks)
     try:
-        for chunk in [*chunks, b""]:
-            if chunk:
-                parser.send(chunk)
-            else:
-                parser.close()
-            for prefix, event, value in events:
-                if prefix == "" and event == "start_array":
-                    seen_list = True
-                elif prefix == "":
-                    if event != "end_array":
-                        raise Unparseable("The pod listing is not a JSON list.")
-                elif builder is None and prefix == "item" and event in ("start_map", "start_array"):
-                    builder = ijson.ObjectBuilder()
-                    builder.event(event, value)
-                elif builder is not None:
-                    builder.event(event, value)
-                    if prefix == "item" and event in ("end_map", "end_array"):
-                        raw.append(builder.value)
-                        builder = None
-                elif prefix == "item":
-                    raw.append(value)  # a scalar row: pod_row refuses it
-                for row in raw:
-                    if len(rows) >= max_pods:
-                        raise TooManyRows(f"it has more than {max_pods} pods (POD_LISTING_MAX_PODS).")
-                    rows.append(pod_row(row))
-                raw.clear()
-            del events[:]
+        for raw in ijson.items(reader, "item", use_float=True):  # each element of the top-level list
+            if len(rows) >= max_pods:
+                raise TooManyRows(f"it has more than {max_pods} pods (POD_LISTING_MAX_PODS).")
+            rows.append(pod_row(raw))
     except ijson.JSONError as exc:
         raise Unparseable("The pod listing is not JSON.") from exc
-    if not seen_list:
+    if not reader.started:
         raise Unparseable("The pod listing is not a JSON list.")
     return rows
 
