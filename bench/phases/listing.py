@@ -106,7 +106,6 @@ def child(count: int, mode: str) -> dict[str, Any]:
     import django
 
     django.setup()
-    import httpx
     from django.conf import settings
 
     from rentals import upstream
@@ -116,7 +115,7 @@ def child(count: int, mode: str) -> dict[str, Any]:
     settings.POD_LISTING_MAX_PODS = max(count, settings.POD_LISTING_MAX_PODS)
     server, base_url = serve(count)
     http = upstream.new_http_client()
-    client = upstream.LiumClient(base_url=base_url, auth=upstream.Auth(scheme="api_key", secret="bench"), http=http)
+    client = upstream.LiumClient(base_url=base_url, auth=upstream.Auth(scheme="api_key", secret="bench"), http=http)  # noqa: S106 - no server checks it
     before = rss_mb()
     started = time.perf_counter()
     if mode == "tracemalloc":
@@ -149,7 +148,7 @@ def measure_listing(run: Any) -> None:
     say(f"\n[listing] GET /pods of {count} pods over loopback HTTP, each mode in a fresh process")
     figures: dict[str, Any] = {"pods": count}
     for mode in MODES:
-        out = subprocess.run(
+        out = subprocess.run(  # noqa: S603 - this interpreter, this module, our own arguments
             [sys.executable, "-m", "bench.phases.listing", "--pods", str(count), "--mode", mode],
             cwd=REPO_ROOT,
             env={**os.environ, "DJANGO_SETTINGS_MODULE": "dashboard.settings", "LOG_LEVEL": "WARNING"},
