@@ -4,8 +4,9 @@ A pod is a rental's member (`ClusterMember`, the same `pod_id` as on Lium's pod 
 per second at its own price (its pod row's `price`, docs/upstream-api.md §8) from when it started RUNNING
 (`running_since`: the row's `updated_at` when first listed RUNNING) until its removal started: the accepted
 DELETE of its cluster, its scheduled removal once passed, when a listing first missed it (`gone_at`), or the
-rental's end, whichever came first. A pod that never ran costs nothing. A rental whose members were never
-listed has no pods here: `billing.usage` then bills it from rented to terminated at the order's price.
+rental's end, whichever came first. A pod that never ran costs nothing. A rental none of whose members has
+run yet (or was ever listed) has no spans here: `billing.usage` then bills it from rented to terminated at the
+order's price, as before (an upper bound, and an estimate until it ends).
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class PodSpan:
 
 @dataclass(frozen=True)
 class RentalPods:
-    """The pods of the rentals that have listed members (rentals without are absent)."""
+    """The pods that ran, per rental (a rental none of whose pods ran is absent), and every listed pod's rental."""
 
     spans: dict[int, list[PodSpan]]
     pod_rentals: dict[str, int]  # every listed member's pod id -> its rental, whether it ran or not
@@ -72,7 +73,6 @@ def rental_pods(rentals: Iterable[Rental], *, now: datetime) -> RentalPods:
     pod_rentals: dict[str, int] = {}
     for member in members.only("rental_id", "pod_id", "running_since", "gone_at", "price_per_hour"):
         rental = by_id[member.rental_id]
-        spans[rental.pk]  # a listed member makes the rental's pods known, even one that never ran
         pod_rentals[member.pod_id] = rental.pk
         if member.running_since is None:
             continue
