@@ -3,9 +3,10 @@
 A rental whose members ran costs what its pods billed (`billing.pod_cost`: each pod per second at its own
 price, from RUNNING until its removal started); one none of whose members has run (or was listed) costs from
 rented to terminated at the order's price. This one selector feeds the usage page, its CSV and
-`GET /api/v1/usage`, so the three agree to the cent. Money is Decimal throughout; each line's cost is rounded to cents once, at the end, and
-the total is the sum of the rounded lines (what a reader adds up is what the total says). A line is `confirmed`
-when Lium's statement agreed with our cost of each of its pods on every day of it (`billing.statement`).
+`GET /api/v1/usage`, so the three agree to the cent. Money is Decimal throughout; each line's cost is rounded
+to cents once, at the end, and the total is the sum of the rounded lines (what a reader adds up is what the
+total says). A line is `confirmed` when Lium's statement agreed with our cost of each of its pods on every day
+of it (`billing.statement`).
 """
 
 from __future__ import annotations
