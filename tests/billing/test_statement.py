@@ -192,3 +192,30 @@ def test_beat_runs_the_check_daily_on_the_housekeeping_queue(settings) -> None:
     assert entry["task"] == "billing.tasks.statement_check"
     assert settings.CELERY_TASK_ROUTES["billing.tasks.statement_check"] == {"queue": "housekeeping"}
     assert (entry["schedule"].hour, entry["schedule"].minute) == ({0}, {20})  # daily, 00:20 UTC
+
+
+def test_a_skewed_day_unconfirms_only_the_lines_of_that_day(
+    client_for, alice, acme, make_ready_rental, june_clock, lium_statement
+) -> None:
+    def rental_running(pod_id: str, start, hours: int) -> Rental:  # type: ignore[no-untyped-def]
+        june_clock.now = start
+        rental = make_ready_rental(acme, price="2.00", pod_name=pod_id)
+        ClusterMember.objects.create(rental=rental, pod_id=pod_id, running_since=start, price_per_hour=Decimal(2))
+        june_clock.now = start + timedelta(hours=hours)
+        terminate(rental)
+        return rental
+
+    first = rental_running("first", JUNE_1 + timedelta(hours=1), 3)  # 1 June only
+    second = rental_running("second", JUNE_2 + timedelta(hours=1), 5)  # 2 June only
+    lium_statement["pods"] = {"first": {"2030-06-01": [6.0]}, "second": {"2030-06-02": [10.0, 1.5]}}  # skewed
+    june_clock.now = JUNE_3 + timedelta(minutes=20)
+
+    statement_check()
+
+    _key, raw = api_key_create(user=alice, name="usage", scopes=["read"])
+    lines = client_for(alice).get("/api/v1/usage?month=2030-06", headers={"X-API-Key": raw}).json()["lines"]
+    assert {line["id"]: line["confirmed"] for line in lines} == {
+        str(first.public_id): True,
+        str(second.public_id): False,
+    }
+    assert OperatorNotice.objects.get().key.endswith(":2030-06-02")
