@@ -182,9 +182,11 @@ def test_the_command_checks_one_past_day_and_refuses_bad_input(ran_30_hours, liu
     call_command("statement_check", "--day", "2030-06-01", stdout=out)
     assert lium_statement["asked"] == [{"start_day": "2030-06-01", "end_day": "2030-06-01"}]
     assert "2 pod-days compared, 0 disagree" in out.getvalue()
-    for bad in (["--day", "June"], ["--day", "2030-06-03"], ["--days", "0"]):
+    for bad in (["--day", "June"], ["--day", "2030-06-04"], ["--days", "0"]):
         with pytest.raises(CommandError):
             call_command("statement_check", *bad, stdout=io.StringIO())
+    call_command("statement_check", "--day", "today", stdout=out)
+    assert lium_statement["asked"][-1] == {"start_day": "2030-06-03", "end_day": "2030-06-03"}
 
 
 def test_beat_runs_the_check_daily_on_the_housekeeping_queue(settings) -> None:
