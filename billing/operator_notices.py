@@ -48,7 +48,9 @@ def notice_raise(
 
 def notice_resolve(*, kind: str, key: str, now: datetime) -> int:
     """Close the open notice of this kind and key, if any."""
-    return OperatorNotice.objects.filter(kind=kind, key=key, resolved_at__isnull=True).update(resolved_at=now)
+    open_notice = OperatorNotice.objects.filter(kind=kind, key=key, resolved_at__isnull=True)
+    # A read first: the pod poller asks after every listing, and a write would take SQLite's lock each time.
+    return open_notice.update(resolved_at=now) if open_notice.exists() else 0
 
 
 def _post(notice: OperatorNotice) -> str:
