@@ -36,6 +36,11 @@ class UsageLineOut(Schema):
     price_per_hour: str = Field(..., description="USD/hour, as the order carried it.")
     cost_usd: str = Field(..., description="hours times price_per_hour, rounded to the cent.")
     estimate: bool = Field(..., description="True while it still runs (cost so far) or its price was unknown.")
+    confirmed: bool = Field(
+        ...,
+        description="True when Lium's statement agreed, within a cent, with the cost of each of its pods on every "
+        "UTC day of the line (checked daily for the previous days); false: our estimate.",
+    )
 
 
 class UsageOut(Schema):
@@ -85,6 +90,7 @@ def usage(
                     "price_per_hour": str(line.price_per_hour),
                     "cost_usd": str(line.cost_usd),
                     "estimate": line.estimate,
+                    "confirmed": line.confirmed,
                 }
                 for line in report.lines
             ],

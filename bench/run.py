@@ -40,9 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     """Run the bench; print a summary and, last, one JSON line of every figure. Exit 0, or 1 on failure."""
     run = begin_run(parse_args(argv))
     try:
-        stack = start_stack(run)
-        measure_phases(run, stack)
-        record_web_memory(run, stack)
+        if "listing" in run.phases:  # needs no stack: its children serve and read the listing themselves
+            from bench.phases.listing import measure_listing
+
+            measure_listing(run)
+        if run.phases - {"listing"}:
+            stack = start_stack(run)
+            measure_phases(run, stack)
+            record_web_memory(run, stack)
         finish_figures(run)
         print_summary(run)
         return 0
@@ -107,8 +112,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--db-name", default="lium_bench", help="dedicated database name on the PostgreSQL server")
     p.add_argument("--keep-db", action="store_true", help="keep the PostgreSQL bench database at the end")
     p.add_argument("--keep-run-dir", action="store_true", help="keep the run folder (logs) at the end")
+    p.add_argument("--listing-pods", type=int, default=20_000, help="pods in the listing phase's GET /pods")
     p.add_argument(
-        "--only", default="", help="comma list of phases: submit,engine,burst,poll,pages,search (default all)"
+        "--only", default="", help="comma list of phases: submit,engine,burst,poll,pages,search,listing (default all)"
     )
     return p.parse_args(argv)
 
@@ -181,13 +187,16 @@ def finish_figures(run: Run) -> None:
 
 def print_summary(run: Run) -> None:
     """Print the stack, the machine and every summary line, for a person reading the console."""
-    result, stack, machine = run.result, run.result["stack"], run.result["machine"]
+    result, stack, machine = run.result, run.result.get("stack"), run.result.get("machine")
     say("\n" + "=" * 100)
-    say(f"stack: {stack['database']} | broker {stack['broker']} | cache {stack['cache']} | {stack['web']}")
-    say(f"machine: {machine['cpu']} x{machine['cpus']}, {machine['mem_gb']} GB")
+    if stack:
+        say(f"stack: {stack['database']} | broker {stack['broker']} | cache {stack['cache']} | {stack['web']}")
+    if machine:
+        say(f"machine: {machine['cpu']} x{machine['cpus']}, {machine['mem_gb']} GB")
     for label, value in run.summary:
         say(f"  {label:45s} {value}")
-    say(f"  {'ops pages':45s} {result['ops']}")
+    if "ops" in result:
+        say(f"  {'ops pages':45s} {result['ops']}")
     if isinstance(result.get("search"), dict) and "skipped" in result["search"]:
         say(f"  {'support search':45s} skipped: {result['search']['skipped']}")
     say(f"  {'duration (s)':45s} {result['duration_s']}")

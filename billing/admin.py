@@ -12,7 +12,16 @@ from django.contrib import admin
 from django.http import HttpRequest
 
 from billing.forms import OperatorBudgetForm
-from billing.models import BalanceReading, BudgetAlert, CustomerAdmin, CustomerBudget, Invitation, RunwayAlert
+from billing.models import (
+    BalanceReading,
+    BudgetAlert,
+    CustomerAdmin,
+    CustomerBudget,
+    Invitation,
+    OperatorNotice,
+    RunwayAlert,
+    StatementLine,
+)
 from billing.services import budget_set_by_operator
 
 
@@ -83,6 +92,21 @@ class BalanceReadingAdmin(RecordAdmin):
 class RunwayAlertAdmin(RecordAdmin):
     list_display = ["credential", "at", "balance_usd", "runway_hours", "resolved_at", "webhook_status", "emailed_at"]
     list_filter = ["credential"]
+    list_select_related = ["credential"]
+
+
+@admin.register(StatementLine)
+class StatementLineAdmin(RecordAdmin):
+    list_display = ["day", "credential", "pod_id", "rental", "ours_usd", "lium_usd", "agrees", "checked_at"]
+    list_filter = ["agrees", "credential"]
+    list_select_related = ["credential", "rental"]
+    search_fields = ["pod_id"]
+
+
+@admin.register(OperatorNotice)
+class OperatorNoticeAdmin(RecordAdmin):
+    list_display = ["at", "kind", "credential", "subject", "resolved_at", "webhook_status", "emailed_at"]
+    list_filter = ["kind", "credential"]
     list_select_related = ["credential"]
 
 

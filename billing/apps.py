@@ -14,9 +14,12 @@ class BillingConfig(AppConfig):
         from accounts.models import Customer, Membership
         from billing.invitations import membership_deleting, user_deactivating
         from billing.services import budget_check_receiver
-        from rentals.signals import order_checking
+        from billing.statement import pod_listing_receiver
+        from rentals.signals import order_checking, pod_listing_read
 
         order_checking.connect(budget_check_receiver, sender=Customer, dispatch_uid="billing-budget-check")
+        # A refused pod listing stops tracking: the pod poller says so, and an operator notice is raised here.
+        pod_listing_read.connect(pod_listing_receiver, dispatch_uid="billing-pod-listing")
         # A membership deleted by any path ends the invitation links and webhook endpoints its member made.
         pre_delete.connect(membership_deleting, sender=Membership, dispatch_uid="billing-membership-grants")
         # Deactivating a user ends the same grants as removing them, in every customer they belong to.

@@ -162,3 +162,72 @@ class RunwayAlert(models.Model):
 
     def __str__(self) -> str:
         return f"runway {self.runway_hours} h on {self.credential_id}"
+
+
+class StatementLine(models.Model):
+    """One pod's cost on one UTC day: ours (`billing.pod_cost`) and what Lium's statement debited.
+
+    Written by the daily statement check for every pod of ours that either side billed that day; `agrees` when the
+    two are within a cent. A usage line is confirmed by Lium when every day of it has lines and all agree.
+    """
+
+    credential = models.ForeignKey(UpstreamCredential, on_delete=models.CASCADE, related_name="statement_lines")
+    rental = models.ForeignKey("rentals.Rental", on_delete=models.CASCADE, related_name="statement_lines")
+    pod_id = models.CharField(max_length=100)
+    day = models.DateField()
+    ours_usd = models.DecimalField(max_digits=14, decimal_places=4)
+    # None: the pod is not on Lium's statement for that day (compared as 0).
+    lium_usd = models.DecimalField(max_digits=14, decimal_places=4, null=True, blank=True)
+    agrees = models.BooleanField()
+    checked_at = models.DateTimeField()
+
+    class Meta:
+        ordering = ["-day", "pod_id"]
+        constraints = [models.UniqueConstraint(fields=["pod_id", "day"], name="statement_line_pod_day")]
+        indexes = [
+            models.Index(fields=["rental", "day"], name="statement_line_rental_day"),
+            models.Index(fields=["agrees", "-day"], name="statement_line_disagreeing"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.pod_id} {self.day}: ours {self.ours_usd}, Lium {self.lium_usd}"
+
+    @property
+    def difference_usd(self) -> Decimal:
+        return (self.lium_usd or Decimal(0)) - self.ours_usd
+
+
+class OperatorNotice(models.Model):
+    """Something an operator must look at, beside the runway: a statement day that disagrees, a refused pod listing.
+
+    Open until what it reports is over (the day agrees again, a listing reads again), one open notice per kind and
+    key, so each is sent once: a signed POST to OPERATOR_WEBHOOK_URL and an e-mail to each operator
+    (`billing.operator_notices`), each part recorded when it went.
+    """
+
+    class Kind(models.TextChoices):
+        STATEMENT_MISMATCH = "statement.mismatch", "Lium's statement disagrees"
+        LISTING_REFUSED = "pods.listing_refused", "Pod listing refused"
+
+    kind = models.CharField(max_length=40, choices=Kind.choices)
+    key = models.CharField(max_length=100)  # what it is about within its kind, e.g. "3:2026-12-01"
+    credential = models.ForeignKey(UpstreamCredential, on_delete=models.CASCADE, related_name="operator_notices")
+    at = models.DateTimeField()
+    subject = models.CharField(max_length=200)
+    text = models.TextField()
+    data = models.JSONField(default=dict, blank=True)
+    resolved_at = models.DateTimeField(null=True, blank=True)
+    webhook_status = models.CharField(max_length=300, blank=True)
+    webhook_delivered_at = models.DateTimeField(null=True, blank=True)
+    emailed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-at"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["kind", "key"], condition=models.Q(resolved_at__isnull=True), name="one_open_operator_notice"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.kind} {self.key}"

@@ -59,11 +59,16 @@ def _post(alert: RunwayAlert) -> str:
     return outcome.error or f"HTTP {outcome.status_code}"
 
 
-def _email(alert: RunwayAlert) -> int:
+def operator_emails() -> list[str]:
+    """Return the addresses of every active operator and superuser."""
     operators = User.objects.filter(Q(groups__name=OPERATOR_GROUP) | Q(is_superuser=True), is_active=True).exclude(
         email=""
     )
-    recipients = sorted({user.email for user in operators})
+    return sorted({user.email for user in operators})
+
+
+def _email(alert: RunwayAlert) -> int:
+    recipients = operator_emails()
     if not recipients:
         return 0
     subject = f"Lium balance runs out in {alert.runway_hours:.1f} h (credential {alert.credential.name})"

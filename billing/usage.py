@@ -1,21 +1,27 @@
-"""Cost so far: one line per rental, from rented to terminated at the order's price, clipped to a month.
+"""Cost so far: one line per rental, clipped to a month: its pods as Lium bills them, or rented to terminated.
 
-This one selector feeds the usage page, its CSV and `GET /api/v1/usage`, so the three agree to the cent.
-Money is Decimal throughout; each line's cost is rounded to cents once, at the end, and the total is the sum
-of the rounded lines (what a reader adds up is what the total says).
+A rental whose members ran costs what its pods billed (`billing.pod_cost`: each pod per second at its own
+price, from RUNNING until its removal started); one none of whose members has run (or was listed) costs from
+rented to terminated at the order's price. This one selector feeds the usage page, its CSV and
+`GET /api/v1/usage`, so the three agree to the cent. Money is Decimal throughout; each line's cost is rounded
+to cents once, at the end, and the total is the sum of the rounded lines (what a reader adds up is what the
+total says). A line is `confirmed` when Lium's statement agreed with our cost of each of its pods on every day
+of it (`billing.statement`).
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from datetime import UTC, datetime
+from dataclasses import dataclass, replace
+from datetime import UTC, date, datetime, timedelta
 from decimal import ROUND_HALF_UP, Decimal
 
 from django.db.models import OuterRef, Q, QuerySet, Subquery
 from django.utils import timezone
 
 from accounts.models import Customer
+from billing.models import StatementLine
+from billing.pod_cost import PodSpan, rental_pods
 from rentals.models import Rental, RentalEvent
 from rentals.states import RentalStatus
 
@@ -76,6 +82,8 @@ class UsageLine:
     cost_usd: Decimal
     # True while the cluster still runs (cost so far) or when its price was not known at order time.
     estimate: bool
+    # True when Lium's statement agreed (within a cent) with each of its pods on every day of the line.
+    confirmed: bool = False
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,15 @@ def usage_report(*, rentals: QuerySet[Rental], month: Month, now: datetime | Non
         .select_related("customer")
         .order_by("rented_at", "id")
     )
-    lines = [line for rental in billed if (line := _line(rental, month, period_end)) is not None]
+    rentals_billed = list(billed)
+    pods = rental_pods(rentals_billed, now=now)
+    lines = []
+    for rental in rentals_billed:
+        spans = pods.spans.get(rental.pk)
+        line = _line(rental, month, period_end) if spans is None else _pods_line(rental, spans, month, period_end)
+        if line is not None:
+            lines.append(line)
+    lines = _with_confirmation(lines, {str(rental.public_id): rental.pk for rental in rentals_billed})
     return UsageReport(month=month, lines=lines, total_usd=sum((x.cost_usd for x in lines), Decimal(0)), as_of=now)
 
 
@@ -140,6 +156,73 @@ def _line(rental: Rental, month: Month, period_end: datetime) -> UsageLine | Non
         cost_usd=(hours * price).quantize(CENT, rounding=ROUND_HALF_UP),
         estimate=ended is None or price == 0,
     )
+
+
+def _pods_line(rental: Rental, spans: list[PodSpan], month: Month, period_end: datetime) -> UsageLine | None:
+    """The line of a rental whose pods are known: what they billed within the month (none billed: no line)."""
+    ran = [span for span in spans if span.seconds_within(month.start, period_end) > 0]
+    if not ran:
+        return None
+    price = rental.price_per_hour or sum((span.price for span in spans), Decimal(0))
+    cost = sum((span.cost_within(month.start, period_end) for span in ran), Decimal(0))
+    stops = [span.stop for span in spans]
+    if all(stop is not None and stop <= period_end for stop in stops):
+        ended: datetime | None = max(stop for stop in stops if stop is not None)
+    elif period_end == month.end:
+        ended = month.end  # a past month: the cluster ran on past its end
+    else:
+        ended = None  # still running: the cost so far
+    return UsageLine(
+        rental_id=str(rental.public_id),
+        pod_name=rental.pod_name,
+        customer_id=rental.customer_id,
+        customer_name=rental.customer.name,
+        customer_ref=rental.customer_ref or "",
+        status=rental.status,
+        started=max(min(span.start for span in ran), month.start),
+        ended=ended,
+        # The hours at the order's price that make the cost (each pod's own hours when all ran alike).
+        hours=(cost / price if price else Decimal(0)).quantize(HOURS_PLACES, rounding=ROUND_HALF_UP),
+        price_per_hour=price,
+        cost_usd=cost.quantize(CENT, rounding=ROUND_HALF_UP),
+        estimate=ended is None or price == 0,
+    )
+
+
+def _with_confirmation(lines: list[UsageLine], rental_pks: dict[str, int]) -> list[UsageLine]:
+    """Mark the ended lines whose every day has statement lines, all agreeing (one query)."""
+    ended = [line for line in lines if line.ended is not None and not line.estimate]
+    if not ended:
+        return lines
+    first = min(line.started for line in ended).date()
+    checked = StatementLine.objects.filter(
+        rental_id__in=[rental_pks[line.rental_id] for line in ended], day__gte=first
+    ).values_list("rental_id", "day", "agrees")
+    agreeing: dict[int, set[date]] = {}
+    disagreeing: set[tuple[int, date]] = set()
+    for rental_id, day, agrees in checked:
+        agreeing.setdefault(rental_id, set()).add(day)
+        if not agrees:
+            disagreeing.add((rental_id, day))
+    marked = []
+    ended_ids = {line.rental_id for line in ended}
+    for line in lines:
+        pk = rental_pks[line.rental_id]
+        days = _days_of(line) if line.rental_id in ended_ids else set()
+        confirmed = bool(days) and days <= agreeing.get(pk, set()) and not any((pk, d) in disagreeing for d in days)
+        marked.append(replace(line, confirmed=True) if confirmed else line)
+    return marked
+
+
+def _days_of(line: UsageLine) -> set[date]:
+    """The UTC days the line's time touches."""
+    assert line.ended is not None
+    last = (line.ended - timedelta(microseconds=1)).date()
+    day, days = line.started.date(), set()
+    while day <= last:
+        days.add(day)
+        day += timedelta(days=1)
+    return days
 
 
 def month_to_date_usd(*, customer: Customer | int, now: datetime | None = None) -> Decimal:

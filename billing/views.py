@@ -77,7 +77,7 @@ def usage_csv(request: HttpRequest) -> HttpResponse:
     _form, report, _customer = _usage(request, what="usage CSV")
     header = [
         *("id", "pod_name", "customer", "customer_ref", "started", "ended"),
-        *("hours", "price_per_hour", "cost_usd", "estimate"),
+        *("hours", "price_per_hour", "cost_usd", "estimate", "confirmed"),
     ]
     rows: list[list[object]] = [
         [
@@ -91,10 +91,11 @@ def usage_csv(request: HttpRequest) -> HttpResponse:
             line.price_per_hour,
             line.cost_usd,
             "yes" if line.estimate else "no",
+            "yes" if line.confirmed else "no",
         ]
         for line in report.lines
     ]
-    rows.append(["total", "", "", "", "", "", "", "", report.total_usd, ""])
+    rows.append(["total", "", "", "", "", "", "", "", report.total_usd, "", ""])
     return csv_response(filename=f"usage-{report.month.label}.csv", header=header, rows=rows)
 
 

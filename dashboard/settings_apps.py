@@ -5,6 +5,7 @@ Read through the same `env` as `dashboard.settings`, which takes every name defi
 
 from datetime import timedelta
 
+from celery.schedules import crontab
 from django.core.exceptions import ImproperlyConfigured
 from marshmallow.validate import Range
 
@@ -52,6 +53,8 @@ if RENT_LEASE_SECONDS <= LIUM_TIMEOUT_SECONDS + RENT_LEASE_MARGIN_SECONDS:
 RENT_QUEUED_STUCK_SECONDS = env.int("RENT_QUEUED_STUCK_SECONDS", 30, validate=POSITIVE)
 # The upstream caps pod listings at about 60 a minute per account; one poller per credential stays below.
 POD_POLL_MIN_INTERVAL_SECONDS = env.float("POD_POLL_MIN_INTERVAL_SECONDS", 3, validate=NOT_NEGATIVE)
+# A pod listing longer than this is refused whole (and raises an operator alert); it is read as it streams in.
+POD_LISTING_MAX_PODS = env.int("POD_LISTING_MAX_PODS", 100_000, validate=POSITIVE)
 SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
 # A `rented` rental whose members have not appeared after this long needs attention (and may be reconciled).
 RENT_MEMBERS_GRACE_SECONDS = env.int("RENT_MEMBERS_GRACE_SECONDS", 600, validate=POSITIVE)
@@ -137,6 +140,7 @@ CELERY_TASK_ROUTES = {
     "ops.tasks.credential_events_follow": {"queue": TRACKING_QUEUE},
     "billing.tasks.budgets_scan": {"queue": HOUSEKEEPING_QUEUE},
     "billing.tasks.runway_check": {"queue": HOUSEKEEPING_QUEUE},
+    "billing.tasks.statement_check": {"queue": HOUSEKEEPING_QUEUE},
     "notifications.tasks.delivery_send": {"queue": HOUSEKEEPING_QUEUE},
     "notifications.tasks.deliveries_sweep": {"queue": HOUSEKEEPING_QUEUE},
     "notifications.tasks.removal_soon_scan": {"queue": HOUSEKEEPING_QUEUE},
@@ -219,4 +223,11 @@ CELERY_BEAT_SCHEDULE["billing-budgets"] = {
 CELERY_BEAT_SCHEDULE["billing-runway"] = {
     "task": "billing.tasks.runway_check",
     "schedule": RUNWAY_CHECK_INTERVAL_SECONDS,
+}
+# Lium's statement of the previous STATEMENT_CHECK_DAYS UTC days against our cost per pod and day, daily at 00:20 UTC
+# (a day's last 5-minute debit has landed by then; the day before is read again for late ledger rows).
+STATEMENT_CHECK_DAYS = env.int("STATEMENT_CHECK_DAYS", 2, validate=Range(min=1, max=31))
+CELERY_BEAT_SCHEDULE["billing-statement"] = {
+    "task": "billing.tasks.statement_check",
+    "schedule": crontab(hour=0, minute=20),
 }

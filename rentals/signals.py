@@ -13,3 +13,8 @@ rental_status_changed = Signal()
 # the rental is inserted: a receiver refuses the order by raising ValidationError (billing's monthly budget).
 # Keyword arguments: `customer`, `adding_per_hour` (Decimal USD/hour); the sender is `Customer`.
 order_checking = Signal()
+
+# Sent by the pod poller after each listing of a credential: `refused` is the reason a listing was refused as
+# unreadable or too large ("" when one was read), so an operator hears of it (billing's operator notices).
+# Keyword arguments: `credential_id`, `refused`; the sender is `Rental`.
+pod_listing_read = Signal()

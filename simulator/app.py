@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from . import activity
+from . import activity, routes_billing
 from . import routes_api as api
 from . import routes_repair as repair
 from . import routes_sim as sim
@@ -43,6 +43,7 @@ PUBLIC: list[tuple[str, list[str], Callable[..., Response], str]] = [
     ("/pods/<pod_id>/reboot", ["POST"], repair.reboot, "reboot"),
     ("/pods/<pod_id>/reset-gpu", ["POST"], repair.reset_gpu, "reset-gpu"),
     ("/pods/<pod_id>/reset-gpu/<request_id>", ["GET"], repair.reset_gpu_status, "reset-gpu"),
+    ("/billing/statement", ["GET"], routes_billing.statement, "statement"),
 ]
 
 CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
@@ -55,6 +56,7 @@ CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [
     ("/_sim/slow-executors", ["GET", "POST", "DELETE"], slow_executors),
     ("/_sim/out-of-band", ["POST"], activity.out_of_band),
     ("/_sim/pods/<pod_id>/authorized-keys", ["GET"], sim.authorized_keys),
+    ("/_sim/billing", ["GET", "POST"], routes_billing.skew),
 ]
 
 

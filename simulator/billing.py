@@ -4,11 +4,13 @@ A pod bills from the moment it is RUNNING (its `ready_at`; a pod that fails to s
 removal starts (a DELETE or its scheduled removal), at its `price` per hour. Billing is lazy like the rest of
 the state: `accrue` runs at the start of every `State.refresh`, under the state lock, and charges each pod for
 the time since it was last charged. When an account's balance reaches 0, every pod of the account is removed
-at once, as Lium does.
+at once, as Lium does. Every charge is also written to the pod's ledger, split at UTC midnights, which
+`GET /billing/statement` serves (simulator/routes_billing.py).
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 from .errors import ApiError
@@ -29,10 +31,27 @@ def accrue(state: Any, now: float) -> None:
         account = state.accounts[pod["account_id"]]
         account["balance"] -= pod["price"] * (stop - start) / 3600.0
         pod["billed_until"] = stop
+        _ledger_add(state, pod, start, stop)
         if account["balance"] <= 0:
             dry.add(account["id"])
     for account_id in dry:
         _cut_off(state, account_id, now)
+
+
+DAY_SECONDS = 86400
+
+
+def _ledger_add(state: Any, pod: dict[str, Any], start: float, stop: float) -> None:
+    """Write the charge for [start, stop) to the pod's ledger, one entry per UTC day it spans."""
+    days = state.billing_ledger.setdefault(pod["id"], {"pod": pod, "days": {}})["days"]
+    while start < stop:
+        day_end = (start // DAY_SECONDS + 1) * DAY_SECONDS
+        part = min(stop, day_end) - start
+        day = datetime.fromtimestamp(start, UTC).date().isoformat()
+        entry = days.setdefault(day, {"billed_seconds": 0.0, "amount": 0.0})
+        entry["billed_seconds"] += part
+        entry["amount"] += pod["price"] * part / 3600.0
+        start += part
 
 
 def _cut_off(state: Any, account_id: str, now: float) -> None:

@@ -53,6 +53,7 @@ ROUTES = {
     "shared-config",
     "reboot",
     "reset-gpu",
+    "statement",
 }
 
 

@@ -101,6 +101,9 @@ class State:
             self.ssh_keys: dict[str, list[dict[str, Any]]] = collections.defaultdict(list)
             self.idempotency: dict[tuple[str, str], dict[str, Any]] = {}
             self.ledger: list[dict[str, Any]] = []
+            # What each pod was charged per UTC day (simulator/billing.py), kept after the pod is removed.
+            self.billing_ledger: dict[str, dict[str, Any]] = {}
+            self.statement_skews: dict[str, float] = {}  # day -> USD added per pod on the statement (/_sim/billing)
             self.requests: list[dict[str, Any]] = []
             self.request_log: collections.deque[dict[str, Any]] = collections.deque(maxlen=REQUEST_LOG_LIMIT)
             self.pod_hits: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)

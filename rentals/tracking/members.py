@@ -33,6 +33,7 @@ from rentals import upstream
 from rentals.enqueue import enqueue_cluster_delete, enqueue_removal_push
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.removal.schedule import removal_adopt_from_members
+from rentals.signals import pod_listing_read
 from rentals.states import RentalStatus
 from rentals.tracking.holding import holder_of
 from rentals.tracking.member_events import FAILED_POD_STATUSES, member_events_request
@@ -75,7 +76,11 @@ def credential_pods_sync(*, credential_id: int, force: bool = False) -> int | No
     except (upstream.UpstreamError, ValueError) as exc:
         # Unreachable, refused or unreadable (MalformedAnswer): nothing is concluded from this listing.
         logger.warning("Pod listing failed for credential %s: %s", credential_id, exc)
+        if isinstance(exc, upstream.MalformedAnswer):
+            # Tracking stops until a listing reads again: an operator must hear of it, not only the log.
+            pod_listing_read.send(sender=Rental, credential_id=credential_id, refused=str(exc))
         return 0
+    pod_listing_read.send(sender=Rental, credential_id=credential_id, refused="")
     by_cluster: dict[str, list[PodRow]] = defaultdict(list)
     by_pod = {pod.id: pod for pod in pods}
     for pod in pods:
@@ -174,13 +179,19 @@ def _store_listed_members(
                 continue  # stored now, or the pod is another rental's: never attached here
         if any(getattr(member, key) != value for key, value in values.items()) or member.gone_at:
             if row.status == "RUNNING" and member.running_since is None:
-                member.running_since = now
+                member.running_since = running_since(row, now)
             for key, value in values.items():
                 setattr(member, key, value)
             member.gone_at = None
             member.save()
             touched = True
     return touched
+
+
+def running_since(row: PodRow, now: datetime) -> datetime:
+    """When a member first listed RUNNING started: its row's `updated_at` (the change to RUNNING, when Lium starts
+    billing it), not when this poller happened to look; never later than now."""
+    return min(row.updated_at, now) if row.updated_at is not None else now
 
 
 def _member_insert(
@@ -192,7 +203,9 @@ def _member_insert(
     Two listings overlap when one takes longer than the poll interval: the other may have stored this member
     after this one read the rental's members. A pod that is another rental's member stays that rental's.
     """
-    member = ClusterMember(rental=rental, pod_id=row.id, running_since=now if row.status == "RUNNING" else None)
+    member = ClusterMember(
+        rental=rental, pod_id=row.id, running_since=running_since(row, now) if row.status == "RUNNING" else None
+    )
     for key, value in values.items():
         setattr(member, key, value)
     try:

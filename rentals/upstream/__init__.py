@@ -8,7 +8,8 @@ error tree:
     ├── UpstreamUnavailable        retry later: network error, timeout, 5xx; nothing is concluded
     │   ├── RateLimited            429; `retry_after` seconds when the server said
     │   └── MalformedAnswer        a 2xx whose body does not parse (not JSON, wrong shape, an id too long
-    │                              for its column, larger than the body cap, a delete without member rows)
+    │       │                      for its column, larger than the body cap, a delete without member rows)
+    │       └── ListingTooLarge    a pod listing longer than POD_LISTING_MAX_PODS rows: refused whole
     ├── UpstreamRejected           final: the server decided (4xx)
     │   ├── AuthenticationFailed   401
     │   ├── PermissionDenied       403 (scope, balance, ownership)
@@ -25,7 +26,9 @@ answer proves, because the rent engine must record every attempt, whatever happe
 Every call has one deadline (LIUM_TIMEOUT_SECONDS) across all redirect hops and the whole body: past it the
 call is abandoned as a timeout, so a trickling answer cannot outlive the rent lease (settings check that
 RENT_LEASE_SECONDS is longer). Bodies are capped (LISTING_BODY_MAX, ANSWER_BODY_MAX); a larger one does not
-parse. The shared client keeps no cookies, so nothing one credential's answer sets is sent with another's.
+parse. The pod listing is parsed while it streams in (ijson), so memory holds the typed rows, not the body
+(POD_LISTING_MAX_PODS caps its rows). The shared client keeps no cookies, so nothing one credential's answer
+sets is sent with another's.
 
 Redirects are followed here, never by httpx, and only to the same scheme, host and port (at most 5 hops),
 so the API key never reaches another host.
@@ -38,6 +41,7 @@ import http.cookiejar
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import quote
@@ -46,8 +50,9 @@ import httpx
 from django.conf import settings
 
 from accounts.models import UpstreamCredential
-from rentals.upstream import parse, parse_estimate, parse_events, parse_offers, parse_pods
+from rentals.upstream import parse, parse_billing, parse_estimate, parse_events, parse_offers, parse_pods
 from rentals.upstream.parse import Account, Features, Unparseable
+from rentals.upstream.parse_billing import Statement
 from rentals.upstream.parse_estimate import DeploymentEstimate
 from rentals.upstream.parse_events import AccountEvent
 from rentals.upstream.parse_offers import Fabric, TemplateRow
@@ -57,6 +62,9 @@ MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}
 LISTING_BODY_MAX = 8 * 1024 * 1024  # pods, offers, templates
 ANSWER_BODY_MAX = 1024 * 1024  # a rent, delete, version, account or error answer
+# The streamed pod listing's byte cap is POD_LISTING_MAX_PODS rows of this size (a row is about 1.5 KB).
+POD_ROW_BYTES_MAX = 16 * 1024
+StreamParser = Callable[[Iterator[bytes]], Any]
 
 
 class UpstreamError(Exception):
@@ -115,6 +123,10 @@ class NotFound(UpstreamRejected):
 
 class Conflict(UpstreamRejected):
     """409: the resource is busy."""
+
+
+class ListingTooLarge(MalformedAnswer):
+    """A listing longer than the dashboard reads (POD_LISTING_MAX_PODS rows, or their byte cap): refused whole."""
 
 
 class UnsafeRedirect(UpstreamError):
@@ -182,6 +194,8 @@ class Answer:
     headers: httpx.Headers
     reason: str = ""
     body: bytes | None = b""
+    # What a streamed 2xx body was parsed into while it arrived (the body itself is never held).
+    parsed: Any = None
 
     def json(self) -> Any:
         """Decode the body; raise Unparseable when it is too large or not JSON."""
@@ -339,6 +353,7 @@ class LiumClient:
         *,
         body_max: int = ANSWER_BODY_MAX,
         budget_seconds: float | None = None,
+        stream: StreamParser | None = None,
         **kwargs: Any,
     ) -> Answer:
         """Send one request and read its whole answer within the call's deadline, or raise DeadlineExceeded.
@@ -359,7 +374,9 @@ class LiumClient:
 
         def exchange() -> None:
             try:
-                outcome["answer"] = self._exchange(method, path, deadline=deadline, body_max=body_max, **kwargs)
+                outcome["answer"] = self._exchange(
+                    method, path, deadline=deadline, body_max=body_max, stream=stream, **kwargs
+                )
             except BaseException as exc:  # handed to the waiting thread, which raises it
                 outcome["error"] = exc
             finally:
@@ -380,6 +397,7 @@ class LiumClient:
         *,
         deadline: float,
         body_max: int,
+        stream: StreamParser | None = None,
         content: bytes | None = None,
         headers: dict[str, str] | None = None,
         params: dict[str, str] | None = None,
@@ -407,6 +425,12 @@ class LiumClient:
                     request=request,
                 ) from exc
             try:
+                if stream is not None and 200 <= response.status_code < 300:
+                    return Answer(
+                        status=response.status_code,
+                        headers=response.headers,
+                        parsed=stream(_chunks_capped(response, deadline=deadline, limit=body_max)),
+                    )
                 if response.status_code not in (301, 302, 303, 307, 308):
                     return Answer(
                         status=response.status_code,
@@ -460,8 +484,38 @@ class LiumClient:
         return self._read("GET", "/templates", parse_offers.template_listing, body_max=LISTING_BODY_MAX)
 
     def list_pods(self) -> list[PodRow]:
-        """Return the caller's pods; clusters are found here only, by `cluster_id`. Never [] for a bad body."""
-        return self._read("GET", "/pods", parse_pods.pod_listing, body_max=LISTING_BODY_MAX)
+        """Return the caller's pods; clusters are found here only, by `cluster_id`. Never [] for a bad body.
+
+        The listing is parsed row by row while it arrives (a large account's runs to tens of MB), so only the
+        typed rows are held; one longer than POD_LISTING_MAX_PODS rows is refused whole (ListingTooLarge).
+        """
+        max_pods = int(settings.POD_LISTING_MAX_PODS)
+        try:
+            answer = self._call(
+                "GET",
+                "/pods",
+                body_max=max_pods * POD_ROW_BYTES_MAX,
+                stream=lambda chunks: parse_pods.pod_listing_stream(chunks, max_pods=max_pods),
+            )
+        except httpx.HTTPError as exc:
+            raise UpstreamUnavailable(_describe_transport_error(exc)) from exc
+        except parse_pods.TooManyRows as exc:
+            raise ListingTooLarge(f"The pod listing was refused: {exc}", status=200) from exc
+        except Unparseable as exc:
+            raise MalformedAnswer(f"The API's answer to GET /pods cannot be read: {exc}", status=200) from exc
+        if not 200 <= answer.status < 300:
+            raise _error_for(answer)
+        return answer.parsed
+
+    def billing_statement(self, *, start_day: str, end_day: str) -> Statement:
+        """Return the account's ledger per pod for [start_day, end_day] (UTC `YYYY-MM-DD`, inclusive)."""
+        return self._read(
+            "GET",
+            "/billing/statement",
+            parse_billing.statement,
+            body_max=LISTING_BODY_MAX,
+            params={"start_day": start_day, "end_day": end_day},
+        )
 
     def delete_cluster(self, cluster_id: str) -> DeleteResult:
         """Remove every member of a cluster; the answer has one row per member (none: MalformedAnswer)."""
@@ -539,6 +593,17 @@ def _time_left(deadline: float) -> float:
     if left <= 0:
         raise DeadlineExceeded("the call's deadline passed between redirect hops.")
     return left
+
+
+def _chunks_capped(response: httpx.Response, *, deadline: float, limit: int) -> Iterator[bytes]:
+    """Yield the (decoded) body's chunks before the deadline; raise TooManyRows once it grows past `limit`."""
+    size = 0
+    for chunk in response.iter_bytes():
+        size += len(chunk)
+        if size > limit:
+            raise parse_pods.TooManyRows(f"the body is larger than {limit} bytes.")
+        yield chunk
+        _time_left(deadline)
 
 
 def _read_capped(response: httpx.Response, *, deadline: float, limit: int) -> bytes | None:

@@ -6,11 +6,14 @@ dropped, never cut; what cannot be read raises `Unparseable`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
 from urllib.parse import urlsplit
+
+import ijson
 
 from rentals.upstream.parse import (
     CLUSTER_ID_MAX,
@@ -52,6 +55,7 @@ class PodRow:
     price: Decimal | None = None
     gpu_count: int | None = None
     created_at: datetime | None = None
+    updated_at: datetime | None = None
     removal_scheduled_at: datetime | None = None
     jupyter_url: str = ""
     ports_mapping: tuple[tuple[int, int], ...] = ()  # (container port, host port)
@@ -87,6 +91,7 @@ def pod_row(row: Any) -> PodRow:
         price=price(row.get("price")),
         gpu_count=count(row.get("gpu_count"), 1024),
         created_at=timestamp(row.get("created_at")),
+        updated_at=timestamp(row.get("updated_at")),
         removal_scheduled_at=timestamp(row.get("removal_scheduled_at")),
         jupyter_url=web_url(row.get("jupyter_url")),
         ports_mapping=port_pairs(row.get("ports_mapping")),
@@ -126,6 +131,54 @@ def port_pairs(value: Any) -> tuple[tuple[int, int], ...]:
 def pod_listing(body: Any) -> list[PodRow]:
     """Read `GET /pods`: a list of pod rows; any row that cannot be read makes the whole listing unreadable."""
     return [pod_row(row) for row in json_list(body, "The pod listing")]
+
+
+class TooManyRows(Unparseable):
+    """A listing past the rows (or bytes) the dashboard reads."""
+
+
+class _ChunkReader:
+    """A file-like `read(n)` over an iterator of byte chunks, so ijson's C parser pulls the body as it arrives."""
+
+    def __init__(self, chunks: Iterable[bytes]) -> None:
+        self.chunks = iter(chunks)
+        self.pending = b""
+        self.started = False
+
+    def read(self, size: int = -1) -> bytes:
+        while not self.pending:
+            chunk = next(self.chunks, None)
+            if chunk is None:
+                return b""
+            if not self.started and chunk.strip():
+                # Only a list has elements named "item": an object or a scalar would read as an empty listing.
+                if not chunk.lstrip().startswith(b"["):
+                    raise Unparseable("The pod listing is not a JSON list.")
+                self.started = True
+            self.pending = chunk
+        if size is None or size < 0:
+            size = len(self.pending)
+        out, self.pending = self.pending[:size], self.pending[size:]
+        return out
+
+
+def pod_listing_stream(chunks: Iterable[bytes], *, max_pods: int) -> list[PodRow]:
+    """Read `GET /pods` as its bytes arrive: the same rules as `pod_listing`, holding one raw row at a time.
+
+    Raise TooManyRows past `max_pods` rows, Unparseable for a body that is not a JSON list of readable rows.
+    """
+    rows: list[PodRow] = []
+    reader = _ChunkReader(chunks)
+    try:
+        for raw in ijson.items(reader, "item", use_float=True):  # each element of the top-level list
+            if len(rows) >= max_pods:
+                raise TooManyRows(f"it has more than {max_pods} pods (POD_LISTING_MAX_PODS).")
+            rows.append(pod_row(raw))
+    except ijson.JSONError as exc:
+        raise Unparseable("The pod listing is not JSON.") from exc
+    if not reader.started:
+        raise Unparseable("The pod listing is not a JSON list.")
+    return rows
 
 
 # --- Events --------------------------------------------------------------------------------------------------

@@ -14,7 +14,10 @@ from tests.conftest import _user
 
 pytestmark = pytest.mark.django_db
 
-READ_ONLY = ["budgetalert", "balancereading", "runwayalert", "invitation", "customeradmin"]
+READ_ONLY = [
+    *("budgetalert", "balancereading", "runwayalert", "invitation", "customeradmin"),
+    *("statementline", "operatornotice"),
+]
 
 
 @pytest.fixture
@@ -24,7 +27,10 @@ def root(client_for):  # type: ignore[no-untyped-def]
 
 def test_every_billing_model_is_listed(root) -> None:
     html = root.get("/admin/billing/").content.decode()
-    for name in ("Customer budgets", "Budget alerts", "Balance readings", "Runway alerts", "Invitations"):
+    for name in (
+        *("Customer budgets", "Budget alerts", "Balance readings", "Runway alerts", "Invitations"),
+        *("Statement lines", "Operator notices"),
+    ):
         assert name in html
     assert "Customer admins" in html
 

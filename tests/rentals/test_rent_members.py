@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -415,3 +416,17 @@ def test_a_member_another_worker_stored_meanwhile_is_updated_not_inserted_twice(
         ("p1", "RUNNING"),
         ("p2", "RUNNING"),
     ]
+
+
+def test_a_member_runs_since_its_rows_updated_at_not_since_the_poller_looked(
+    rented_rental, fake_upstream, clock: Clock
+) -> None:
+    """Lium bills a pod from its change to RUNNING (the row's `updated_at`): our cost counts from then too."""
+    started = clock.now - timedelta(seconds=7)
+    fake_upstream.pods = [
+        {**pod(0), "updated_at": started.isoformat()},
+        {**pod(1), "updated_at": (clock.now + timedelta(hours=1)).isoformat()},  # a clock ahead: now
+    ]
+    sync(rented_rental)
+    since = dict(ClusterMember.objects.filter(rental=rented_rental).values_list("rank", "running_since"))
+    assert since == {0: started, 1: clock.now}

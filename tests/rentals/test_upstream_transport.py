@@ -130,6 +130,17 @@ def test_an_over_large_listing_is_unreadable(monkeypatch: pytest.MonkeyPatch) ->
         return httpx.Response(200, content=b"[" + b" " * 2000 + b"]")
 
     with pytest.raises(upstream.MalformedAnswer):
+        client(httpx.Client(transport=httpx.MockTransport(handler))).list_templates()
+
+
+def test_a_pod_listing_past_its_byte_cap_is_refused(settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings.POD_LISTING_MAX_PODS = 2
+    monkeypatch.setattr(upstream, "POD_ROW_BYTES_MAX", 500)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, content=b"[" + b" " * 2000 + b"]")
+
+    with pytest.raises(upstream.ListingTooLarge):
         client(httpx.Client(transport=httpx.MockTransport(handler))).list_pods()
 
 
