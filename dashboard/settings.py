@@ -180,8 +180,8 @@ CACHES = {
     "fragments": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache", "LOCATION": "fragments"},
 }
 
-# With a shared cache (Redis), sessions are read from it and written through to the database: the many
-# polls of open rental pages then cost no session query. A per-process memory cache would let one process
+# With a shared cache (Redis), sessions are read from it and written through to the database: pages then cost
+# no session query (a poll with its token checks only that the session row exists). A per-process memory cache would let one process
 # keep a session that another logged out, so without CACHE_URL sessions stay in the database only.
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db" if CACHE_URL else "django.contrib.sessions.backends.db"
 

@@ -1,6 +1,6 @@
 """Staff pages in a real browser: support search, a rental's timeline, an operator's reconciliation, refusals.
 
-Rentals are made by the real engine, in-process, against the simulator over HTTP (`rentals.tasks._enqueue` is
+Rentals are made by the real engine, in-process, against the simulator over HTTP (`rentals.enqueue._enqueue` is
 a no-op, so no worker is needed and nothing runs behind the test's back); Chromium then drives the live server
 as sam (support) or olga (operator). Each test leaves screenshots in test-artifacts/screenshots/.
 """
