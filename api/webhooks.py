@@ -121,7 +121,8 @@ def _field_error(field: str, code: str, message: str) -> ApiError:
 
 
 def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Customer:
-    """The customer an endpoint is for: as the order service (`rentals.order_service`) resolves it for a rent (operators must name one)."""
+    """The customer an endpoint is for, resolved as `rentals.order_service` resolves a rent's (operators must name
+    one)."""
     customers = selectors.customers_for_endpoints(user=request.user)
     if not customers.exists():
         raise ApiError(403, "forbidden", "Only a customer's admins add webhook endpoints; ask one of them.")

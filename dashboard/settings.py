@@ -181,8 +181,8 @@ CACHES = {
 }
 
 # With a shared cache (Redis), sessions are read from it and written through to the database: pages then cost
-# no session query (a poll with its token checks only that the session row exists). A per-process memory cache would let one process
-# keep a session that another logged out, so without CACHE_URL sessions stay in the database only.
+# no session query (a poll with its token checks only that the session row exists). A per-process memory cache
+# would let one process keep a session that another logged out, so without CACHE_URL sessions stay in the database.
 SESSION_ENGINE = "django.contrib.sessions.backends.cached_db" if CACHE_URL else "django.contrib.sessions.backends.db"
 
 # --- Upstream secrets at rest -------------------------------------------------------------------------

@@ -243,7 +243,8 @@ def _mark_unlisted_members(
 
 
 def _delete_accepted(rental: Rental) -> bool:
-    """Return whether Lium accepted a removal of this rental's cluster (recorded by `rentals.removal.deletion.rental_delete_cluster`)."""
+    """Return whether Lium accepted a removal of this rental's cluster (recorded by
+    `rentals.removal.deletion.rental_delete_cluster`)."""
     return RentalEvent.objects.filter(
         rental_id=rental.pk, kind=RentalEvent.Kind.MEMBER, data__delete_accepted=True
     ).exists()
