@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
+from django.utils import timezone
 
 from rentals.enqueue import enqueue_removal_push
 from rentals.models import ClusterMember, Rental, RentalEvent
@@ -94,6 +95,11 @@ def _removed_outside(rental: Rental, event: AccountEvent) -> None:
     earlier = [data.get("lium_event") or {} for data in recorded if isinstance(data, dict)]
     removed = {event.pod_id} | {seen.get("pod_id") for seen in earlier if seen.get("sub_event_type") in REMOVED}
     data = {"removed_outside": True, "source": who}
+    # Those members are gone: the page stops offering their SSH lines (as two missed listings would tell).
+    if rental.members.filter(pod_id__in=removed, gone_at__isnull=True).update(
+        status="GONE", gone_at=timezone.now(), updated_at=timezone.now()
+    ):
+        rental_touch(rental_id=rental.pk)
     if pods and pods <= removed:
         message = f"Removed outside the dashboard by {who}: every member was removed."
         # The customer's page says why, beside its state.

@@ -72,6 +72,9 @@ def test_a_cluster_deleted_from_the_portal_ends_terminated_with_its_source(
     assert Delivery.objects.filter(endpoint=endpoint, event__rental=held, event__type="rental.terminated").exists()
     # Both removals came in one look: terminated at once, not degraded on the way (no "degraded" message).
     assert not RentalEvent.objects.filter(rental=held, to_status=RentalStatus.DEGRADED).exists()
+    # The page no longer offers SSH lines to pods that are gone.
+    assert set(held.members.values_list("status", flat=True)) == {"GONE"}
+    assert not held.members.filter(gone_at__isnull=True).exists()
 
 
 def test_one_member_deleted_by_another_key_degrades_the_rental(
@@ -82,6 +85,8 @@ def test_one_member_deleted_by_another_key_degrades_the_rental(
     held.refresh_from_db()
     assert held.status == RentalStatus.DEGRADED
     assert any("removed outside the dashboard by API key 'laptop'" in line for line in timeline(held))
+    gone, running = (held.members.get(pod_id=pod_id) for pod_id in held.pod_ids)
+    assert (gone.status, running.status) == ("GONE", "RUNNING") and gone.gone_at and running.gone_at is None
     assert "API key 'laptop'" in held.error_message
 
 
