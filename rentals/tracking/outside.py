@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
 
 from rentals.enqueue import enqueue_removal_push
 from rentals.models import ClusterMember, Rental, RentalEvent
@@ -93,13 +92,14 @@ def _removed_outside(rental: Rental, event: AccountEvent) -> None:
     pods = set(rental.pod_ids or []) | set(rental.members.values_list("pod_id", flat=True))
     recorded = RentalEvent.objects.filter(rental=rental, kind=RentalEvent.Kind.MEMBER).values_list("data", flat=True)
     earlier = [data.get("lium_event") or {} for data in recorded if isinstance(data, dict)]
-    removed = {event.pod_id} | {seen.get("pod_id") for seen in earlier if seen.get("sub_event_type") in REMOVED}
+    removed_at = {event.pod_id: event.created_at}
+    for seen in earlier:
+        at = timestamp(seen.get("created_at")) if seen.get("sub_event_type") in REMOVED else None
+        if at is not None and (seen.get("pod_id") not in removed_at or at < removed_at[seen["pod_id"]]):
+            removed_at[seen["pod_id"]] = at
+    removed = set(removed_at)
     data = {"removed_outside": True, "source": who}
-    # Those members are gone: the page stops offering their SSH lines (as two missed listings would tell).
-    if rental.members.filter(pod_id__in=removed, gone_at__isnull=True).update(
-        status="GONE", gone_at=timezone.now(), updated_at=timezone.now()
-    ):
-        rental_touch(rental_id=rental.pk)
+    _members_gone(rental, removed_at)
     if pods and pods <= removed:
         message = f"Removed outside the dashboard by {who}: every member was removed."
         # The customer's page says why, beside its state.
@@ -141,6 +141,17 @@ def _removed_outside(rental: Rental, event: AccountEvent) -> None:
             data=data,
             **shown,
         )
+
+
+def _members_gone(rental: Rental, removed_at: dict[str, Any]) -> None:
+    """Mark the removed members gone from when Lium removed them: the page stops offering their SSH lines, and
+    their cost stops then (`billing/pod_cost.py`), not when this dashboard heard of it."""
+    gone = rental.members.filter(pod_id__in=removed_at, gone_at__isnull=True)
+    for member in gone:
+        member.status, member.gone_at = "GONE", removed_at[member.pod_id]
+        member.save(update_fields=["status", "gone_at", "updated_at"])
+    if gone:
+        rental_touch(rental_id=rental.pk)
 
 
 def _schedule_outside(rental: Rental, event: AccountEvent) -> None:

@@ -74,7 +74,13 @@ def test_a_cluster_deleted_from_the_portal_ends_terminated_with_its_source(
     assert not RentalEvent.objects.filter(rental=held, to_status=RentalStatus.DEGRADED).exists()
     # The page no longer offers SSH lines to pods that are gone.
     assert set(held.members.values_list("status", flat=True)) == {"GONE"}
-    assert not held.members.filter(gone_at__isnull=True).exists()
+    # Gone from when Lium removed them (their cost stops then), not from when the dashboard heard of it.
+    started = {
+        data["lium_event"]["pod_id"]: data["lium_event"]["created_at"]
+        for data in RentalEvent.objects.filter(rental=held).values_list("data", flat=True)
+        if (data.get("lium_event") or {}).get("sub_event_type") == "pod-delete.started"
+    }
+    assert {member.pod_id: member.gone_at.isoformat() for member in held.members.all()} == started
 
 
 def test_one_member_deleted_by_another_key_degrades_the_rental(
