@@ -37,7 +37,8 @@ def _row(state: State, entry: dict[str, Any], start: str, end: str) -> dict[str,
     for day in sorted(entry["days"]):
         if start <= day <= end:
             charged = entry["days"][day]
-            days.append({"day": day, "billed_seconds": round(charged["billed_seconds"]), "amount": charged["amount"]})
+            amount = round(charged["amount"], 6)  # each ledger row as debited; the total is their sum
+            days.append({"day": day, "billed_seconds": round(charged["billed_seconds"]), "amount": amount})
             if day in state.statement_skews:
                 days.append({"day": day, "billed_seconds": 0, "amount": state.statement_skews[day]})
     if not days:
@@ -54,7 +55,7 @@ def _row(state: State, entry: dict[str, Any], start: str, end: str) -> dict[str,
         "removed_at": None if running else iso(pod.get("billed_until") or pod["updated_at"]),
         "api_key_id": pod["api_key_id"],
         "api_key_name": pod["api_key_name"],
-        "days": [{**d, "amount": round(d["amount"], 6)} for d in days],
+        "days": days,
         "_last": pod.get("billed_until") or 0,
     }
 

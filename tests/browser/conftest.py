@@ -54,8 +54,12 @@ def _missing() -> str:
     return ""
 
 
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the browser tests with a reason when Chromium or Playwright is missing, except under CI."""
+    """Run the browser tests last, and skip them with a reason when Chromium or Playwright is missing, except
+    under CI. Last: Playwright's sync API keeps an event loop running in the main thread for the rest of the
+    session, and code that runs its own loop (`asyncio.run`: the fabric check, the SSH contract tests) then fails."""
+    items.sort(key=lambda item: "browser" in item.keywords)  # stable: every other test keeps its place
     reason = _missing()
     if not reason or os.environ.get("CI") == "true":
         return
