@@ -33,6 +33,7 @@ from rentals import upstream
 from rentals.enqueue import enqueue_cluster_delete, enqueue_removal_push
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.removal.schedule import removal_adopt_from_members
+from rentals.repair_calls import member_reboot_settled
 from rentals.signals import pod_listing_read
 from rentals.states import RentalStatus
 from rentals.tracking.holding import holder_of
@@ -178,6 +179,8 @@ def _store_listed_members(
             if member is None:
                 continue  # stored now, or the pod is another rental's: never attached here
         if any(getattr(member, key) != value for key, value in values.items()) or member.gone_at:
+            if member.status == "REBOOT_PENDING" and row.status not in ("REBOOT_PENDING", ""):
+                member_reboot_settled(member, row.status)  # on the timeline: runs again, or failed
             if row.status == "RUNNING" and member.running_since is None:
                 member.running_since = running_since(row, now)
             for key, value in values.items():

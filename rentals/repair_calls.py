@@ -1,0 +1,177 @@
+"""The worker's side of member repair (`rentals.repair` records the clicks): send the one upstream call, poll a
+GPU reset until it ends, and write how a reboot ended once the pod poller sees the member settle.
+
+Every step first moves the request's event with a conditional UPDATE (`repair_advance`): a redelivered or retried
+message finds the request moved on and does nothing, so no click reaches Lium twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from datetime import datetime
+from typing import Any
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from rentals import upstream
+from rentals.enqueue import enqueue_pods_sync, enqueue_reset_poll
+from rentals.models import ClusterMember, RentalEvent
+from rentals.repair import (
+    ACTIONS,
+    REBOOT,
+    RESET_INTERVAL_SECONDS,
+    RESET_POLL_SECONDS,
+    RESET_WAIT_SECONDS,
+    repair_advance,
+    reset_wait_message,
+)
+from rentals.transitions import rental_touch
+from rentals.upstream.parse_repair import ResetStatus
+
+logger = logging.getLogger(__name__)
+
+
+def member_repair_send(*, event_id: int) -> str:
+    """Claim the request and make its one upstream call; return what happened ("not-due": someone else has it)."""
+    data = repair_advance(event_id, from_state="asked", state="sending")
+    if data is None:
+        return "not-due"
+    event = RentalEvent.objects.select_related("rental__credential").get(pk=event_id)
+    rental, pod_id, what = event.rental, str(data["pod_id"]), ACTIONS[data["repair"]]
+    sent_at = timezone.now().isoformat()
+    try:
+        client = upstream.client_for(rental.credential)
+        if data["repair"] == REBOOT:
+            client.pod_reboot(pod_id)
+            started = None
+        else:
+            started = client.pod_reset_gpu(pod_id)
+    except upstream.RateLimited as exc:
+        wait = math.ceil(exc.retry_after) if exc.retry_after else RESET_INTERVAL_SECONDS
+        return _settle(event, "refused", reset_wait_message(wait), outcome=reset_wait_message(wait))
+    except upstream.UpstreamRejected as exc:
+        said = f"Lium refused the {what.lower()}: {exc.message}"
+        return _settle(event, "refused", said, outcome=said)
+    except (upstream.UpstreamError, ValueError) as exc:
+        # It may have reached Lium: never sent again (a second reboot is worse than none); the status will say.
+        said = f"Lium did not answer the {what.lower()} ({exc}); it may or may not have started: watch the member."
+        return _settle(event, "unknown", said, outcome="no answer from Lium", sent_at=sent_at)
+    if started is None:
+        return _reboot_sent(event, sent_at)
+    return _reset_started(event, started, sent_at)
+
+
+def _settle(event: RentalEvent, state: str, message: str, *, from_state: str = "sending", **changes: Any) -> str:
+    """Move the request to `state` and put `message` on the timeline (once: only the mover writes it)."""
+    with transaction.atomic():
+        data = repair_advance(event.pk, from_state=from_state, state=state, **changes)
+        if data is None:
+            return "not-due"
+        RentalEvent.objects.create(
+            rental_id=event.rental_id,
+            kind=RentalEvent.Kind.MEMBER,
+            message=message,
+            data={
+                "repair_of": event.pk,
+                "pod_id": data.get("pod_id"),
+                "rank": data.get("rank"),
+                "state": state,
+                **({"gpus": changes["gpus"]} if "gpus" in changes else {}),
+            },
+        )
+        rental_touch(rental_id=event.rental_id)
+    return state
+
+
+def _reboot_sent(event: RentalEvent, sent_at: str) -> str:
+    rank = event.data.get("rank")
+    with transaction.atomic():
+        # Shown as rebooting at once; the pod poller follows it from here (back to RUNNING or REBOOT_FAILED).
+        ClusterMember.objects.filter(pod_id=event.data["pod_id"], status="RUNNING").update(status="REBOOT_PENDING")
+        state = _settle(
+            event, "sent", f"Reboot of rank {rank} accepted by Lium: following it until it runs again.", sent_at=sent_at
+        )
+    transaction.on_commit(
+        lambda: enqueue_pods_sync(event.rental.credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
+    )
+    return state
+
+
+def _reset_started(event: RentalEvent, started: ResetStatus, sent_at: str) -> str:
+    rank = event.data.get("rank")
+    message = f"GPU reset of rank {rank} started at Lium (request {started.request_id}); waiting for its result."
+    state = _settle(event, "running", message, sent_at=sent_at, lium_request_id=started.request_id, polls=0)
+    if state == "running":
+        transaction.on_commit(lambda: enqueue_reset_poll(event.pk, 0, countdown=RESET_POLL_SECONDS))
+    return state
+
+
+def member_reset_gpu_poll(*, event_id: int, turn: int) -> float | None:
+    """Read a running GPU reset once (this turn only); return in how many seconds to read again, or None."""
+    data = repair_advance(event_id, from_state="running", turn=turn, polls=turn + 1)
+    if data is None:
+        return None
+    event = RentalEvent.objects.select_related("rental__credential").get(pk=event_id)
+    waited = (timezone.now() - datetime.fromisoformat(data["sent_at"])).total_seconds()
+    try:
+        status = upstream.client_for(event.rental.credential).pod_reset_gpu_status(
+            str(data["pod_id"]), str(data["lium_request_id"])
+        )
+    except (upstream.UpstreamError, ValueError) as exc:
+        logger.warning("GPU reset %s: reading its status failed: %s", data.get("lium_request_id"), exc)
+        status = None
+    if status is not None and status.final:
+        _reset_finished(event, status)
+        return None
+    if waited >= RESET_WAIT_SECONDS:
+        said = f"Lium gave no result for the GPU reset of rank {data.get('rank')} within {RESET_WAIT_SECONDS} s."
+        _settle(event, "timeout", said, from_state="running", outcome=said)
+        return None
+    return RESET_POLL_SECONDS
+
+
+def _reset_finished(event: RentalEvent, status: ResetStatus) -> None:
+    gpus = [{"index": g.index, "uuid": g.uuid, "result": g.result, "detail": g.detail} for g in status.gpus]
+    results = ", ".join(f"GPU {g.index} {g.result.replace('_', ' ')}" for g in status.gpus) or "no GPU listed"
+    outcome = {"done": "done", "failed": "failed", "timeout": "timed out at Lium"}[status.status]
+    message = f"GPU reset of rank {event.data.get('rank')} {outcome}: {results}."
+    if status.error_message:
+        message += f" Lium said: {status.error_message}"
+    if status.container_restarted:
+        message += " The container was restarted."
+    _settle(
+        event,
+        status.status,
+        message,
+        from_state="running",
+        outcome=message,
+        gpus=gpus,
+        ok=status.ok,
+        container_restarted=status.container_restarted,
+    )
+
+
+def member_reboot_settled(member: ClusterMember, new_status: str) -> None:
+    """Write on the timeline how a member's reboot ended (called by the pod poller when it leaves REBOOT_PENDING)."""
+    running = new_status == "RUNNING"
+    ended = "runs again" if running else f"is {new_status}"
+    message = f"Rank {member.rank} {ended} after its reboot."
+    asked = (
+        RentalEvent.objects.filter(rental_id=member.rental_id, data__repair=REBOOT, data__pod_id=member.pod_id)
+        .filter(data__state="sent")
+        .order_by("-at", "-id")
+        .first()
+    )
+    if asked is not None:
+        state = "running_again" if running else "failed"
+        if _settle(asked, state, message, from_state="sent", outcome=message) != "not-due":
+            return
+    RentalEvent.objects.create(
+        rental_id=member.rental_id,
+        kind=RentalEvent.Kind.MEMBER,
+        message=message,
+        data={"pod_id": member.pod_id, "rank": member.rank, "reboot_ended": new_status},
+    )
