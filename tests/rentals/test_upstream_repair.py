@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import httpx
 import pytest
@@ -12,7 +13,7 @@ from tests.rentals.fakes import FakeUpstream, answer, error
 
 pytestmark = pytest.mark.django_db
 
-DONE = {
+DONE: dict[str, Any] = {
     "request_id": "r-1",
     "status": "done",
     "ok": True,
@@ -27,7 +28,7 @@ DONE = {
 
 def test_a_reboot_posts_an_empty_object_to_the_pods_reboot_route(acme, fake_upstream: FakeUpstream) -> None:
     fake_upstream.script = [answer(200, {"pod_id": "p/1", "status": "REBOOT_PENDING"})]
-    assert fake_upstream.client(acme.default_credential).pod_reboot("p/1") is None
+    fake_upstream.client(acme.default_credential).pod_reboot("p/1")
     [sent] = fake_upstream.requests
     assert (sent.method, sent.url.raw_path, json.loads(sent.content)) == ("POST", b"/api/pods/p%2F1/reboot", {})
 
