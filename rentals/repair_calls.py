@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import math
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from rentals import upstream
-from rentals.enqueue import enqueue_pods_sync, enqueue_reset_poll
+from rentals.enqueue import enqueue_pods_sync, enqueue_repair_send, enqueue_reset_poll
 from rentals.models import ClusterMember, RentalEvent
 from rentals.repair import (
     ACTIONS,
@@ -33,10 +33,13 @@ from rentals.upstream.parse_repair import ResetStatus
 
 logger = logging.getLogger(__name__)
 
+LOST_AFTER_SECONDS = 60  # a request untouched this long lost its message (a poll's comes every 3 s)
+LOST_PER_SWEEP = 100
+
 
 def member_repair_send(*, event_id: int) -> str:
     """Claim the request and make its one upstream call; return what happened ("not-due": someone else has it)."""
-    data = repair_advance(event_id, from_state="asked", state="sending")
+    data = repair_advance(event_id, from_state="asked", state="sending", sending_at=timezone.now().isoformat())
     if data is None:
         return "not-due"
     event = RentalEvent.objects.select_related("rental__credential").get(pk=event_id)
@@ -175,3 +178,40 @@ def member_reboot_settled(member: ClusterMember, new_status: str) -> None:
         message=message,
         data={"pod_id": member.pod_id, "rank": member.rank, "reboot_ended": new_status},
     )
+
+
+def repairs_sweep() -> int:
+    """Recover requests whose message was lost (called by the sweeper); return how many it touched.
+
+    A click never taken is enqueued again and a reset's lost poll restarts at its turn (copies find nothing to
+    claim). A send whose worker died during the call ends `unknown` after the lease, never sent again: the
+    member's status says whether it happened, and the customer may click again.
+    """
+    now = timezone.now()
+    stale = RentalEvent.objects.filter(
+        data__has_key="repair_token",
+        data__state__in=("asked", "sending", "running"),
+        at__lte=now - timedelta(seconds=LOST_AFTER_SECONDS),
+    ).order_by("at")[:LOST_PER_SWEEP]
+    touched = 0
+    for event in stale:
+        state = event.data.get("state")
+        if state == "asked":
+            enqueue_repair_send(event.pk)
+        elif state == "running":
+            enqueue_reset_poll(event.pk, int(event.data.get("polls") or 0))
+        elif _older_than(event.data.get("sending_at"), now, settings.RENT_LEASE_SECONDS):
+            said = f"The {ACTIONS.get(event.data.get('repair'), 'repair').lower()} may or may not have reached Lium "
+            said += "(the worker sending it stopped); watch the member's status and ask again if needed."
+            _settle(event, "unknown", said, outcome="no answer from Lium")
+        else:
+            continue
+        touched += 1
+    return touched
+
+
+def _older_than(iso: object, now: datetime, seconds: float) -> bool:
+    try:
+        return now - datetime.fromisoformat(str(iso)) > timedelta(seconds=seconds)
+    except ValueError:
+        return True  # no claim time: it has waited since the click at least

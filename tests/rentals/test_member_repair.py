@@ -219,3 +219,35 @@ def test_a_member_or_rental_that_is_not_running_is_refused(ready, alice) -> None
     ready.refresh_from_db()
     with pytest.raises(ValidationError, match="no running members to repair"):
         ask(ready, alice)
+
+
+def test_the_sweeper_resends_a_lost_click_and_ends_a_send_whose_worker_died(
+    ready, alice, fake_upstream: FakeUpstream, enqueued: Enqueued, clock: Clock, settings
+) -> None:
+    lost = ask(ready, alice)
+    clock.advance(seconds=61)
+    enqueued.calls.clear()
+    tasks.rentals_sweep()
+    assert [args for args, _ in enqueued.of(REPAIR_SEND)] == [(lost.pk,)], "a click whose message was lost"
+    # A worker claimed it and died during the call: after the lease it is no longer "under way".
+    repair.repair_advance(lost.pk, from_state="asked", state="sending", sending_at=clock.now.isoformat())
+    clock.advance(seconds=settings.RENT_LEASE_SECONDS + 1)
+    tasks.rentals_sweep()
+    lost.refresh_from_db()
+    assert lost.data["state"] == "unknown"
+    assert ask(ready, alice, token="again").data["state"] == "asked", "the customer may click again"
+    assert not posts(fake_upstream, "/reboot"), "the sweeper itself never calls Lium"
+
+
+def test_the_sweeper_restarts_a_lost_reset_poll_at_its_turn(
+    ready, alice, fake_upstream: FakeUpstream, enqueued: Enqueued, clock: Clock
+) -> None:
+    event = ask(ready, alice, action=repair.RESET_GPU)
+    fake_upstream.script = [answer(202, {"request_id": "r-9", "status": "running"})]
+    repair_calls.member_repair_send(event_id=event.pk)
+    fake_upstream.script = [answer(200, {"request_id": "r-9", "status": "running"})]
+    repair_calls.member_reset_gpu_poll(event_id=event.pk, turn=0)
+    clock.advance(seconds=61)
+    enqueued.calls.clear()
+    tasks.rentals_sweep()
+    assert [args for args, _ in enqueued.of(RESET_POLL)] == [(event.pk, 1)]
