@@ -157,27 +157,33 @@ def _reset_finished(event: RentalEvent, status: ResetStatus) -> None:
     )
 
 
-def member_reboot_settled(member: ClusterMember, new_status: str) -> None:
-    """Write on the timeline how a member's reboot ended (called by the pod poller when it leaves REBOOT_PENDING)."""
-    running = new_status == "RUNNING"
-    ended = "runs again" if running else f"is {new_status}"
-    message = f"Rank {member.rank} {ended} after its reboot."
+def member_reboot_settled(member: ClusterMember, new_status: str, *, row_updated_at: datetime | None = None) -> bool:
+    """Write on the timeline how a member's reboot ended (the pod poller calls it when a listing shows the member
+    out of REBOOT_PENDING); return False, writing nothing, for a row last changed before the reboot was sent (a
+    listing read before it): the member is still rebooting."""
     asked = (
         RentalEvent.objects.filter(rental_id=member.rental_id, data__repair=REBOOT, data__pod_id=member.pod_id)
         .filter(data__state="sent")
         .order_by("-at", "-id")
         .first()
     )
+    sent_at = _when(asked.data.get("sent_at")) if asked is not None else None
+    if sent_at is not None and row_updated_at is not None and row_updated_at < sent_at:
+        return False
+    running = new_status == "RUNNING"
+    ended = "runs again" if running else f"is {new_status}"
+    message = f"Rank {member.rank} {ended} after its reboot."
     if asked is not None:
         state = "running_again" if running else "failed"
         if _settle(asked, state, message, from_state="sent", outcome=message) != "not-due":
-            return
+            return True
     RentalEvent.objects.create(
         rental_id=member.rental_id,
         kind=RentalEvent.Kind.MEMBER,
         message=message,
         data={"pod_id": member.pod_id, "rank": member.rank, "reboot_ended": new_status},
     )
+    return True
 
 
 def repairs_sweep() -> int:
@@ -210,8 +216,14 @@ def repairs_sweep() -> int:
     return touched
 
 
-def _older_than(iso: object, now: datetime, seconds: float) -> bool:
+def _when(iso: object) -> datetime | None:
     try:
-        return now - datetime.fromisoformat(str(iso)) > timedelta(seconds=seconds)
+        return datetime.fromisoformat(str(iso))
     except ValueError:
-        return True  # no claim time: it has waited since the click at least
+        return None
+
+
+def _older_than(iso: object, now: datetime, seconds: float) -> bool:
+    when = _when(iso)
+    # No claim time: it has waited since the click at least.
+    return when is None or now - when > timedelta(seconds=seconds)

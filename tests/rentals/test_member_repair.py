@@ -3,6 +3,8 @@ reset's result on the timeline, Lium's one-reset-a-minute worded, and bad input 
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import httpx
 import pytest
 from django.core.exceptions import ValidationError
@@ -251,3 +253,22 @@ def test_the_sweeper_restarts_a_lost_reset_poll_at_its_turn(
     enqueued.calls.clear()
     tasks.rentals_sweep()
     assert [args for args, _ in enqueued.of(RESET_POLL)] == [(event.pk, 1)]
+
+
+def test_a_listing_from_before_the_reboot_does_not_count_as_running_again(
+    ready, alice, fake_upstream: FakeUpstream, clock: Clock, django_capture_on_commit_callbacks
+) -> None:
+    event = ask(ready, alice)
+    fake_upstream.script = [answer(200, {})]
+    repair_calls.member_repair_send(event_id=event.pk)
+    before = (clock.now - timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
+    fake_upstream.pods = [pod(0, "RUNNING"), {**pod(1, "RUNNING"), "updated_at": before}]
+    sync(ready, django_capture_on_commit_callbacks)
+    assert ClusterMember.objects.get(pod_id="p2").status == "REBOOT_PENDING"
+    assert not RentalEvent.objects.filter(message="Rank 1 runs again after its reboot.").exists()
+    clock.advance(seconds=30)
+    after = clock.now.isoformat().replace("+00:00", "Z")
+    fake_upstream.pods = [pod(0, "RUNNING"), {**pod(1, "RUNNING"), "updated_at": after}]
+    sync(ready, django_capture_on_commit_callbacks)
+    assert ClusterMember.objects.get(pod_id="p2").status == "RUNNING"
+    assert RentalEvent.objects.filter(message="Rank 1 runs again after its reboot.").count() == 1
