@@ -54,7 +54,8 @@ def member_repair_send(*, event_id: int) -> str:
             started = client.pod_reset_gpu(pod_id)
     except upstream.RateLimited as exc:
         wait = math.ceil(exc.retry_after) if exc.retry_after else RESET_INTERVAL_SECONDS
-        return _settle(event, "refused", reset_wait_message(wait), outcome=reset_wait_message(wait))
+        said = reset_wait_message(wait) if started_reset(data) else f"Lium asked to slow down; try again in {wait} s."
+        return _settle(event, "refused", said, outcome=said)
     except upstream.UpstreamRejected as exc:
         said = f"Lium refused the {what.lower()}: {exc.message}"
         return _settle(event, "refused", said, outcome=said)
@@ -65,6 +66,10 @@ def member_repair_send(*, event_id: int) -> str:
     if started is None:
         return _reboot_sent(event, sent_at)
     return _reset_started(event, started, sent_at)
+
+
+def started_reset(data: dict[str, Any]) -> bool:
+    return data.get("repair") != REBOOT
 
 
 def _settle(event: RentalEvent, state: str, message: str, *, from_state: str = "sending", **changes: Any) -> str:

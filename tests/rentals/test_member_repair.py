@@ -272,3 +272,11 @@ def test_a_listing_from_before_the_reboot_does_not_count_as_running_again(
     sync(ready, django_capture_on_commit_callbacks)
     assert ClusterMember.objects.get(pod_id="p2").status == "RUNNING"
     assert RentalEvent.objects.filter(message="Rank 1 runs again after its reboot.").count() == 1
+
+
+def test_a_rate_limited_reboot_is_not_worded_as_a_gpu_reset(ready, alice, fake_upstream: FakeUpstream) -> None:
+    event = ask(ready, alice)
+    fake_upstream.script = [error(429, "rate_limited", "slow down", headers={"Retry-After": "5"})]
+    assert repair_calls.member_repair_send(event_id=event.pk) == "refused"
+    event.refresh_from_db()
+    assert event.data["outcome"] == "Lium asked to slow down; try again in 5 s."
