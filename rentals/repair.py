@@ -39,6 +39,9 @@ RESET_INTERVAL_SECONDS = 60  # Lium: one GPU reset per minute per pod (§17)
 RESET_POLL_SECONDS = 3.0  # as the official client polls
 RESET_WAIT_SECONDS = 330  # Lium times a reset out at 300 s; the official client waits 330 s
 PENDING_STATES = ("asked", "sending", "running")
+# A request still pending after this long lost its worker for good: it no longer blocks a new click, and the
+# sweeper, which reads this window off the timeline's time index, no longer looks at it.
+PENDING_FOR_AT_MOST = timedelta(hours=1)
 REASON_MAX = 1000
 TOKEN_MAX = 100
 REPAIRS_SHOWN = 10
@@ -131,7 +134,7 @@ def _ask_event(member: ClusterMember, action: str, actor: User | None, reason: s
 def _refuse_while_pending(*, rental: Rental, member: ClusterMember, action: str) -> None:
     """Refuse a second request while one of the same kind is under way, and a reset within Lium's minute."""
     mine = RentalEvent.objects.filter(rental_id=rental.pk, data__repair=action, data__pod_id=member.pod_id)
-    if mine.filter(data__state__in=PENDING_STATES).exists():
+    if mine.filter(data__state__in=PENDING_STATES, at__gte=timezone.now() - PENDING_FOR_AT_MOST).exists():
         raise ValidationError(
             f"A {ACTIONS[action].lower()} of rank {member.rank} is already under way: follow it on this page.",
             code="repair_in_progress",

@@ -21,6 +21,8 @@ from rentals.enqueue import enqueue_pods_sync, enqueue_repair_send, enqueue_rese
 from rentals.models import ClusterMember, RentalEvent
 from rentals.repair import (
     ACTIONS,
+    PENDING_FOR_AT_MOST,
+    PENDING_STATES,
     REBOOT,
     RESET_INTERVAL_SECONDS,
     RESET_POLL_SECONDS,
@@ -200,9 +202,10 @@ def repairs_sweep() -> int:
     """
     now = timezone.now()
     stale = RentalEvent.objects.filter(
+        at__range=(now - PENDING_FOR_AT_MOST, now - timedelta(seconds=LOST_AFTER_SECONDS)),
+        kind__in=(RentalEvent.Kind.MEMBER, RentalEvent.Kind.STAFF_ACTION),
         data__has_key="repair_token",
-        data__state__in=("asked", "sending", "running"),
-        at__lte=now - timedelta(seconds=LOST_AFTER_SECONDS),
+        data__state__in=PENDING_STATES,
     ).order_by("at")[:LOST_PER_SWEEP]
     touched = 0
     for event in stale:

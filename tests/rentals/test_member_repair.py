@@ -280,3 +280,14 @@ def test_a_rate_limited_reboot_is_not_worded_as_a_gpu_reset(ready, alice, fake_u
     assert repair_calls.member_repair_send(event_id=event.pk) == "refused"
     event.refresh_from_db()
     assert event.data["outcome"] == "Lium asked to slow down; try again in 5 s."
+
+
+def test_a_request_lost_for_over_an_hour_no_longer_blocks_a_new_click(
+    ready, alice, enqueued: Enqueued, clock: Clock
+) -> None:
+    ask(ready, alice, token="old")
+    clock.advance(hours=1, seconds=1)
+    enqueued.calls.clear()
+    tasks.rentals_sweep()
+    assert not enqueued.of(REPAIR_SEND), "the sweeper looks back one hour only (off the timeline's time index)"
+    assert ask(ready, alice, token="new").data["state"] == "asked"
