@@ -18,7 +18,8 @@ api = NinjaAPI(
     description=(
         "Rent multi-node GPU clusters through the dashboard. Authenticate with a key from /profile/api-keys/ "
         "sent as `X-API-Key` or `Authorization: Bearer`. Scopes: `read` (GETs), `rent` (create rentals), "
-        "`manage` (terminate, schedule or cancel a removal). `POST /rentals` honours `Idempotency-Key` like the "
+        "`manage` (terminate, schedule or cancel a removal, reboot a member or reset its GPUs). "
+        "`POST /rentals` honours `Idempotency-Key` like the "
         "Lium API: the same key and "
         "identical body within 24 h replays the first answer with `Idempotent-Replayed: true`. Errors use "
         'the envelope `{"success": false, "error": {"code", "message", "hint", "request_id"}, '
@@ -34,5 +35,6 @@ install_handlers(api)
 api.add_router("", "api.fabrics.router")
 api.add_router("", "api.rentals.router")
 api.add_router("", "api.removal.router")  # a rental's scheduled removal
+api.add_router("", "api.repair.router")  # member repair: reboot, reset GPUs
 api.add_router("/webhooks", "api.webhooks.router")  # webhook endpoints (notifications app)
 api.add_router("/usage", "api.usage.router")  # cost per rental in a month (billing app)

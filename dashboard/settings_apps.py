@@ -135,6 +135,8 @@ CELERY_TASK_ROUTES = {
     "rentals.tasks.rental_removal_push": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.sqlite_analyze": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.member_events_fetch": {"queue": HOUSEKEEPING_QUEUE},
+    "rentals.tasks.member_repair_send": {"queue": TRACKING_QUEUE},
+    "rentals.tasks.member_reset_gpu_poll": {"queue": TRACKING_QUEUE},
     "rentals.tasks.cluster_switch_read": {"queue": HOUSEKEEPING_QUEUE},
     "ops.tasks.pod_events_follow_all": {"queue": HOUSEKEEPING_QUEUE},
     "ops.tasks.credential_events_follow": {"queue": TRACKING_QUEUE},

@@ -19,6 +19,8 @@ REMOVAL_PUSH = "rentals.tasks.rental_removal_push"
 CLUSTER_DELETE = "rentals.tasks.rental_delete_cluster"
 RECONCILE_LOOK = "rentals.tasks.rental_reconcile_look"
 MEMBER_EVENTS = "rentals.tasks.member_events_fetch"
+REPAIR_SEND = "rentals.tasks.member_repair_send"
+RESET_POLL = "rentals.tasks.member_reset_gpu_poll"
 
 
 def _enqueue(task_name: str, *args: object, countdown: float | None = None) -> None:
@@ -53,3 +55,11 @@ def enqueue_reconcile_look(rental_id: int, countdown: float | None = None) -> No
 
 def enqueue_member_events(member_id: int) -> None:
     _enqueue(MEMBER_EVENTS, member_id)
+
+
+def enqueue_repair_send(event_id: int) -> None:
+    _enqueue(REPAIR_SEND, event_id)
+
+
+def enqueue_reset_poll(event_id: int, turn: int, countdown: float | None = None) -> None:
+    _enqueue(RESET_POLL, event_id, turn, countdown=countdown)

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from rentals import capacity, engine
+from rentals import capacity, engine, repair_calls
 from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_reconcile_look, enqueue_rental_send
 from rentals.heartbeats import SWEEPER_HEARTBEAT
 from rentals.models import Heartbeat, Rental
@@ -50,7 +50,14 @@ def rentals_sweep() -> dict[str, int]:
     lost_look = Q(status=RentalStatus.UNKNOWN, next_reconcile_at__lte=now - overdue_by)
     resent = _lost_resend(lost_look, enqueue_reconcile_look)
     Rental.objects.filter(lost_look, pk__in=resent).update(next_reconcile_at=now)
-    return {"enqueued": enqueued, "settled": settled, "dispatched": len(dispatched), "pollers": len(credential_ids)}
+    repairs = repair_calls.repairs_sweep()  # member repairs whose message was lost
+    return {
+        "enqueued": enqueued,
+        "settled": settled,
+        "dispatched": len(dispatched),
+        "pollers": len(credential_ids),
+        "repairs": repairs,
+    }
 
 
 def _due_resend(now: datetime, *, overdue: datetime) -> tuple[int, int]:

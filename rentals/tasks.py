@@ -12,13 +12,14 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
-from rentals import engine, lium_switch, sweep
+from rentals import engine, lium_switch, repair_calls, sweep
 from rentals.enqueue import (
     enqueue_cluster_delete,
     enqueue_pods_sync,
     enqueue_reconcile_look,
+    enqueue_reset_poll,
 )
-from rentals.models import Rental
+from rentals.models import ClusterMember, Rental
 from rentals.removal import deletion as removal
 from rentals.removal import schedule as removal_schedule
 from rentals.states import RentalStatus
@@ -46,12 +47,14 @@ def credential_pods_sync(credential_id: int) -> int:
     interval's listing re-enqueues, so duplicate chains die out instead of multiplying.
     """
     polled = members.credential_pods_sync(credential_id=credential_id)
-    if (
-        polled is not None
-        and Rental.objects.filter(
-            credential_id=credential_id, status__in=(RentalStatus.RENTED, RentalStatus.TERMINATING)
-        ).exists()
-    ):
+    starting = Rental.objects.filter(
+        credential_id=credential_id, status__in=(RentalStatus.RENTED, RentalStatus.TERMINATING)
+    ).exists()
+    # A member rebooting (rentals.repair) is followed as closely as a starting cluster, until it settles.
+    rebooting = ClusterMember.objects.filter(
+        rental__credential_id=credential_id, rental__status__in=members.TRACKED_STATES, status="REBOOT_PENDING"
+    ).exists()
+    if polled is not None and (starting or rebooting):
         enqueue_pods_sync(credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
     return polled or 0
 
@@ -88,6 +91,21 @@ def rental_removal_push(rental_id: int) -> int:
 def member_events_fetch(member_id: int) -> int:
     """Store a failed member's events from the upstream (why it failed); retried on upstream errors."""
     return member_events.member_events_fetch(member_id=member_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def member_repair_send(event_id: int) -> str:
+    """Send one click's reboot or GPU reset (a redelivered or retried message finds it sent and does nothing)."""
+    return repair_calls.member_repair_send(event_id=event_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def member_reset_gpu_poll(event_id: int, turn: int) -> bool:
+    """Read a running GPU reset once; only this turn's claimer enqueues the next read (one chain per reset)."""
+    again_in = repair_calls.member_reset_gpu_poll(event_id=event_id, turn=turn)
+    if again_in is not None:
+        enqueue_reset_poll(event_id, turn + 1, countdown=again_in)
+    return again_in is not None
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

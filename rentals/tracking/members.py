@@ -33,6 +33,7 @@ from rentals import upstream
 from rentals.enqueue import enqueue_cluster_delete, enqueue_removal_push
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.removal.schedule import removal_adopt_from_members
+from rentals.repair_calls import member_reboot_settled
 from rentals.signals import pod_listing_read
 from rentals.states import RentalStatus
 from rentals.tracking.holding import holder_of
@@ -178,6 +179,10 @@ def _store_listed_members(
             if member is None:
                 continue  # stored now, or the pod is another rental's: never attached here
         if any(getattr(member, key) != value for key, value in values.items()) or member.gone_at:
+            # A reboot's end goes on the timeline (runs again, or failed); a row from before it proves neither.
+            rebooting = member.status == "REBOOT_PENDING" and row.status not in ("REBOOT_PENDING", "")
+            if rebooting and not member_reboot_settled(member, row.status, row_updated_at=row.updated_at):
+                values["status"] = member.status
             if row.status == "RUNNING" and member.running_since is None:
                 member.running_since = running_since(row, now)
             for key, value in values.items():

@@ -50,13 +50,22 @@ import httpx
 from django.conf import settings
 
 from accounts.models import UpstreamCredential
-from rentals.upstream import parse, parse_billing, parse_estimate, parse_events, parse_offers, parse_pods
+from rentals.upstream import (
+    parse,
+    parse_billing,
+    parse_estimate,
+    parse_events,
+    parse_offers,
+    parse_pods,
+    parse_repair,
+)
 from rentals.upstream.parse import Account, Features, Unparseable
 from rentals.upstream.parse_billing import Statement
 from rentals.upstream.parse_estimate import DeploymentEstimate
 from rentals.upstream.parse_events import AccountEvent
 from rentals.upstream.parse_offers import Fabric, TemplateRow
 from rentals.upstream.parse_pods import DeleteResult, PodEvent, PodRow
+from rentals.upstream.parse_repair import ResetStatus
 
 MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}
@@ -535,6 +544,41 @@ class LiumClient:
     def cancel_removal(self, pod_id: str) -> None:
         """Cancel one member's scheduled removal (safe to repeat); the answer's body is not read."""
         self._read("DELETE", f"/pods/{quote(pod_id, safe='')}/schedule-removal", lambda body: None)
+
+    def pod_reboot(self, pod_id: str) -> None:
+        """Reboot one pod (`POST /pods/{id}/reboot`, body `{}`): it turns REBOOT_PENDING, then RUNNING or
+        REBOOT_FAILED, as the pod listing shows; the answer's body is not read (§17). Not safe to repeat."""
+        self._read(
+            "POST",
+            f"/pods/{quote(pod_id, safe='')}/reboot",
+            lambda body: None,
+            content=b"{}",
+            headers={"Content-Type": "application/json"},
+        )
+
+    def pod_reset_gpu(self, pod_id: str, gpu_indices: list[int] | None = None) -> ResetStatus:
+        """Start a reset of the pod's GPUs (None: all); 202 `{request_id, status: "running"}`. Lium allows one a
+        minute per pod: a second one raises RateLimited (429). Sent once, never retried here (§17)."""
+        body = json.dumps({"gpu_indices": gpu_indices}).encode()
+        return self._read(
+            "POST",
+            f"/pods/{quote(pod_id, safe='')}/reset-gpu",
+            parse_repair.reset_status,
+            content=body,
+            headers={"Content-Type": "application/json"},
+        )
+
+    def pod_reset_gpu_status(self, pod_id: str, request_id: str) -> ResetStatus:
+        """Read a GPU reset: running, then done|failed|timeout with each GPU's result. A 409 listing `gpus` is
+        the official client's "a GPU failed": returned as a failed reset."""
+        path = f"/pods/{quote(pod_id, safe='')}/reset-gpu/{quote(request_id, safe='')}"
+        try:
+            return self._read("GET", path, parse_repair.reset_status)
+        except Conflict as exc:
+            failed = parse_repair.reset_conflict(exc.data, request_id)
+            if failed is None:
+                raise
+            return failed
 
     def pod_events(self, pod_id: str) -> list[PodEvent]:
         """Return what happened to one pod, oldest first; [] when the upstream knows no such pod (404)."""

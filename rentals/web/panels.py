@@ -11,7 +11,8 @@ from typing import Any
 
 from rentals.connect import env_ranks, interconnect_check, member_access, ssh_config
 from rentals.models import ClusterMember, Rental, RentalEvent
-from rentals.states import RentalStatus
+from rentals.repair import repairs_recent
+from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.tracking.member_events import EVENTS_WANTED_STATUSES
 
 EVENTS_SHOWN = 10  # per member: the newest, which say why
@@ -26,6 +27,9 @@ def panels_context(rental: Rental, *, all_members: Sequence[ClusterMember], live
         "interconnect_check": interconnect_check(live, gpus_per_node=rental.gpus_per_node),
         "member_problems": member_problems(all_members),
         "terminate_results": terminate_results(rental, all_members),
+        # Member repair (rentals.repair): the buttons while the cluster is held, the requests and their results.
+        "repairable": rental.status in HOLDS_CLUSTER_STATES,
+        "repairs": repairs_recent(rental) if all_members else [],
     }
 
 

@@ -4,6 +4,7 @@ from django.urls import path
 
 from rentals.web import lifecycle as views_lifecycle
 from rentals.web import views
+from rentals.web.repair import member_repair
 
 app_name = "rentals"
 
@@ -26,6 +27,18 @@ urlpatterns = [
         "rentals/<uuid:public_id>/cancel-removal/",
         views_lifecycle.rental_removal_cancel_form,
         name="rental_cancel_removal",
+    ),
+    path(
+        "rentals/<uuid:public_id>/members/<int:rank>/reboot/",
+        member_repair,
+        {"action": "reboot"},
+        name="member_reboot",
+    ),
+    path(
+        "rentals/<uuid:public_id>/members/<int:rank>/reset-gpu/",
+        member_repair,
+        {"action": "reset-gpu"},
+        name="member_reset_gpu",
     ),
     path("rentals/<uuid:public_id>/ssh-config/", views_lifecycle.rental_ssh_config, name="rental_ssh_config"),
     path("rentals/<uuid:public_id>/env/<int:rank>/", views_lifecycle.rental_env_file, name="rental_env_file"),

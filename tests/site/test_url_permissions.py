@@ -55,6 +55,15 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "rentals:rental_cancel": RENTAL_WRITE,
     "rentals:rental_schedule_removal": RENTAL_WRITE,
     "rentals:rental_cancel_removal": RENTAL_WRITE,
+    # Member repair: a confirm page (GET), then the click (POST; `{}` has no click token: back to the rental page).
+    "rentals:member_reboot": {
+        **RENTAL_WRITE,
+        (BOB, "GET"): 404,
+        (SAM, "GET"): 403,
+        (ALICE, "GET"): 200,
+        (OLGA, "GET"): 200,
+    },
+    "rentals:member_reset_gpu": {**RENTAL_WRITE, (BOB, "GET"): 404, (SAM, "GET"): 403, (ALICE, "POST"): 302},
     # Downloads of the connect panel: read like the rental page (the world's rental has members with SSH).
     "rentals:rental_ssh_config": RENTAL_READ,
     "rentals:rental_env_file": RENTAL_READ,
@@ -82,6 +91,8 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     # `{}` names neither hours nor a time: 422. DELETE (cancel) shares the path; tests/api covers it.
     "api-v1:rental_removal_set": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 422},
     "api-v1:rental_removal_cancel": {(ANON, "GET"): 405, (ALICE, "GET"): 405},
+    "api-v1:member_reboot": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 202},
+    "api-v1:member_reset_gpu": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (OLGA, "POST"): 202},
     # Webhooks and e-mail (notifications): the endpoint alice made; only Acme's admins and operators change
     # endpoints (alice is a plain member here: she reads them); support reads every log and changes nothing.
     "notifications:webhook_list": {**MEMBER_PAGE, (BOB, "GET"): 200, (SAM, "POST"): 403, (ALICE, "POST"): 403},
@@ -190,6 +201,10 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "rentals:rental_env_file": {"public_id": public_id, "rank": 0},
         "api-v1:rental_removal_set": {"rental_id": public_id},
         "api-v1:rental_removal_cancel": {"rental_id": public_id},
+        "rentals:member_reboot": {"public_id": public_id, "rank": 0},
+        "rentals:member_reset_gpu": {"public_id": public_id, "rank": 0},
+        "api-v1:member_reboot": {"rental_id": public_id, "rank": 0},
+        "api-v1:member_reset_gpu": {"rental_id": public_id, "rank": 1},
         "api:key_revoke": {"pk": world["api_key"].pk},
         "accounts:ssh_key_delete": {"pk": world["ssh_key"].pk},
         "ops:rental_action": {"public_id": public_id, "action": "cancel"},
