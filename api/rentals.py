@@ -248,6 +248,7 @@ def _order_save(request: HttpRequest, raw: bytes, record: Any) -> tuple[Rental, 
         pod_name=data.pod_name,
         public_keys=data.ssh_public_keys,
         options=data.model_dump(include=ORDER_OPTIONS),
+        verify_fabric=data.verify_fabric,
     )
     try:
         checked = order_check(user=request_user(request), choice=choice)  # outside the transaction: it may call Lium

@@ -19,6 +19,7 @@ REMOVAL_PUSH = "rentals.tasks.rental_removal_push"
 CLUSTER_DELETE = "rentals.tasks.rental_delete_cluster"
 RECONCILE_LOOK = "rentals.tasks.rental_reconcile_look"
 MEMBER_EVENTS = "rentals.tasks.member_events_fetch"
+FABRIC_CHECK = "rentals.tasks.rental_fabric_check"
 
 
 def _enqueue(task_name: str, *args: object, countdown: float | None = None) -> None:
@@ -53,3 +54,7 @@ def enqueue_reconcile_look(rental_id: int, countdown: float | None = None) -> No
 
 def enqueue_member_events(member_id: int) -> None:
     _enqueue(MEMBER_EVENTS, member_id)
+
+
+def enqueue_fabric_check(rental_id: int) -> None:
+    _enqueue(FABRIC_CHECK, rental_id)

@@ -24,6 +24,7 @@ from rentals.removal import schedule as removal_schedule
 from rentals.states import RentalStatus
 from rentals.tracking import member_events, members, reconcile
 from rentals.upstream import UpstreamError
+from rentals.verification import perform as verification
 
 logger = logging.getLogger(__name__)
 
@@ -88,6 +89,12 @@ def rental_removal_push(rental_id: int) -> int:
 def member_events_fetch(member_id: int) -> int:
     """Store a failed member's events from the upstream (why it failed); retried on upstream errors."""
     return member_events.member_events_fetch(member_id=member_id)
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def rental_fabric_check(rental_id: int) -> str:
+    """Run a verified rental's fabric check (its own queue: a check takes minutes)."""
+    return verification.fabric_check_perform(rental_id=rental_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

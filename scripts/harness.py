@@ -229,7 +229,7 @@ def peak_rss_mb(pid: int) -> float | None:
 
 # Every queue the dashboard routes to (settings.CELERY_TASK_ROUTES), and `celery`, the queue of releases before
 # the split: a worker given ALL_QUEUES does every kind of work.
-ALL_QUEUES = "rent,tracking,housekeeping,celery"
+ALL_QUEUES = "rent,tracking,housekeeping,fabric_check,celery"
 
 
 def celery_worker_args(

@@ -13,6 +13,7 @@ from rentals.connect import env_ranks, interconnect_check, member_access, ssh_co
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.states import RentalStatus
 from rentals.tracking.member_events import EVENTS_WANTED_STATUSES
+from rentals.verification.records import fabric_check_of, slow_members_of
 
 EVENTS_SHOWN = 10  # per member: the newest, which say why
 
@@ -26,7 +27,14 @@ def panels_context(rental: Rental, *, all_members: Sequence[ClusterMember], live
         "interconnect_check": interconnect_check(live, gpus_per_node=rental.gpus_per_node),
         "member_problems": member_problems(all_members),
         "terminate_results": terminate_results(rental, all_members),
+        **fabric_check_panel(rental),
     }
+
+
+def fabric_check_panel(rental: Rental) -> dict[str, Any]:
+    """Return a verified rental's check and its slow members (named by rank, executor and pod)."""
+    check = fabric_check_of(rental)
+    return {"fabric_check": check, "fabric_check_slow": slow_members_of(check) if check else []}
 
 
 def member_problems(members: Sequence[ClusterMember]) -> list[dict[str, Any]]:
