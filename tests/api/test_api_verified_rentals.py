@@ -105,3 +105,22 @@ def test_a_customer_who_does_not_opt_in_is_never_connected_to(
     stored = Rental.objects.get(public_id=rental["id"])
     assert json.loads(bytes(stored.request_body))["user_public_key"] == [SSH_KEY]
     assert not hasattr(stored, "fabric_check") and stored.status == "ready"
+
+
+def test_verify_fabric_defaults_to_the_customers_setting_and_is_validated(
+    simulator: Simulator, alice, acme, make_key, api_client
+) -> None:
+    client = api_client(make_key(alice))
+    acme.verify_fabric_default = True
+    acme.save()
+    fabric_id = simulator.offers()[0]["fabric_id"]
+    body = {"fabric_id": fabric_id, "node_count": 2, "pod_name": "dflt", "ssh_public_keys": [SSH_KEY]}
+
+    wrong = client.post("/rentals", json={**body, "verify_fabric": "yes"})
+    by_default = client.post("/rentals", json=body)
+    declined = client.post("/rentals", json={**body, "pod_name": "nope", "verify_fabric": False})
+
+    assert wrong.status_code == 422 and wrong.json()["error"]["code"] == "validation_error"
+    assert "verify_fabric" in wrong.text
+    assert by_default.status_code == 201 and by_default.json()["fabric_check"]["status"] == "running"
+    assert declined.status_code == 201 and declined.json()["fabric_check"] is None
