@@ -1122,7 +1122,8 @@ class Storm:
         from rentals.fabric_check.keys import check_key_generate
         from rentals.ordering import RentOrder
         from rentals.services import rental_submit
-        from rentals.verification.records import CheckPlan
+        from rentals.fabric_check.parse import link_rate_parse
+        from rentals.verification.records import UNSTATED_LINK_RATE_GBPS, CheckPlan
 
         customer, credential, offers = self.people.tenants[self.pick_tenant()]
         size = self.rng.choice(SHARED_SIZES if self.shared else SIZES)
@@ -1133,7 +1134,8 @@ class Storm:
         # Shared-account: names from a small pool, as teams name their jobs; otherwise one name per rental.
         pod_name = f"train-{self.route_rng.randrange(self.args.pod_names) + 1}" if self.shared else f"chaos-{index:04d}"
         every = self.args.verify_every
-        check = CheckPlan(key=check_key_generate(), link_rate_gbps=400) if every and index % every == 0 else None
+        link_rate = link_rate_parse(offers.link_rates.get(fabric_id)) or UNSTATED_LINK_RATE_GBPS
+        check = CheckPlan(key=check_key_generate(), link_rate_gbps=link_rate) if every and index % every == 0 else None
         order = RentOrder(
             fabric_id=fabric_id,
             executor_ids=[node["id"] for node in nodes],

@@ -397,6 +397,7 @@ class Offers:
         self.rng = rng or random.Random(0)  # noqa: S311 - node choice, not crypto
         self.used: set[str] = set()
         self.pool: dict[str, list[dict[str, Any]]] = {}
+        self.link_rates: dict[str, str] = {}  # fabric id -> its offer's link rate text (the fabric check's floor)
         self.fetched_at = 0.0
 
     def refresh(self) -> None:
@@ -411,6 +412,7 @@ class Offers:
                 and node.get("available_gpu_count", node.get("gpu_count")) == node.get("gpu_count")
             ]
             pool[offer["fabric_id"]] = nodes
+            self.link_rates[offer["fabric_id"]] = str(offer.get("link_rate") or "")
         self.pool = pool
         self.fetched_at = time.monotonic()
 
