@@ -1120,9 +1120,9 @@ class Storm:
     def submit_one(self, index: int) -> bool:
         """Submit rental `index` on free nodes through `rental_submit`; False when no nodes are free."""
         from rentals.fabric_check.keys import check_key_generate
+        from rentals.fabric_check.parse import link_rate_parse
         from rentals.ordering import RentOrder
         from rentals.services import rental_submit
-        from rentals.fabric_check.parse import link_rate_parse
         from rentals.verification.records import UNSTATED_LINK_RATE_GBPS, CheckPlan
 
         customer, credential, offers = self.people.tenants[self.pick_tenant()]

@@ -22,7 +22,6 @@ from rentals.fabric_check import commands
 from rentals.fabric_check.pairwise import slow_members_find
 from rentals.fabric_check.parse import NoFigure, bus_bandwidth_parse, floor_gbps
 
-
 REFUSED_PAUSE = 1.0  # seconds between connection attempts to a member that refused
 
 
