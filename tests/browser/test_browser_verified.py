@@ -40,7 +40,8 @@ def keys_left(simulator: Simulator, rental: Rental) -> set[str]:
 
 
 def rent_verified(page: Page, fabric_id: str, cheapest: int, pod_name: str, slow_index: int | None = None) -> str:
-    """Pick the 2 cheapest nodes (and the next listed up to N), tick the fabric check and rent; make one of them slow first if asked."""
+    """Pick the 2 cheapest nodes (and the next listed up to N) and tick the fabric check; return the executor at
+    `slow_index` (to make slow before renting), or ""."""
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Fabrics").click()
     row = page.get_by_role("row").filter(has=page.get_by_text(fabric_id, exact=True))
     row.get_by_role("link", name="Choose nodes").click()
