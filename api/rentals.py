@@ -57,7 +57,7 @@ def _aware(value: datetime | None, name: str) -> datetime | None:
 
 
 def _with_details(rentals: QuerySet[Rental]) -> QuerySet[Rental]:
-    return rentals.prefetch_related("attempts", "members")
+    return rentals.select_related("fabric_check").prefetch_related("attempts", "members")
 
 
 @router.get(

@@ -21,7 +21,7 @@ from rentals.fabric_check.runner import FabricCheckResult, Limits, Member, fabri
 from rentals.models import ClusterMember, FabricCheck, Rental, RentalEvent
 from rentals.states import RentalStatus
 from rentals.tracking.members import first_ready_fields
-from rentals.transitions import rental_transition
+from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream.parse import ssh_parts
 
 logger = logging.getLogger(__name__)
@@ -34,7 +34,10 @@ def fabric_check_claim(*, rental_id: int) -> bool:
     stale = now - timedelta(seconds=settings.FABRIC_CHECK_STALE_SECONDS)
     claimable = Q(status=S.PENDING) | Q(status=S.RUNNING, started_at__lt=stale)
     rows = FabricCheck.objects.filter(claimable, rental_id=rental_id, rental__status=RentalStatus.VERIFYING)
-    return rows.exclude(private_key_encrypted="").update(status=S.RUNNING, started_at=now) == 1
+    claimed = rows.exclude(private_key_encrypted="").update(status=S.RUNNING, started_at=now) == 1
+    if claimed:
+        rental_touch(rental_id=rental_id)  # the page's cached section shows the check running
+    return claimed
 
 
 def fabric_check_perform(*, rental_id: int) -> str:
