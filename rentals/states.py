@@ -70,7 +70,8 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     # Operators may replay the stored request inside the window (-> retrying, then a worker claims it),
     # or confirm what reconciliation found.
     S.UNKNOWN: frozenset({S.SENDING, S.RETRYING, S.RENTED, S.NOT_RENTED}),
-    S.TERMINATING: frozenset({S.TERMINATED, S.READY, S.DEGRADED}),
+    # A refused delete: back to what the members (and a verified rental's check) show.
+    S.TERMINATING: frozenset({S.TERMINATED, S.READY, S.DEGRADED, S.CHECK_FAILED}),
     S.REFUSED: frozenset(),
     S.FAILED: frozenset(),
     S.NOT_RENTED: frozenset(),

@@ -56,7 +56,9 @@ def fabric_check_rent_again(*, rental: Rental, user: User) -> Rental:
 
     Raise OrderRefused saying why nothing was done (the old cluster is then kept as it is).
     """
-    check = FabricCheck.objects.select_related("rented_again").get(rental=rental)
+    check = FabricCheck.objects.select_related("rented_again").filter(rental=rental).first()
+    if check is None:
+        raise OrderRefused("This rental was not verified: there is no fabric check to act on.", code="not_verified")
     if check.rented_again is not None:
         return check.rented_again  # the second click
     if rental.status != RentalStatus.CHECK_FAILED:

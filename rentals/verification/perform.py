@@ -33,8 +33,8 @@ def fabric_check_claim(*, rental_id: int) -> bool:
     now = timezone.now()
     stale = now - timedelta(seconds=settings.FABRIC_CHECK_STALE_SECONDS)
     claimable = Q(status=S.PENDING) | Q(status=S.RUNNING, started_at__lt=stale)
-    rows = FabricCheck.objects.filter(claimable, rental_id=rental_id, rental__status=RentalStatus.VERIFYING)
-    claimed = rows.exclude(private_key_encrypted="").update(status=S.RUNNING, started_at=now) == 1
+    checks = FabricCheck.objects.filter(claimable, rental_id=rental_id, rental__status=RentalStatus.VERIFYING)
+    claimed = checks.exclude(private_key_encrypted="").update(status=S.RUNNING, started_at=now) == 1
     if claimed:
         rental_touch(rental_id=rental_id)  # the page's cached section shows the check running
     return claimed

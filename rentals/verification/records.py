@@ -83,3 +83,9 @@ def fabric_check_dict(rental: Rental) -> dict[str, Any] | None:
         "kept_unverified": check.kept_unverified,
         "keys_removed": check.keys_removed,
     }
+
+
+def check_unsettled(rental: Rental) -> bool:
+    """Return whether a verified rental's check did not pass and the customer did not keep it anyway."""
+    check = fabric_check_of(rental)
+    return check is not None and check.status != FabricCheck.Status.PASSED and not check.kept_unverified

@@ -51,6 +51,7 @@ EXPECTED_ALLOWED = {
     (RentalStatus.TERMINATING, RentalStatus.TERMINATED),
     (RentalStatus.TERMINATING, RentalStatus.READY),
     (RentalStatus.TERMINATING, RentalStatus.DEGRADED),
+    (RentalStatus.TERMINATING, RentalStatus.CHECK_FAILED),  # a refused delete of a cluster whose check failed
 }
 
 

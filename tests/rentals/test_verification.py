@@ -7,12 +7,13 @@ import pytest
 
 from notifications.models import Event
 from notifications.services import endpoint_create
-from rentals import tasks
+from rentals import services, tasks
 from rentals.fabric_check.keys import check_key_generate
 from rentals.models import FabricCheck, Rental, RentalEvent
 from rentals.states import RentalStatus
 from rentals.transitions import rental_transition
 from rentals.verification.records import CheckPlan, fabric_check_create
+from tests.rentals.fakes import FakeUpstream, error
 
 pytestmark = pytest.mark.django_db
 S = RentalStatus
@@ -98,3 +99,17 @@ def test_the_customer_keeps_a_failed_cluster_and_the_page_says_unverified(verifi
     assert "kept unverified" in page and "576 Gb/s" in page
     assert RentalEvent.objects.filter(rental=rental, from_status=S.CHECK_FAILED, to_status=S.READY).exists()
     assert client.post(f"/rentals/{rental.public_id}/check/keep/").status_code == 302  # a second click: no 500
+
+
+def test_a_refused_delete_of_a_cluster_whose_check_failed_returns_it_to_check_failed_not_ready(
+    verified, fake_upstream: FakeUpstream, alice
+) -> None:  # type: ignore[no-untyped-def]
+    rental = verified(S.CHECK_FAILED)
+    FabricCheck.objects.filter(rental=rental).update(status="failed")
+    services.rental_terminate(rental=rental, actor=alice)
+    fake_upstream.script = [error(403, "forbidden", "This cluster is locked")]
+
+    tasks.rental_delete_cluster(rental.pk)
+
+    rental.refresh_from_db()
+    assert rental.status == S.CHECK_FAILED
