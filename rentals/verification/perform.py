@@ -142,7 +142,8 @@ def _audit(rental_id: int, result: FabricCheckResult) -> None:
     RentalEvent.objects.create(
         rental_id=rental_id,
         kind=RentalEvent.Kind.MEMBER,
-        message=f"Fabric check: {len(result.audit)} connections and commands on the members (listed here).",
+        message=f"Fabric check: {len(result.audit)} connections and commands on the members (listed on the rental's "
+        "fabric check panel).",
         data={"fabric_check_audit": result.as_record()["audit"]},
     )
     kept = sorted(rank for rank, removed in result.key_removed.items() if not removed)

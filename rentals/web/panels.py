@@ -32,9 +32,17 @@ def panels_context(rental: Rental, *, all_members: Sequence[ClusterMember], live
 
 
 def fabric_check_panel(rental: Rental) -> dict[str, Any]:
-    """Return a verified rental's check and its slow members (named by rank, executor and pod)."""
+    """Return a verified rental's check, its slow members (by rank, executor and pod) and every connection and
+    command it made on the members (the audit on the timeline), each command shown by its first line."""
     check = fabric_check_of(rental)
-    return {"fabric_check": check, "fabric_check_slow": slow_members_of(check) if check else []}
+    if check is None:
+        return {"fabric_check": None, "fabric_check_slow": [], "fabric_check_audit": []}
+    event = rental.events.filter(data__has_key="fabric_check_audit").order_by("-id").first()
+    audit = [
+        {**entry, "detail": str(entry.get("detail", "")).splitlines()[0] if entry.get("detail") else ""}
+        for entry in (event.data["fabric_check_audit"] if event else [])
+    ]
+    return {"fabric_check": check, "fabric_check_slow": slow_members_of(check), "fabric_check_audit": audit}
 
 
 def member_problems(members: Sequence[ClusterMember]) -> list[dict[str, Any]]:
