@@ -86,6 +86,9 @@ def fabric_check_dict(rental: Rental) -> dict[str, Any] | None:
 
 
 def check_unsettled(rental: Rental) -> bool:
-    """Return whether a verified rental's check did not pass and the customer did not keep it anyway."""
+    """Return whether a verified rental's check ended without passing and the customer did not keep it anyway (a
+    check that never ran says nothing about the fabric)."""
     check = fabric_check_of(rental)
-    return check is not None and check.status != FabricCheck.Status.PASSED and not check.kept_unverified
+    if check is None or check.finished_at is None:  # none, or discarded unused (never connected)
+        return False
+    return check.status in (FabricCheck.Status.FAILED, FabricCheck.Status.ERROR) and not check.kept_unverified

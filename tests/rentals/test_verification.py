@@ -4,6 +4,7 @@ The SSH path itself: tests/api/test_api_verified_rentals.py (simulator) and test
 from __future__ import annotations
 
 import pytest
+from django.utils import timezone
 
 from notifications.models import Event
 from notifications.services import endpoint_create
@@ -105,7 +106,7 @@ def test_a_refused_delete_of_a_cluster_whose_check_failed_returns_it_to_check_fa
     verified, fake_upstream: FakeUpstream, alice
 ) -> None:  # type: ignore[no-untyped-def]
     rental = verified(S.CHECK_FAILED)
-    FabricCheck.objects.filter(rental=rental).update(status="failed")
+    FabricCheck.objects.filter(rental=rental).update(status="failed", finished_at=timezone.now())
     services.rental_terminate(rental=rental, actor=alice)
     fake_upstream.script = [error(403, "forbidden", "This cluster is locked")]
 
@@ -128,3 +129,18 @@ def test_the_page_lists_every_connection_and_command_the_check_made(verified, cl
 
     assert "root@10.0.0.1:22" in page and "cat &gt; /tmp/c.py &lt;&lt;&#x27;PY&#x27;" in page
     assert "import torch" not in page, "a command is shown by its first line"
+
+
+def test_a_refused_delete_of_a_rental_whose_check_never_ran_does_not_claim_a_failed_check(
+    verified, fake_upstream: FakeUpstream, alice
+) -> None:  # type: ignore[no-untyped-def]
+    """Found by the engine model: terminated while rented (its check still pending), then Lium refused the delete."""
+    rental = verified(S.RENTED)
+    services.rental_terminate(rental=rental, actor=alice)
+    fake_upstream.script = [error(403, "forbidden", "This cluster is locked")]
+
+    tasks.rental_delete_cluster(rental.pk)
+
+    rental.refresh_from_db()
+    assert rental.status != S.CHECK_FAILED
+    assert FabricCheck.objects.get(rental=rental).status == "pending"
