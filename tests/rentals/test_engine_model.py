@@ -49,7 +49,6 @@ Invariants, after every step:
 
 from __future__ import annotations
 
-import itertools
 import os
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -555,12 +554,11 @@ class EngineModel(RuleBasedStateMachine):
 def rent_as(alice, acme, bob, globex, enqueued) -> dict[str, Callable[..., Rental]]:  # type: ignore[no-untyped-def]
     """Per customer, submit an order as its member: Alice for Acme, Bob for Globex, on the one credential."""
 
-    counter = itertools.count()
-
     def rent(user: Any, customer: Any) -> Callable[..., Rental]:
         def make(*, pod_name: str, executors: list[str]) -> Rental:
-            # Issue 27: every second order opts in to the fabric check (its key joins the order's keys).
-            verify = next(counter) % 2 == 1
+            # Issue 27: orders for the second pod name opt in to the fabric check (its key joins the order's keys);
+            # decided by the order alone, so a replayed history draws the same.
+            verify = pod_name == POD_NAMES[1]
             check = CheckPlan(key=check_key_generate(), link_rate_gbps=400) if verify else None
             keys = [SSH_KEY, check.key.public_line] if check else [SSH_KEY]
             order = RentOrder(fabric_id="fab-1", executor_ids=executors, pod_name=pod_name, public_keys=keys)
@@ -609,16 +607,18 @@ def model_world(
         "rentals.idempotency_promise.upstream_promises_idempotency",
         lambda credential: harness.lium.promises_idempotency,
     )
-    # The fabric check's SSH sessions are the runner's tests' (tests/fabric_check): here checks pass and fail (naming
-    # rank 1) in turn, so both ways out of `verifying` occur.
-    turns = itertools.count()
-    monkeypatch.setattr("rentals.verification.perform._members_of", lambda rental: [next(turns)])
+    # The fabric check's SSH sessions are the runner's tests' (tests/fabric_check): here a check passes on the first
+    # node pair and fails (naming rank 1) on the others, so both ways out of `verifying` occur.
+    monkeypatch.setattr(
+        "rentals.verification.perform._members_of",
+        lambda rental: [int(list(rental.executor_ids) != list(NODE_PAIRS[0]))],
+    )
     monkeypatch.setattr("rentals.verification.perform.fabric_check_run_sync", _scripted_check)
     return harness
 
 
 def _scripted_check(members: list[int], **_kwargs: Any) -> FabricCheckResult:
-    passed = members[0] % 2 == 0
+    passed = members[0] == 0
     return FabricCheckResult(
         status="passed" if passed else "failed",
         floor_gbps=2240.0,
