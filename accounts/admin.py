@@ -18,7 +18,7 @@ class CustomerForm(forms.ModelForm):
 
     class Meta:
         model = Customer
-        fields = ["name", "customer_ref", "default_credential", "active"]
+        fields = ["name", "customer_ref", "default_credential", "verify_fabric_default", "active"]
 
 
 @admin.register(Customer)

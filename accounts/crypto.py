@@ -17,6 +17,7 @@ from django.dispatch import receiver
 ENCRYPTED_FIELDS: tuple[tuple[str, str], ...] = (
     ("accounts.UpstreamCredential", "secret_encrypted"),
     ("notifications.WebhookEndpoint", "secret_encrypted"),
+    ("rentals.FabricCheck", "private_key_encrypted"),
 )
 
 

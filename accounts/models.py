@@ -85,6 +85,10 @@ class Customer(models.Model):
         blank=True,
         help_text="Optional: refuse a rental that would take this customer's running clusters above this USD/hour.",
     )
+    verify_fabric_default = models.BooleanField(
+        default=False,
+        help_text="Pre-tick 'verify the fabric' on this customer's orders (an order may still say otherwise).",
+    )
     active = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 

@@ -57,7 +57,7 @@ def _aware(value: datetime | None, name: str) -> datetime | None:
 
 
 def _with_details(rentals: QuerySet[Rental]) -> QuerySet[Rental]:
-    return rentals.prefetch_related("attempts", "members")
+    return rentals.select_related("fabric_check").prefetch_related("attempts", "members")
 
 
 @router.get(
@@ -248,6 +248,7 @@ def _order_save(request: HttpRequest, raw: bytes, record: Any) -> tuple[Rental, 
         pod_name=data.pod_name,
         public_keys=data.ssh_public_keys,
         options=data.model_dump(include=ORDER_OPTIONS),
+        verify_fabric=data.verify_fabric,
     )
     try:
         checked = order_check(user=request_user(request), choice=choice)  # outside the transaction: it may call Lium

@@ -13,6 +13,7 @@ from rentals.explanations import rental_explanation
 from rentals.models import Rental
 from rentals.upstream.parse_estimate import DeploymentEstimate
 from rentals.upstream.parse_offers import Fabric, Node
+from rentals.verification.records import fabric_check_dict
 
 
 def rental_dict(rental: Rental) -> dict[str, Any]:
@@ -43,6 +44,7 @@ def rental_dict(rental: Rental) -> dict[str, Any]:
         "created_at": rental.created_at,
         "updated_at": rental.updated_at,
         "error": error,
+        "fabric_check": fabric_check_dict(rental),
         "attempts": [
             {
                 "number": attempt.number,

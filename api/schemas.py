@@ -69,6 +69,23 @@ class MemberOut(Schema):
     ports_mapping: dict[str, int] = Field(description='Container port to host port, e.g. {"22": 22001}.')
 
 
+class SlowMemberOut(Schema):
+    rank: int
+    executor_id: str
+    pod_id: str
+
+
+class FabricCheckOut(Schema):
+    status: str = Field(description="running, passed or failed (under the floor, or it could not measure: see error).")
+    bus_bandwidth_gbps: float | None = Field(description="The all-reduce's bus bandwidth across every node, Gb/s.")
+    floor_gbps: float | None = Field(description="The lowest acceptable bus bandwidth for this fabric, Gb/s.")
+    slow_members: list[SlowMemberOut]
+    pairs: list[dict[str, Any]] = Field(description='Pairwise figures: [{"ranks": [0, 2], "bus_bandwidth_gbps": x}].')
+    error: str
+    kept_unverified: bool = Field(description="The customer kept the cluster after a failed check.")
+    keys_removed: bool | None = Field(description="The check's key was removed from every member (null: not run).")
+
+
 class RentalOut(Schema):
     id: str
     status: str
@@ -96,6 +113,7 @@ class RentalOut(Schema):
     created_at: datetime
     updated_at: datetime
     error: RentalErrorOut | None
+    fabric_check: FabricCheckOut | None = Field(description="The fabric check of a verified rental; null: not asked.")
     attempts: list[AttemptOut]
     members: list[MemberOut]
 
@@ -185,6 +203,9 @@ class RentalCreateIn(Schema):
     enable_jupyter: StrictBool = False
     enable_volume_encryption: StrictBool = True
     enable_backups: StrictBool = True
+    verify_fabric: StrictBool | None = Field(
+        None, description="Measure the fabric over SSH before hand-over; null: the customer's default."
+    )
     customer_ref: Annotated[StrictStr, Field(max_length=64)] | None = Field(
         None, description="Operators only: the X-Customer-Ref for this rental instead of the customer's."
     )

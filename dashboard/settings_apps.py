@@ -74,6 +74,10 @@ OPS_OVERVIEW_CACHE_SECONDS = env.int("OPS_OVERVIEW_CACHE_SECONDS", 20, validate=
 FABRIC_CHECK_FLOOR_FRACTION = env.float(
     "FABRIC_CHECK_FLOOR_FRACTION", 0.7, validate=Range(min=0, max=1, min_inclusive=False)
 )
+# The fabric check's all-reduce is ended on the node after this long; a check running longer than the stale time
+# (its worker died) is taken over by the next message or the sweeper (rentals.verification.perform).
+FABRIC_CHECK_ALLREDUCE_SECONDS = env.int("FABRIC_CHECK_ALLREDUCE_SECONDS", 300, validate=POSITIVE)
+FABRIC_CHECK_STALE_SECONDS = env.int("FABRIC_CHECK_STALE_SECONDS", 1800, validate=POSITIVE)
 
 # Rent calls in flight (rentals in `sending` with a valid lease), counted in the database so the caps hold
 # across worker processes and machines (`rentals.capacity`). Lium publishes no rent-rate limit; the defaults
@@ -125,10 +129,12 @@ CELERY_WORKER_POOL = env.str("CELERY_WORKER_POOL", "common.celery_pool:TaskPool"
 # pod tracking or the sweeper. Routed by task name, so `send_task` (rentals.enqueue) is routed too. Anything
 # unnamed goes to housekeeping, whose worker also drains `celery`, the queue of releases before the split.
 RENT_QUEUE, TRACKING_QUEUE, HOUSEKEEPING_QUEUE = "rent", "tracking", "housekeeping"
+FABRIC_CHECK_QUEUE = "fabric_check"  # issue 27: a check holds SSH sessions for minutes, never ahead of the others
 CELERY_TASK_DEFAULT_QUEUE = HOUSEKEEPING_QUEUE
 CELERY_TASK_ROUTES = {
     "rentals.tasks.rental_send": {"queue": RENT_QUEUE},
     "rentals.tasks.credential_pods_sync": {"queue": TRACKING_QUEUE},
+    "rentals.tasks.rental_fabric_check": {"queue": FABRIC_CHECK_QUEUE},
     "rentals.tasks.rentals_sweep": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.rental_delete_cluster": {"queue": HOUSEKEEPING_QUEUE},
     "rentals.tasks.rental_reconcile_look": {"queue": HOUSEKEEPING_QUEUE},

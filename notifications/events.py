@@ -6,6 +6,8 @@ from rentals.states import RentalStatus
 
 RENTAL_RENTED = "rental.rented"
 RENTAL_READY = "rental.ready"
+RENTAL_VERIFIED = "rental.verified"
+RENTAL_CHECK_FAILED = "rental.check_failed"
 RENTAL_DEGRADED = "rental.degraded"
 RENTAL_UNKNOWN = "rental.unknown"
 RENTAL_REFUSED = "rental.refused"
@@ -21,6 +23,8 @@ ALL = "*"
 EVENT_TYPES: dict[str, str] = {
     RENTAL_RENTED: "Cluster rented (nodes starting)",
     RENTAL_READY: "Cluster ready (every node running)",
+    RENTAL_VERIFIED: "Fabric check passed (verified cluster ready)",
+    RENTAL_CHECK_FAILED: "Fabric check failed (a slow node is named)",
     RENTAL_DEGRADED: "Cluster degraded (a node failed)",
     RENTAL_UNKNOWN: "Outcome unknown (support is checking)",
     RENTAL_REFUSED: "Order refused by Lium",
@@ -35,10 +39,16 @@ STATUS_EVENTS: dict[str, str] = {
     RentalStatus.RENTED: RENTAL_RENTED,
     RentalStatus.READY: RENTAL_READY,
     RentalStatus.DEGRADED: RENTAL_DEGRADED,
+    RentalStatus.CHECK_FAILED: RENTAL_CHECK_FAILED,
     RentalStatus.UNKNOWN: RENTAL_UNKNOWN,
     RentalStatus.REFUSED: RENTAL_REFUSED,
     RentalStatus.FAILED: RENTAL_FAILED,
     RentalStatus.TERMINATED: RENTAL_TERMINATED,
+}
+
+# A transition that emits an event of its own as well: a verified rental's check passed (it is also `rental.ready`).
+TRANSITION_EVENTS: dict[tuple[str, str], str] = {
+    (RentalStatus.VERIFYING, RentalStatus.READY): RENTAL_VERIFIED,
 }
 
 

@@ -30,7 +30,8 @@ def rental_data(rental_id: int) -> dict[str, Any]:
     """Return a rental as the API shows it, read now (inside the caller's transaction)."""
     if _rental_representation is None:
         raise RuntimeError("No rental representation registered: is the 'api' app installed?")
-    rental = Rental.objects.select_related("customer").prefetch_related("attempts", "members").get(pk=rental_id)
+    rows = Rental.objects.select_related("customer", "fabric_check").prefetch_related("attempts", "members")
+    rental = rows.get(pk=rental_id)
     return _rental_representation(rental)
 
 

@@ -21,6 +21,7 @@ RECONCILE_LOOK = "rentals.tasks.rental_reconcile_look"
 MEMBER_EVENTS = "rentals.tasks.member_events_fetch"
 REPAIR_SEND = "rentals.tasks.member_repair_send"
 RESET_POLL = "rentals.tasks.member_reset_gpu_poll"
+FABRIC_CHECK = "rentals.tasks.rental_fabric_check"
 
 
 def _enqueue(task_name: str, *args: object, countdown: float | None = None) -> None:
@@ -63,3 +64,7 @@ def enqueue_repair_send(event_id: int) -> None:
 
 def enqueue_reset_poll(event_id: int, turn: int, countdown: float | None = None) -> None:
     _enqueue(RESET_POLL, event_id, turn, countdown=countdown)
+
+
+def enqueue_fabric_check(rental_id: int) -> None:
+    _enqueue(FABRIC_CHECK, rental_id)

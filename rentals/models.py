@@ -61,6 +61,8 @@ class Rental(models.Model):
     estimated_ready_seconds = models.PositiveIntegerField(null=True, blank=True)
     ready_at = models.DateTimeField(null=True, blank=True)
     ready_seconds = models.PositiveIntegerField(null=True, blank=True)
+    # Issue 27: the fabric is measured over SSH before hand-over (verifying); its check is `fabric_check`.
+    verify_fabric = models.BooleanField(default=False)
 
     # Cluster removal: one live retry chain per rental. A worker claims the next DELETE by moving
     # `next_delete_at` forward with a conditional UPDATE; the sweeper enqueues only rentals whose time is past.
@@ -283,6 +285,40 @@ class RentalEvent(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M:%S} {self.kind}: {self.message}"
+
+
+class FabricCheck(models.Model):
+    """A verified rental's fabric check: its own key (the private half encrypted, emptied after the check) and what
+    it measured. Bandwidths in Gb/s."""
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for the nodes"
+        RUNNING = "running", "Running"
+        PASSED = "passed", "Passed"
+        FAILED = "failed", "Under the floor"
+        ERROR = "error", "Could not measure"
+
+    rental = models.OneToOneField(Rental, on_delete=models.CASCADE, related_name="fabric_check")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    public_key_line = models.TextField(editable=False)
+    private_key_encrypted = models.TextField(blank=True, editable=False)  # "" once destroyed
+    link_rate_gbps = models.FloatField()  # the fabric's, read from its offer at submit
+    floor_gbps = models.FloatField(null=True, blank=True)
+    bus_bandwidth_gbps = models.FloatField(null=True, blank=True)
+    pairs = models.JSONField(default=list, blank=True)  # [{"ranks": [a, b], "bus_bandwidth_gbps": x}]
+    slow_ranks = models.JSONField(default=list, blank=True)
+    error = models.TextField(blank=True)
+    keys_removed = models.BooleanField(null=True, blank=True)  # None until the check ran
+    kept_unverified = models.BooleanField(default=False)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    # "Rent again without the slow node(s)": the rental that replaced this one (one click rents once).
+    rented_again = models.OneToOneField(
+        Rental, null=True, blank=True, on_delete=models.SET_NULL, related_name="replaces_check"
+    )
+
+    def __str__(self) -> str:
+        return f"Fabric check of rental {self.rental_id}: {self.status}"
 
 
 class Heartbeat(models.Model):

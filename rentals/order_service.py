@@ -20,12 +20,15 @@ from accounts.roles import is_operator
 from accounts.validators import validate_ssh_public_key
 from rentals import lium_switch, offers, selectors
 from rentals.estimates import cluster_estimate_read
+from rentals.fabric_check.keys import check_key_generate
+from rentals.fabric_check.parse import link_rate_parse
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing, Template
 from rentals.ordering import RentOrder, rental_order_build
 from rentals.services import rental_submit
 from rentals.upstream import UpstreamError
 from rentals.validators import validate_pod_name
+from rentals.verification.records import UNSTATED_LINK_RATE_GBPS, CheckPlan
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,7 @@ class OrderChoice:
     node_count: int | None = None  # the N cheapest whole free nodes
     template_id: str | None = None  # None: the newest cluster template
     options: dict[str, Any] = field(default_factory=dict)  # the rest of `RentOrder` (ports, hours, switches)
+    verify_fabric: bool | None = None  # None: the customer's default (`Customer.verify_fabric_default`)
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class OrderChecked:
     order: RentOrder
     customer_ref: str | None
     estimated_ready_seconds: int | None = None  # Lium's estimate for these nodes (None: unknown), kept on the rental
+    check: CheckPlan | None = None  # a verified order's check key (its public line is in the order) and link rate
 
 
 def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = None) -> OrderChecked:
@@ -87,6 +92,13 @@ def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = N
     if lium_switch.cluster_renting_off_since(credential=offer.credential) is not None:
         message = f"{lium_switch.SWITCH_OFF_MESSAGE}: no cluster can be rented until Lium switches it back on."
         raise OrderRefused(message, code=lium_switch.SWITCH_OFF_CODE)
+    verify = offer.customer.verify_fabric_default if choice.verify_fabric is None else choice.verify_fabric
+    # The check's key joins the order's keys before the body is built: the stored, byte-identical body carries it.
+    check = None
+    if verify:
+        link_rate = link_rate_parse(offer.fabric.link_rate) or UNSTATED_LINK_RATE_GBPS
+        check = CheckPlan(key=check_key_generate(), link_rate_gbps=link_rate)
+        public_keys = [*public_keys, check.key.public_line]
     try:
         order = rental_order_build(
             fabric=offer.fabric,
@@ -113,6 +125,7 @@ def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = N
         order,
         override or offer.customer.customer_ref or None,
         estimated_ready_seconds=estimate.seconds if estimate else None,
+        check=check,
     )
 
 
@@ -130,6 +143,7 @@ def order_save(*, user: User, checked: OrderChecked, submit_token: uuid.UUID | N
             credential=checked.credential,
             submit_token=submit_token,
             estimated_ready_seconds=checked.estimated_ready_seconds,
+            check=checked.check,
         )
     except ValidationError as exc:
         raise OrderRefused(" ".join(exc.messages), code=exc.code or "order_refused") from exc

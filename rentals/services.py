@@ -26,6 +26,7 @@ from rentals.selectors import customer_hourly_spend
 from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.transitions import rental_transition
+from rentals.verification.records import CheckPlan, fabric_check_create
 
 logger = logging.getLogger(__name__)
 
@@ -39,6 +40,7 @@ def rental_submit(
     credential: UpstreamCredential | None = None,
     submit_token: uuid.UUID | None = None,
     estimated_ready_seconds: int | None = None,
+    check: CheckPlan | None = None,
 ) -> Rental:
     """Create the rental row (key, bytes, hash) and enqueue its first attempt once the row is committed.
 
@@ -69,6 +71,8 @@ def rental_submit(
                 submit_token=submit_token,
                 estimated_ready_seconds=estimated_ready_seconds,
             )
+            if check is not None:
+                fabric_check_create(rental=rental, plan=check)
             transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
     except IntegrityError as exc:
         # Two requests with one form token raced; the other one created the rental (this user's only).

@@ -6,6 +6,8 @@ cancel              │  ├─ inconclusive ──▶ retrying ─┘(due: clai
   ▼                 │  └─ outcome unknown / key reused / window over ─▶ unknown ──reconcile──▶ rented | not_rented
 cancelled           └─ never reached the server (all attempts) ─────▶ failed
 ready/degraded/rented ─terminate▶ terminating ─▶ terminated
+rented ──all RUNNING, verify_fabric──▶ verifying ──check passed──▶ ready
+                                          └─ under the floor / could not measure ─▶ check_failed ──keep──▶ ready
 sending ──lease expired, taken over──▶ sending;  unknown ──one cluster only it can claim (automatic look)──▶ rented
 """
 
@@ -17,6 +19,8 @@ class RentalStatus(models.TextChoices):
     SENDING = "sending", "Sending"
     RETRYING = "retrying", "Retrying"
     RENTED = "rented", "Rented, nodes starting"
+    VERIFYING = "verifying", "Verifying the fabric"
+    CHECK_FAILED = "check_failed", "Fabric check failed"
     READY = "ready", "Ready"
     DEGRADED = "degraded", "Degraded"
     REFUSED = "refused", "Refused"
@@ -32,13 +36,23 @@ S = RentalStatus
 
 FINAL_STATES = frozenset({S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED, S.TERMINATED})
 # States in which the upstream may hold a cluster of ours (members are tracked, it can be terminated).
-HOLDS_CLUSTER_STATES = frozenset({S.RENTED, S.READY, S.DEGRADED})
+HOLDS_CLUSTER_STATES = frozenset({S.RENTED, S.VERIFYING, S.CHECK_FAILED, S.READY, S.DEGRADED})
 # States in which an order may have created a cluster it does not hold yet (reconciliation's rivals, indexed).
-UNSETTLED_STATES = (S.QUEUED, S.SENDING, S.RETRYING, S.UNKNOWN, S.RENTED, S.READY, S.DEGRADED)
+UNSETTLED_STATES = (
+    S.QUEUED,
+    S.SENDING,
+    S.RETRYING,
+    S.UNKNOWN,
+    S.RENTED,
+    S.VERIFYING,
+    S.CHECK_FAILED,
+    S.READY,
+    S.DEGRADED,
+)
 # States in which a rental may need a human (the ops overview's attention queue, indexed).
-ATTENTION_STATES = (S.UNKNOWN, S.DEGRADED, S.RETRYING, S.SENDING, S.QUEUED, S.TERMINATING, S.RENTED)
+ATTENTION_STATES = (S.UNKNOWN, S.DEGRADED, S.RETRYING, S.SENDING, S.QUEUED, S.TERMINATING, S.RENTED, S.VERIFYING)
 # States whose page keeps changing by itself (the poller or the worker moves them on).
-IN_FLIGHT_STATES = frozenset({S.QUEUED, S.SENDING, S.RETRYING, S.RENTED, S.TERMINATING})
+IN_FLIGHT_STATES = frozenset({S.QUEUED, S.SENDING, S.RETRYING, S.RENTED, S.VERIFYING, S.TERMINATING})
 
 TRANSITIONS: dict[str, frozenset[str]] = {
     S.QUEUED: frozenset({S.SENDING, S.CANCELLED}),
@@ -46,13 +60,18 @@ TRANSITIONS: dict[str, frozenset[str]] = {
     S.SENDING: frozenset({S.SENDING, S.RENTED, S.REFUSED, S.RETRYING, S.UNKNOWN, S.FAILED}),
     # A retrying rental whose window ran out is settled by the sweeper without another send.
     S.RETRYING: frozenset({S.SENDING, S.UNKNOWN, S.FAILED}),
-    S.RENTED: frozenset({S.READY, S.DEGRADED, S.TERMINATING}),
+    S.RENTED: frozenset({S.READY, S.VERIFYING, S.DEGRADED, S.TERMINATING}),
+    # The check passed (ready) or did not (check_failed); a member failing meanwhile wins (degraded).
+    S.VERIFYING: frozenset({S.READY, S.CHECK_FAILED, S.DEGRADED, S.TERMINATING}),
+    # The customer keeps the cluster unverified (ready), or terminates it (and may rent again without the slow node).
+    S.CHECK_FAILED: frozenset({S.READY, S.DEGRADED, S.TERMINATING}),
     S.READY: frozenset({S.DEGRADED, S.TERMINATING}),
     S.DEGRADED: frozenset({S.READY, S.TERMINATING}),
     # Operators may replay the stored request inside the window (-> retrying, then a worker claims it),
     # or confirm what reconciliation found.
     S.UNKNOWN: frozenset({S.SENDING, S.RETRYING, S.RENTED, S.NOT_RENTED}),
-    S.TERMINATING: frozenset({S.TERMINATED, S.READY, S.DEGRADED}),
+    # A refused delete: back to what the members (and a verified rental's check) show.
+    S.TERMINATING: frozenset({S.TERMINATED, S.READY, S.DEGRADED, S.CHECK_FAILED}),
     S.REFUSED: frozenset(),
     S.FAILED: frozenset(),
     S.NOT_RENTED: frozenset(),
@@ -72,6 +91,11 @@ CUSTOMER_EXPLANATIONS: dict[str, str] = {
     S.SENDING: "Your order is being sent to Lium.",
     S.RETRYING: "Lium did not answer clearly; we will send the same order again (it can never rent twice).",
     S.RENTED: "Lium confirmed the cluster. The nodes are starting.",
+    S.VERIFYING: "Every node is running. We are measuring the fabric's bandwidth before handing the cluster over.",
+    S.CHECK_FAILED: (
+        "The fabric check did not pass: the cluster runs and bills, but is slower than its fabric promises. "
+        "Keep it as it is, or terminate it and rent again without the slow node."
+    ),
     S.READY: "Every node is running and reachable over SSH.",
     S.DEGRADED: "At least one node failed. The other nodes keep running and billing.",
     S.REFUSED: "Lium refused the order. Nothing was rented and nothing is billed.",

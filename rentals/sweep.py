@@ -16,12 +16,19 @@ from django.db.models import Q
 from django.utils import timezone
 
 from rentals import capacity, engine, repair_calls
-from rentals.enqueue import enqueue_cluster_delete, enqueue_pods_sync, enqueue_reconcile_look, enqueue_rental_send
+from rentals.enqueue import (
+    enqueue_cluster_delete,
+    enqueue_fabric_check,
+    enqueue_pods_sync,
+    enqueue_reconcile_look,
+    enqueue_rental_send,
+)
 from rentals.heartbeats import SWEEPER_HEARTBEAT
 from rentals.models import Heartbeat, Rental
 from rentals.removal import deletion as removal
 from rentals.states import RentalStatus
 from rentals.tracking import members
+from rentals.verification import perform as verification
 
 DUE_PER_SWEEP = 500
 LOST_PER_SWEEP = 100
@@ -51,6 +58,10 @@ def rentals_sweep() -> dict[str, int]:
     resent = _lost_resend(lost_look, enqueue_reconcile_look)
     Rental.objects.filter(lost_look, pk__in=resent).update(next_reconcile_at=now)
     repairs = repair_calls.repairs_sweep()  # member repairs whose message was lost
+    # Verified rentals: a lost or abandoned check runs again; keys no check will use are destroyed.
+    for rental_id in verification.fabric_check_lost():
+        enqueue_fabric_check(rental_id)
+    verification.fabric_check_discard()
     return {
         "enqueued": enqueued,
         "settled": settled,

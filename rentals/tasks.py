@@ -25,6 +25,7 @@ from rentals.removal import schedule as removal_schedule
 from rentals.states import RentalStatus
 from rentals.tracking import member_events, members, reconcile
 from rentals.upstream import UpstreamError
+from rentals.verification import perform as verification
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,12 @@ def member_reset_gpu_poll(event_id: int, turn: int) -> bool:
     if again_in is not None:
         enqueue_reset_poll(event_id, turn + 1, countdown=again_in)
     return again_in is not None
+
+
+@shared_task(acks_late=True, reject_on_worker_lost=True)
+def rental_fabric_check(rental_id: int) -> str:
+    """Run a verified rental's fabric check (its own queue: a check takes minutes)."""
+    return verification.fabric_check_perform(rental_id=rental_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)

@@ -72,6 +72,7 @@ SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMo32AY0vFK7g5FBIBcyPdxaxSEM5rEc0
 SETTLED_STATES = (
     "rented",
     "ready",
+    "check_failed",
     "degraded",
     "refused",
     "failed",
@@ -80,7 +81,7 @@ SETTLED_STATES = (
     "cancelled",
     "terminated",
 )
-HOLDS_CLUSTER = ("rented", "ready", "degraded", "terminating", "terminated")
+HOLDS_CLUSTER = ("rented", "verifying", "check_failed", "ready", "degraded", "terminating", "terminated")
 NOTHING_RENTED = ("refused", "failed", "not_rented", "cancelled")
 # A pod in this state is on its way out; any other listed pod is alive (and billing).
 LEAVING_POD_STATUSES = ("DELETING",)
@@ -105,6 +106,9 @@ FAST_ENV = {
     "CLUSTER_DELETE_BACKOFF_BASE_SECONDS": "1",
     "CLUSTER_DELETE_BACKOFF_CAP_SECONDS": "8",
     "RECONCILE_LOOK_BASE_SECONDS": "2",
+    # Verified rentals (issue 27): a check whose worker was SIGKILLed is run again within seconds.
+    "FABRIC_CHECK_ALLREDUCE_SECONDS": "15",
+    "FABRIC_CHECK_STALE_SECONDS": "25",
 }
 
 # The adversarial operator confirms "not rented" only this long after the rental's last send: longer than
@@ -210,6 +214,12 @@ def option_parser() -> argparse.ArgumentParser:
         "ordering --pod-names pod names on the same nodes",
     )
     p.add_argument("--rentals", type=int, default=300, help="how many rentals to submit")
+    p.add_argument(
+        "--verify-every",
+        type=int,
+        default=4,
+        help="every Nth rental opts in to the fabric check, with the simulator's pods over SSH (0: none)",
+    )
     p.add_argument("--seed", type=int, default=int(time.time()) % 100000, help="seed for faults, nodes and kills")
     p.add_argument("--workers", type=int, default=2, help="worker processes running at once (one runs beat)")
     p.add_argument("--concurrency", type=int, default=4, help="pool processes per worker")
@@ -805,6 +815,8 @@ def start_simulators(run: ChaosRun, child_env: dict[str, str]) -> tuple[list[Sim
         # The run tests the engine, not the account's money: thousands of clusters would drain the demo balance,
         # and the simulator then removes every pod, as Lium does.
         refusal = sim.set_config({"balances": {SIM_ACCOUNT: CHAOS_BALANCE_USD}})
+        if args.verify_every > 0:  # verified rentals' checks reach the pods over SSH
+            refusal = refusal or sim.set_config({"ssh": True})
         if refusal:
             say(f"note: the simulator kept its balance ({refusal[:200]}); a long run may drain it")
         if run.adversarial:
@@ -1107,8 +1119,11 @@ class Storm:
 
     def submit_one(self, index: int) -> bool:
         """Submit rental `index` on free nodes through `rental_submit`; False when no nodes are free."""
+        from rentals.fabric_check.keys import check_key_generate
+        from rentals.fabric_check.parse import link_rate_parse
         from rentals.ordering import RentOrder
         from rentals.services import rental_submit
+        from rentals.verification.records import UNSTATED_LINK_RATE_GBPS, CheckPlan
 
         customer, credential, offers = self.people.tenants[self.pick_tenant()]
         size = self.rng.choice(SHARED_SIZES if self.shared else SIZES)
@@ -1118,11 +1133,14 @@ class Storm:
         fabric_id, nodes = picked
         # Shared-account: names from a small pool, as teams name their jobs; otherwise one name per rental.
         pod_name = f"train-{self.route_rng.randrange(self.args.pod_names) + 1}" if self.shared else f"chaos-{index:04d}"
+        every = self.args.verify_every
+        link_rate = link_rate_parse(offers.link_rates.get(fabric_id)) or UNSTATED_LINK_RATE_GBPS
+        check = CheckPlan(key=check_key_generate(), link_rate_gbps=link_rate) if every and index % every == 0 else None
         order = RentOrder(
             fabric_id=fabric_id,
             executor_ids=[node["id"] for node in nodes],
             pod_name=pod_name,
-            public_keys=[SSH_KEY],
+            public_keys=[SSH_KEY, check.key.public_line] if check else [SSH_KEY],
             gpu_type=str(nodes[0].get("gpu_type") or ""),
             gpus_per_node=int(nodes[0].get("gpu_count") or 0),
         )
@@ -1133,6 +1151,7 @@ class Storm:
                 order=order,
                 customer_ref=customer.customer_ref,
                 credential=credential,
+                check=check,
             )
         except Exception as exc:
             self.submit_errors += 1
@@ -1227,6 +1246,32 @@ class Findings:
     classes: Counter[str]
 
 
+def judge_verification(found: Audit, rentals: list[Any], views: list[RentalView]) -> None:
+    """Issue 27: a verified rental's state says what its check found, and no check that ended keeps its key."""
+    from rentals.models import FabricCheck, RentalEvent
+
+    checks = {check.rental_id: check for check in FabricCheck.objects.filter(rental__in=rentals)}
+    passed_to_ready = set(
+        RentalEvent.objects.filter(rental__in=rentals, from_status="verifying", to_status="ready").values_list(
+            "rental_id", flat=True
+        )
+    )
+    by_pk = {view.pk: view for view in views}
+    for rental in rentals:
+        check = checks.get(rental.pk)
+        view = by_pk[rental.pk]
+        if (check is None) == rental.verify_fabric:
+            found.problems["untruthful"].append((view, "verify_fabric and its fabric check disagree"))
+        if check is None:
+            continue
+        if rental.status == "check_failed" and check.status not in ("failed", "error"):
+            found.problems["untruthful"].append((view, f"check_failed but its check {check.status}"))
+        if rental.pk in passed_to_ready and check.status != "passed":
+            found.problems["untruthful"].append((view, f"ready after verifying but its check {check.status}"))
+        if check.status not in ("pending", "running") and (check.private_key_encrypted or check.keys_removed is False):
+            found.problems["untruthful"].append((view, "the check ended but its key was kept or left on a member"))
+
+
 def compare(rental_ids: list[int], sims: list[Simulator]) -> Findings:
     """Read every rental of the run and every simulator's records (faults off), and audit them."""
     from rentals.models import ClusterMember, Rental, RentAttempt
@@ -1267,8 +1312,10 @@ def compare(rental_ids: list[int], sims: list[Simulator]) -> Findings:
         sim.clear_faults()
         listed = sim.pods()
         pods = None if pods is None or listed is None else pods + listed
+    found = audit(views, ledger, requests_log, pods, delete_calls)
+    judge_verification(found, rentals, views)
     return Findings(
-        audit=audit(views, ledger, requests_log, pods, delete_calls),
+        audit=found,
         rentals=rentals,
         ledger=ledger,
         requests_log=requests_log,

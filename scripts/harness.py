@@ -229,7 +229,7 @@ def peak_rss_mb(pid: int) -> float | None:
 
 # Every queue the dashboard routes to (settings.CELERY_TASK_ROUTES), and `celery`, the queue of releases before
 # the split: a worker given ALL_QUEUES does every kind of work.
-ALL_QUEUES = "rent,tracking,housekeeping,celery"
+ALL_QUEUES = "rent,tracking,housekeeping,fabric_check,celery"
 
 
 def celery_worker_args(
@@ -397,6 +397,7 @@ class Offers:
         self.rng = rng or random.Random(0)  # noqa: S311 - node choice, not crypto
         self.used: set[str] = set()
         self.pool: dict[str, list[dict[str, Any]]] = {}
+        self.link_rates: dict[str, str] = {}  # fabric id -> its offer's link rate text (the fabric check's floor)
         self.fetched_at = 0.0
 
     def refresh(self) -> None:
@@ -411,6 +412,7 @@ class Offers:
                 and node.get("available_gpu_count", node.get("gpu_count")) == node.get("gpu_count")
             ]
             pool[offer["fabric_id"]] = nodes
+            self.link_rates[offer["fabric_id"]] = str(offer.get("link_rate") or "")
         self.pool = pool
         self.fetched_at = time.monotonic()
 

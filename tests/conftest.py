@@ -192,7 +192,7 @@ WORKER_ENV = {
 }
 
 
-ALL_QUEUES = "rent,tracking,housekeeping,celery"
+ALL_QUEUES = "rent,tracking,housekeeping,fabric_check,celery"
 
 
 def start_worker(

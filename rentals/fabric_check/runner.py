@@ -22,6 +22,8 @@ from rentals.fabric_check import commands
 from rentals.fabric_check.pairwise import slow_members_find
 from rentals.fabric_check.parse import NoFigure, bus_bandwidth_parse, floor_gbps
 
+REFUSED_PAUSE = 1.0  # seconds between connection attempts to a member that refused
+
 
 @dataclass(frozen=True)
 class Member:
@@ -108,6 +110,18 @@ class _Session:
 
     async def _connect(self, member: Member) -> str:
         target = f"{member.user}@{member.host}:{member.port}"
+        # A pod listed RUNNING may not accept SSH yet: a refused connection is tried again within the connect limit.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.limits.connect
+        while True:
+            outcome = await self._connect_once(member)
+            if not outcome.startswith("unreachable") or loop.time() + REFUSED_PAUSE >= deadline:
+                break
+            await asyncio.sleep(REFUSED_PAUSE)
+        self.audit.append(AuditEntry(member.rank, "connect", target, outcome))
+        return "" if outcome == "ok" else f"member rank {member.rank} ({target}): {outcome}"
+
+    async def _connect_once(self, member: Member) -> str:
         try:
             self.connections[member.rank] = await asyncio.wait_for(
                 asyncssh.connect(
@@ -130,8 +144,7 @@ class _Session:
             outcome = f"no answer within {self.limits.connect:g} s"
         except (OSError, asyncssh.Error) as exc:
             outcome = f"unreachable ({exc.strerror if isinstance(exc, OSError) and exc.strerror else exc})"
-        self.audit.append(AuditEntry(member.rank, "connect", target, outcome))
-        return "" if outcome == "ok" else f"member rank {member.rank} ({target}): {outcome}"
+        return outcome
 
     async def run(self, rank: int, command: str, seconds: float) -> tuple[int | None, str, str]:
         """Run one command; return (exit status or None, stdout, what happened), audited."""

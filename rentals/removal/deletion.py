@@ -21,6 +21,7 @@ from rentals import upstream
 from rentals.models import Rental, RentalEvent
 from rentals.states import RentalStatus
 from rentals.transitions import rental_touch, rental_transition
+from rentals.verification.records import check_unsettled
 
 # After Lium accepted the removal, the pod poller sees the members go; DELETE again (it is idempotent) only
 # if they are still listed this much later.
@@ -141,6 +142,8 @@ def _record_delete_event(rental: Rental, message: str, data: dict[str, Any] | No
 def _back_from_refused_delete(rental: Rental, refusal: upstream.UpstreamRejected) -> None:
     """Move a rental whose DELETE Lium refused back to what its members show; nothing was removed."""
     back_to = RentalStatus.READY if rental.members.exclude(status="RUNNING").count() == 0 else RentalStatus.DEGRADED
+    if back_to == RentalStatus.READY and check_unsettled(rental):
+        back_to = RentalStatus.CHECK_FAILED  # never verified, never kept: not ready
     rental_transition(
         rental_id=rental.pk,
         from_status=RentalStatus.TERMINATING,

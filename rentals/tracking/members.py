@@ -10,6 +10,7 @@ no other rental holds it (`rentals.tracking.holding`; the database refuses a sec
 A member missing from one listing proves nothing either: its `gone_at` marks when it was first missed, and it
 counts as gone only when it is missing again from a listing at least POD_POLL_MIN_INTERVAL_SECONDS later,
 with no listing in between that showed it (seeing it clears the mark).
+- rented → verifying instead of ready when the customer asked for the fabric check (rentals.verification);
 - rented/ready → degraded: a member row of ours is present with a failed status, or a member is gone;
 - terminating → terminated: Lium accepted the delete (a DELETE /clusters answer with member rows, recorded
   as an event with `delete_accepted`) and every known member is gone. A rental with no known member is
@@ -30,7 +31,7 @@ from django.utils import timezone
 
 from accounts.models import UpstreamCredential
 from rentals import upstream
-from rentals.enqueue import enqueue_cluster_delete, enqueue_removal_push
+from rentals.enqueue import enqueue_cluster_delete, enqueue_fabric_check, enqueue_removal_push
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.removal.schedule import removal_adopt_from_members
 from rentals.repair_calls import member_reboot_settled
@@ -43,7 +44,14 @@ from rentals.upstream.parse_pods import PodRow
 
 logger = logging.getLogger(__name__)
 
-TRACKED_STATES = (RentalStatus.RENTED, RentalStatus.READY, RentalStatus.DEGRADED, RentalStatus.TERMINATING)
+TRACKED_STATES = (
+    RentalStatus.RENTED,
+    RentalStatus.VERIFYING,
+    RentalStatus.CHECK_FAILED,
+    RentalStatus.READY,
+    RentalStatus.DEGRADED,
+    RentalStatus.TERMINATING,
+)
 
 
 def poller_name(credential_id: int) -> str:
@@ -304,18 +312,33 @@ def _advance_state(rental: Rental, rows: list[PodRow], *, gone: list[ClusterMemb
             kind=RentalEvent.Kind.MEMBER,
         )
     all_ready = len(rows) >= rental.node_count and all(row.status == "RUNNING" and row.ssh_connect_cmd for row in rows)
+    if all_ready and rental.status == RentalStatus.RENTED and rental.verify_fabric:
+        return _verifying_start(rental)
     if all_ready and rental.status in (RentalStatus.RENTED, RentalStatus.DEGRADED):
         return rental_transition(
             rental_id=rental.pk,
             from_status=rental.status,
             to_status=RentalStatus.READY,
             message="Every member is running and reachable over SSH.",
-            **_first_ready(rental),
+            **first_ready_fields(rental),
         )
     return False
 
 
-def _first_ready(rental: Rental) -> dict[str, Any]:
+def _verifying_start(rental: Rental) -> bool:
+    """Move a verified rental whose members all run to `verifying` and enqueue its check (its own queue)."""
+    moved = rental_transition(
+        rental_id=rental.pk,
+        from_status=RentalStatus.RENTED,
+        to_status=RentalStatus.VERIFYING,
+        message="Every member is running: measuring the fabric before handing the cluster over.",
+    )
+    if moved:
+        transaction.on_commit(lambda: enqueue_fabric_check(rental.pk))
+    return moved
+
+
+def first_ready_fields(rental: Rental) -> dict[str, Any]:
     """Return the time to ready to record the first time the rental is ready (a degraded one's recovery keeps it).
 
     Counted from the first send, when Lium could start on it (not from the submit: our queue is not its estimate's).

@@ -64,6 +64,12 @@ class RentForm(forms.Form):
     enable_jupyter = forms.BooleanField(label="Jupyter", required=False)
     enable_volume_encryption = forms.BooleanField(label="Encrypt volumes", required=False, initial=True)
     enable_backups = forms.BooleanField(label="Backups", required=False, initial=True)
+    verify_fabric = forms.BooleanField(
+        label="Verify the fabric before hand-over",
+        required=False,
+        help_text="We connect to every node over SSH with a key of our own, measure the all-reduce bandwidth and name "
+        "a slow node; the key is removed afterwards. Ticked by default when your customer chose so.",
+    )
     # The seed's remaining fields, under "Advanced".
     volume_id = forms.UUIDField(label="Volume id", required=False)
     backup_log_id = forms.UUIDField(label="Restore from backup id", required=False)
@@ -101,6 +107,9 @@ class RentForm(forms.Form):
             self.fields["template_id"].initial = templates[0].id
         if not may_set_customer_ref:
             del self.fields["customer_ref"]
+        # The customer's setting chooses the default (the first customer's when the user may rent for several).
+        first = next(iter(self.customers.values()), None)
+        self.fields["verify_fabric"].initial = bool(first and first.verify_fabric_default)
         hints = [removal_policy_hint(customer) for customer in self.customers.values()]
         if any(hints):
             self.fields["termination_hours"].help_text = " ".join(hint for hint in hints if hint)
@@ -143,6 +152,7 @@ class RentForm(forms.Form):
             template_id=data.get("template_id") or None,
             pod_name=data["pod_name"],
             public_keys=data["all_public_keys"],
+            verify_fabric=data.get("verify_fabric", False),
             options={
                 "initial_port_count": data.get("initial_port_count"),
                 "termination_hours": data.get("termination_hours"),

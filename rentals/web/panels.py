@@ -14,6 +14,7 @@ from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.repair import repairs_recent
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.tracking.member_events import EVENTS_WANTED_STATUSES
+from rentals.verification.records import fabric_check_of, slow_members_of
 
 EVENTS_SHOWN = 10  # per member: the newest, which say why
 
@@ -30,7 +31,22 @@ def panels_context(rental: Rental, *, all_members: Sequence[ClusterMember], live
         # Member repair (rentals.repair): the buttons while the cluster is held, the requests and their results.
         "repairable": rental.status in HOLDS_CLUSTER_STATES,
         "repairs": repairs_recent(rental) if all_members else [],
+        **fabric_check_panel(rental),
     }
+
+
+def fabric_check_panel(rental: Rental) -> dict[str, Any]:
+    """Return a verified rental's check, its slow members (by rank, executor and pod) and every connection and
+    command it made on the members (the audit on the timeline), each command shown by its first line."""
+    check = fabric_check_of(rental)
+    if check is None:
+        return {"fabric_check": None, "fabric_check_slow": [], "fabric_check_audit": []}
+    event = rental.events.filter(data__has_key="fabric_check_audit").order_by("-id").first()
+    audit = [
+        {**entry, "detail": str(entry.get("detail", "")).splitlines()[0] if entry.get("detail") else ""}
+        for entry in (event.data["fabric_check_audit"] if event else [])
+    ]
+    return {"fabric_check": check, "fabric_check_slow": slow_members_of(check), "fabric_check_audit": audit}
 
 
 def member_problems(members: Sequence[ClusterMember]) -> list[dict[str, Any]]:

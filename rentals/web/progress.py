@@ -53,6 +53,8 @@ STEP_REACHED: dict[str, int] = {
     RentalStatus.NOT_RENTED: 1,
     RentalStatus.RENTED: 2,  # 3 once it has members
     RentalStatus.DEGRADED: 3,
+    RentalStatus.VERIFYING: 3,  # every node runs; the fabric check stands between them and Ready
+    RentalStatus.CHECK_FAILED: 3,
     RentalStatus.READY: 4,
     RentalStatus.TERMINATING: 4,
     RentalStatus.TERMINATED: 4,

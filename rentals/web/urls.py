@@ -3,6 +3,7 @@
 from django.urls import path
 
 from rentals.web import lifecycle as views_lifecycle
+from rentals.web import verification as views_verification
 from rentals.web import views
 from rentals.web.repair import member_repair
 
@@ -39,6 +40,12 @@ urlpatterns = [
         member_repair,
         {"action": "reset-gpu"},
         name="member_reset_gpu",
+    ),
+    path("rentals/<uuid:public_id>/check/keep/", views_verification.rental_check_keep, name="rental_check_keep"),
+    path(
+        "rentals/<uuid:public_id>/check/rent-again/",
+        views_verification.rental_check_rent_again,
+        name="rental_check_rent_again",
     ),
     path("rentals/<uuid:public_id>/ssh-config/", views_lifecycle.rental_ssh_config, name="rental_ssh_config"),
     path("rentals/<uuid:public_id>/env/<int:rank>/", views_lifecycle.rental_env_file, name="rental_env_file"),

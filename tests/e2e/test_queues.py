@@ -12,7 +12,7 @@ import pytest
 from celery import current_app
 from django.conf import settings
 
-from rentals.enqueue import CLUSTER_DELETE, PODS_SYNC, RECONCILE_LOOK, REMOVAL_PUSH, RENTAL_SEND
+from rentals.enqueue import CLUSTER_DELETE, FABRIC_CHECK, PODS_SYNC, RECONCILE_LOOK, REMOVAL_PUSH, RENTAL_SEND
 from rentals.models import Rental
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
@@ -25,6 +25,7 @@ def test_each_task_is_routed_to_its_queue_by_name() -> None:
     queue_of = {name: router.route({}, name)["queue"].name for name in settings.CELERY_TASK_ROUTES}
     assert queue_of[RENTAL_SEND] == "rent"
     assert queue_of[PODS_SYNC] == "tracking"
+    assert queue_of[FABRIC_CHECK] == "fabric_check"  # a check holds SSH sessions for minutes (issue 27)
     for name in (CLUSTER_DELETE, RECONCILE_LOOK, REMOVAL_PUSH, "rentals.tasks.rentals_sweep"):
         assert queue_of[name] == "housekeeping"
     assert queue_of["notifications.tasks.delivery_send"] == "housekeeping"
@@ -103,6 +104,7 @@ def test_the_procfile_starts_one_worker_per_queue_with_the_threads_pool() -> Non
     assert queues == {
         "worker-rent": "rent",
         "worker-tracking": "tracking",
+        "worker-fabric-check": "fabric_check",
         "worker-housekeeping": "housekeeping,celery",
     }
     # No --pool: Celery's option takes only its own pool names, and the settings choose ours (common.celery_pool).

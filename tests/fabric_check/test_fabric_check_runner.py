@@ -7,6 +7,7 @@ bandwidth, a slow one a fifth of that (576); the floor is 0.7 x 400 x 8 = 2240 G
 from __future__ import annotations
 
 import json
+import threading
 from typing import Any
 
 import pytest
@@ -126,6 +127,29 @@ def test_an_unreachable_member_ends_the_check_with_an_error_naming_it(simulator:
     assert result.key_removed == {0: True, 1: False, 2: True}, "removed wherever it was reached"
     assert not any("torchrun" in entry.detail for entry in result.audit), "nothing runs without every member"
     assert keys_on(simulator, pods[0]) == [CUSTOMER_KEY]
+
+
+def test_a_member_whose_ssh_comes_up_a_moment_late_is_tried_again_and_the_check_passes(simulator: Simulator) -> None:
+    key = check_key_generate()
+    pods = cluster(simulator, key.public_line, 2)
+    simulator.http.post("/_sim/config", json={"unreachable_executors": [pods[1]["executor"]["id"]]}).raise_for_status()
+    # The listener opens again while the check is still within its connect limit (a pod RUNNING before its sshd).
+    timer = threading.Timer(1.5, lambda: simulator.http.post("/_sim/config", json={"unreachable_executors": []}))
+    timer.start()
+    try:
+        result = fabric_check_run_sync(
+            members_of(pods),
+            private_key_pem=key.private_pem,
+            public_key_line=key.public_line,
+            link_rate_gbps=400,
+            gpus_per_node=8,
+            limits=LIMITS,
+        )
+    finally:
+        timer.join()
+    assert result.status == "passed", result.error
+    assert [entry.outcome for entry in result.audit if entry.action == "connect"] == ["ok", "ok"]
+    assert all(result.key_removed.values())
 
 
 def test_a_hung_member_ends_the_check_in_bounded_time_naming_it(simulator: Simulator) -> None:

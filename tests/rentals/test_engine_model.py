@@ -78,12 +78,16 @@ from hypothesis.stateful import (
 from ops import services as ops
 from rentals import engine, tasks, upstream
 from rentals.engine import Claim
-from rentals.models import ClusterMember, Rental, RentalEvent
+from rentals.fabric_check.keys import check_key_generate
+from rentals.fabric_check.runner import FabricCheckResult
+from rentals.models import ClusterMember, FabricCheck, Rental, RentalEvent
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus, can_transition
 from rentals.tracking import members
 from rentals.upstream import RentResult
+from rentals.verification.choices import fabric_check_keep
+from rentals.verification.records import CheckPlan
 from tests.conftest import SSH_KEY
 from tests.rentals.engine_model_world import (
     DELETE_KINDS,
@@ -109,6 +113,7 @@ TASKS: dict[str, Callable[..., object]] = {
     "credential_pods_sync": tasks.credential_pods_sync,
     "rental_removal_push": tasks.rental_removal_push,
     "member_events_fetch": tasks.member_events_fetch,
+    "rental_fabric_check": tasks.rental_fabric_check,
 }
 
 rent_answers = st.builds(
@@ -127,7 +132,13 @@ POD_NAMES = ["train-1", "train-2"]
 NODE_PAIRS = [("exec-a", "exec-b"), ("exec-c", "exec-d"), ("exec-b", "exec-c")]
 orders = st.tuples(st.sampled_from(CUSTOMERS), st.sampled_from(POD_NAMES), st.sampled_from(NODE_PAIRS))
 SENDABLE = (RentalStatus.QUEUED, RentalStatus.RETRYING, RentalStatus.SENDING)
-HELD = (RentalStatus.RENTED, RentalStatus.READY, RentalStatus.DEGRADED)
+HELD = (
+    RentalStatus.RENTED,
+    RentalStatus.VERIFYING,
+    RentalStatus.CHECK_FAILED,
+    RentalStatus.READY,
+    RentalStatus.DEGRADED,
+)
 
 
 def some_rental_is(*states: str) -> Any:
@@ -390,6 +401,13 @@ class EngineModel(RuleBasedStateMachine):
         if started:
             self.lium.send_at_once.add(rental.cluster_id)  # a new removal DELETEs at once
 
+    @some_rental_is(RentalStatus.CHECK_FAILED)
+    @rule(data=st.data())
+    def customer_keeps_it_unverified(self, data: st.DataObject) -> None:
+        rental = self.pick(data, RentalStatus.CHECK_FAILED)
+        with commits():
+            fabric_check_keep(rental=rental, actor=None)
+
     @some_rental_is(RentalStatus.QUEUED)
     @rule(data=st.data())
     def operator_cancels(self, data: st.DataObject) -> None:
@@ -423,6 +441,8 @@ class EngineModel(RuleBasedStateMachine):
             where = f"rental {rental.pk} is {rental.status}"
             if rental.status in (
                 RentalStatus.RENTED,
+                RentalStatus.VERIFYING,
+                RentalStatus.CHECK_FAILED,
                 RentalStatus.READY,
                 RentalStatus.DEGRADED,
                 RentalStatus.TERMINATING,
@@ -488,6 +508,26 @@ class EngineModel(RuleBasedStateMachine):
                 assert len(live) <= 1, f"rental {rental.pk}: {len(live)} live delete chains (turn {turn}): {live}"
 
     @invariant()
+    def verification_is_truthful(self) -> None:
+        """Issue 27: only an opted-in rental is verified; `check_failed` and a verified `ready` say what the check
+        found; a check that ended holds no key."""
+        for rental in self.rows():
+            check = FabricCheck.objects.filter(rental=rental).first()
+            visited = RentalEvent.objects.filter(rental=rental, to_status=RentalStatus.VERIFYING).exists()
+            assert rental.verify_fabric == (check is not None), f"rental {rental.pk}: verify_fabric without its check"
+            assert not visited or rental.verify_fabric, f"rental {rental.pk} was verified without opting in"
+            if check is None:
+                continue
+            if rental.status == RentalStatus.CHECK_FAILED:
+                assert check.status in ("failed", "error"), f"rental {rental.pk} check_failed, its check {check.status}"
+            if RentalEvent.objects.filter(
+                rental=rental, from_status=RentalStatus.VERIFYING, to_status=RentalStatus.READY
+            ).exists():
+                assert check.status == "passed", f"rental {rental.pk} ready after verifying, check {check.status}"
+            if check.status not in ("pending", "running"):
+                assert check.private_key_encrypted == "", f"rental {rental.pk}: the check ended, its key is kept"
+
+    @invariant()
     def timeline_is_a_legal_path(self) -> None:
         events = RentalEvent.objects.filter(rental_id__in=self.rental_ids, id__gt=self.last_event_id).order_by("id")
         for event in events.values("id", "rental_id", "kind", "from_status", "to_status"):
@@ -516,8 +556,15 @@ def rent_as(alice, acme, bob, globex, enqueued) -> dict[str, Callable[..., Renta
 
     def rent(user: Any, customer: Any) -> Callable[..., Rental]:
         def make(*, pod_name: str, executors: list[str]) -> Rental:
-            order = RentOrder(fabric_id="fab-1", executor_ids=executors, pod_name=pod_name, public_keys=[SSH_KEY])
-            return rental_submit(user=user, customer=customer, order=order, customer_ref=customer.customer_ref)
+            # Issue 27: orders for the second pod name opt in to the fabric check (its key joins the order's keys);
+            # decided by the order alone, so a replayed history draws the same.
+            verify = pod_name == POD_NAMES[1]
+            check = CheckPlan(key=check_key_generate(), link_rate_gbps=400) if verify else None
+            keys = [SSH_KEY, check.key.public_line] if check else [SSH_KEY]
+            order = RentOrder(fabric_id="fab-1", executor_ids=executors, pod_name=pod_name, public_keys=keys)
+            return rental_submit(
+                user=user, customer=customer, order=order, customer_ref=customer.customer_ref, check=check
+            )
 
         return make
 
@@ -560,7 +607,25 @@ def model_world(
         "rentals.idempotency_promise.upstream_promises_idempotency",
         lambda credential: harness.lium.promises_idempotency,
     )
+    # The fabric check's SSH sessions are the runner's tests' (tests/fabric_check): here a check passes on the first
+    # node pair and fails (naming rank 1) on the others, so both ways out of `verifying` occur.
+    monkeypatch.setattr(
+        "rentals.verification.perform._members_of",
+        lambda rental: [int(list(rental.executor_ids) != list(NODE_PAIRS[0]))],
+    )
+    monkeypatch.setattr("rentals.verification.perform.fabric_check_run_sync", _scripted_check)
     return harness
+
+
+def _scripted_check(members: list[int], **_kwargs: Any) -> FabricCheckResult:
+    passed = members[0] == 0
+    return FabricCheckResult(
+        status="passed" if passed else "failed",
+        floor_gbps=2240.0,
+        bus_bandwidth_gbps=2880.0 if passed else 576.0,
+        slow_members=[] if passed else [1],
+        key_removed={0: True, 1: True},
+    )
 
 
 def test_the_engine_keeps_its_promises_whatever_lium_answers(model_world: Harness) -> None:

@@ -31,6 +31,15 @@ EXPECTED_ALLOWED = {
     (RentalStatus.RENTED, RentalStatus.READY),
     (RentalStatus.RENTED, RentalStatus.DEGRADED),
     (RentalStatus.RENTED, RentalStatus.TERMINATING),
+    # Issue 27: a verified rental is checked before it is ready.
+    (RentalStatus.RENTED, RentalStatus.VERIFYING),
+    (RentalStatus.VERIFYING, RentalStatus.READY),
+    (RentalStatus.VERIFYING, RentalStatus.CHECK_FAILED),
+    (RentalStatus.VERIFYING, RentalStatus.DEGRADED),
+    (RentalStatus.VERIFYING, RentalStatus.TERMINATING),
+    (RentalStatus.CHECK_FAILED, RentalStatus.READY),  # kept as it is, unverified
+    (RentalStatus.CHECK_FAILED, RentalStatus.DEGRADED),
+    (RentalStatus.CHECK_FAILED, RentalStatus.TERMINATING),
     (RentalStatus.READY, RentalStatus.DEGRADED),
     (RentalStatus.READY, RentalStatus.TERMINATING),
     (RentalStatus.DEGRADED, RentalStatus.READY),
@@ -42,6 +51,7 @@ EXPECTED_ALLOWED = {
     (RentalStatus.TERMINATING, RentalStatus.TERMINATED),
     (RentalStatus.TERMINATING, RentalStatus.READY),
     (RentalStatus.TERMINATING, RentalStatus.DEGRADED),
+    (RentalStatus.TERMINATING, RentalStatus.CHECK_FAILED),  # a refused delete of a cluster whose check failed
 }
 
 

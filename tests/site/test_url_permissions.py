@@ -64,6 +64,8 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
         (OLGA, "GET"): 200,
     },
     "rentals:member_reset_gpu": {**RENTAL_WRITE, (BOB, "GET"): 404, (SAM, "GET"): 403, (ALICE, "POST"): 302},
+    "rentals:rental_check_keep": RENTAL_WRITE,
+    "rentals:rental_check_rent_again": RENTAL_WRITE,
     # Downloads of the connect panel: read like the rental page (the world's rental has members with SSH).
     "rentals:rental_ssh_config": RENTAL_READ,
     "rentals:rental_env_file": RENTAL_READ,
@@ -228,6 +230,8 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "rentals:rental_cancel",
         "rentals:rental_schedule_removal",
         "rentals:rental_cancel_removal",
+        "rentals:rental_check_keep",
+        "rentals:rental_check_rent_again",
         "rentals:rental_ssh_config",
         "ops:rental",
     }:
