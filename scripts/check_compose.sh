@@ -82,7 +82,7 @@ except ImportError:
 cfg = yaml.safe_load(open(sys.argv[1]))
 services = cfg["services"]
 errors = []
-workers = {"worker-rent", "worker-tracking", "worker-housekeeping"}
+workers = {"worker-rent", "worker-tracking", "worker-fabric-check", "worker-housekeeping"}
 expected = {"postgres", "redis", "migrate", "web", *workers, "beat", "flower", "simulator"}
 if set(services) != expected:
     errors.append(f"services are {sorted(services)}, expected {sorted(expected)}")
@@ -103,7 +103,13 @@ if int((beat.get("deploy") or {}).get("replicas", 1)) != 1 or int(beat.get("scal
     errors.append("beat: must run exactly one instance")
 # One worker per queue, each on the configured pool (CELERY_WORKER_POOL: threads that wake the event loop); only
 # the beat service runs beat.
-for name, queue in (("worker-rent", "rent"), ("worker-tracking", "tracking"), ("worker-housekeeping", "housekeeping")):
+QUEUES = (
+    ("worker-rent", "rent"),
+    ("worker-tracking", "tracking"),
+    ("worker-fabric-check", "fabric_check"),
+    ("worker-housekeeping", "housekeeping"),
+)
+for name, queue in QUEUES:
     command = services.get(name, {}).get("command", "")
     command = " ".join(command) if isinstance(command, list) else command
     if f"-Q {queue}" not in command or "--pool" in command or "--beat" in command:
