@@ -23,7 +23,7 @@ LIUM_ESTIMATE_TIMEOUT_SECONDS = env.float(
 )
 LIUM_ESTIMATE_CACHE_SECONDS = env.int("LIUM_ESTIMATE_CACHE_SECONDS", 60, validate=NOT_NEGATIVE)
 # Lium's cluster switch (`rentals.lium_switch`): read this often by beat; a queued rental waits at most this long
-# for it to come back on, then is cancelled (nothing sent).
+# for it to come back on, then is refused (nothing sent).
 LIUM_SWITCH_READ_SECONDS = env.int("LIUM_SWITCH_READ_SECONDS", 60, validate=POSITIVE)
 LIUM_SWITCH_MAX_WAIT_SECONDS = env.int("LIUM_SWITCH_MAX_WAIT_SECONDS", 3600, validate=POSITIVE)
 # Changes made outside the dashboard (`ops.pod_events`): each credential's account events are followed this often;

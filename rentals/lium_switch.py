@@ -5,7 +5,7 @@ Read periodically (`cluster_switch_read`, every LIUM_SWITCH_READ_SECONDS), never
 field to off, but the rent call itself is the authority, and a 403 from it is classified as any other).
 While the last reading of a base URL said off, a `Heartbeat` row holds it (`at`: first read off; `lease_until`:
 when the reading goes stale, so a stopped beat never leaves renting blocked), so every process sees it.
-Queued rentals are held, not sent (`rental_hold`), and cancelled after LIUM_SWITCH_MAX_WAIT_SECONDS.
+Queued rentals are held, not sent (`rental_hold`), and refused after LIUM_SWITCH_MAX_WAIT_SECONDS.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ def cluster_renting_off_since(*, credential: UpstreamCredential | None) -> datet
 
 def rental_hold(rental: Rental) -> str | None:
     """Hold a queued rental while the switch is off: None when it may be sent (or is not queued: a sent order's
-    retry is Lium's to refuse); "" when it waits (its timeline says why once); `cancelled` once it has waited
+    retry is Lium's to refuse); "" when it waits (its timeline says why once); `refused` once it has waited
     LIUM_SWITCH_MAX_WAIT_SECONDS (nothing was sent)."""
     if rental.status != RentalStatus.QUEUED:
         return None
@@ -94,14 +94,14 @@ def rental_hold(rental: Rental) -> str | None:
         moved = rental_transition(
             rental_id=rental.pk,
             from_status=RentalStatus.QUEUED,
-            to_status=RentalStatus.CANCELLED,
+            to_status=RentalStatus.REFUSED,
             message=message,
             data={"reason": SWITCH_OFF_CODE},
             error_code=SWITCH_OFF_CODE,
             error_message=message,
             error_hint="",
         )
-        return RentalStatus.CANCELLED if moved else ""
+        return RentalStatus.REFUSED if moved else ""
     if rental.error_code != SWITCH_OFF_CODE:
         with transaction.atomic():
             said = rental_touch(
@@ -110,7 +110,7 @@ def rental_hold(rental: Rental) -> str | None:
                 error_code=SWITCH_OFF_CODE,
                 error_message=WAITING_MESSAGE,
                 error_hint=f"Orders waiting longer than {settings.LIUM_SWITCH_MAX_WAIT_SECONDS // 60} minutes "
-                "are cancelled.",
+                "are refused (nothing is sent).",
             )
             if said:
                 RentalEvent.objects.create(

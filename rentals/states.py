@@ -55,7 +55,8 @@ ATTENTION_STATES = (S.UNKNOWN, S.DEGRADED, S.RETRYING, S.SENDING, S.QUEUED, S.TE
 IN_FLIGHT_STATES = frozenset({S.QUEUED, S.SENDING, S.RETRYING, S.RENTED, S.VERIFYING, S.TERMINATING})
 
 TRANSITIONS: dict[str, frozenset[str]] = {
-    S.QUEUED: frozenset({S.SENDING, S.CANCELLED}),
+    # queued → refused: Lium's cluster switch stayed off past LIUM_SWITCH_MAX_WAIT_SECONDS; nothing was sent.
+    S.QUEUED: frozenset({S.SENDING, S.CANCELLED, S.REFUSED}),
     # sending → sending: a worker takes over the expired lease of one that died mid-attempt.
     S.SENDING: frozenset({S.SENDING, S.RENTED, S.REFUSED, S.RETRYING, S.UNKNOWN, S.FAILED}),
     # A retrying rental whose window ran out is settled by the sweeper without another send.

@@ -1,5 +1,5 @@
 """Lium's cluster switch: read by beat (false / absent / unreadable), queued rentals held, sent when it is back on,
-and cancelled after the bounded wait."""
+and refused after the bounded wait."""
 
 from __future__ import annotations
 
@@ -116,7 +116,7 @@ def test_a_held_rental_is_sent_once_the_switch_is_back_on(
     assert rental.error_code == ""  # the waiting notice is gone once it was sent
 
 
-def test_a_held_rental_is_cancelled_after_the_bounded_wait(
+def test_a_held_rental_is_refused_after_the_bounded_wait(
     shared_config, make_rental, fake_upstream: FakeUpstream, clock: Clock, settings
 ) -> None:
     settings.LIUM_SWITCH_MAX_WAIT_SECONDS = 3600
@@ -129,10 +129,11 @@ def test_a_held_rental_is_cancelled_after_the_bounded_wait(
     assert tasks.rental_send(rental.pk) is None
     clock.advance(minutes=1, seconds=1)
     tasks.cluster_switch_read()
-    assert tasks.rental_send(rental.pk) == RentalStatus.CANCELLED
+    assert tasks.rental_send(rental.pk) == RentalStatus.REFUSED
     rental.refresh_from_db()
-    assert rental.status == RentalStatus.CANCELLED and fake_upstream.rent_requests == []
-    last = RentalEvent.objects.filter(rental=rental, to_status=RentalStatus.CANCELLED).get()
+    assert rental.status == RentalStatus.REFUSED and fake_upstream.rent_requests == []
+    assert rental.error_code == "cluster_renting_disabled"  # the page and the API say why
+    last = RentalEvent.objects.filter(rental=rental, to_status=RentalStatus.REFUSED).get()
     assert "more than 1 h" in last.message and "Nothing was rented" in last.message
 
 
