@@ -12,7 +12,7 @@ import re
 from rentals.connect import CHECK_PYTHON
 from rentals.launch import torchrun_line
 
-SCRIPT_PATH = "/tmp/lium-dashboard-fabric-check.py"  # noqa: S108 - on the pod; not the customer's own check file
+SCRIPT_PATH = ".lium-dashboard-fabric-check.py"  # in root's home on the pod; never the customer's own check file
 MASTER_PORT = 29511  # not the customers' 29500, in case something of theirs already listens there
 KEY_BODY_RE = re.compile(r"[A-Za-z0-9+/]+=*")
 

@@ -15,7 +15,7 @@ from .conftest import SSH_KEY, Api
 
 pytestmark = [pytest.mark.sim_only, pytest.mark.rents]
 
-SCRIPT = "/tmp/lium-fabric-check.py"  # noqa: S108 - a path on the pod, not here
+SCRIPT = "lium-fabric-check.py"  # in the home directory on the pod
 WRITE = f"cat > {SCRIPT} <<'PY'\nimport torch.distributed as dist\ndist.all_reduce(x)\nPY"
 
 

@@ -86,12 +86,12 @@ def test_only_the_checks_own_commands_run_and_each_is_audited(simulator: Simulat
         actions = [(entry.action, entry.outcome) for entry in result.audit if entry.rank == rank]
         assert actions == [("connect", "ok")] + [("run", "exit 0")] * 4
         ran = result.commands_for(rank)
-        assert ran[0].startswith("cat > /tmp/lium-dashboard-fabric-check.py <<'PY'\n")
+        assert ran[0].startswith("cat > .lium-dashboard-fabric-check.py <<'PY'\n")
         assert ran[1] == (
             f"timeout 20 torchrun --nnodes 2 --nproc_per_node 8 --node_rank {rank} --master_addr 10.42.0.1 "
-            "--master_port 29511 /tmp/lium-dashboard-fabric-check.py"
+            "--master_port 29511 .lium-dashboard-fabric-check.py"
         )
-        assert ran[2] == "rm -f /tmp/lium-dashboard-fabric-check.py"
+        assert ran[2] == "rm -f .lium-dashboard-fabric-check.py"
         assert ran[3].startswith("sed -i '\\|") and ran[3].endswith("|d' ~/.ssh/authorized_keys")
 
 

@@ -121,13 +121,13 @@ def test_the_page_lists_every_connection_and_command_the_check_made(verified, cl
     FabricCheck.objects.filter(rental=rental).update(status="passed", bus_bandwidth_gbps=2880, floor_gbps=2240)
     audit = [
         {"rank": 0, "action": "connect", "detail": "root@10.0.0.1:22", "outcome": "ok"},
-        {"rank": 0, "action": "run", "detail": "cat > /tmp/c.py <<'PY'\nimport torch\nPY", "outcome": "exit 0"},
+        {"rank": 0, "action": "run", "detail": "cat > c.py <<'PY'\nimport torch\nPY", "outcome": "exit 0"},
     ]
     RentalEvent.objects.create(rental=rental, kind=RentalEvent.Kind.MEMBER, data={"fabric_check_audit": audit})
 
     page = client_for(alice).get(f"/rentals/{rental.public_id}/").content.decode()
 
-    assert "root@10.0.0.1:22" in page and "cat &gt; /tmp/c.py &lt;&lt;&#x27;PY&#x27;" in page
+    assert "root@10.0.0.1:22" in page and "cat &gt; c.py &lt;&lt;&#x27;PY&#x27;" in page
     assert "import torch" not in page, "a command is shown by its first line"
 
 
