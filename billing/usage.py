@@ -142,20 +142,7 @@ def _line(rental: Rental, month: Month, period_end: datetime) -> UsageLine | Non
         ended = month.end  # a past month: the cluster ran on past its end
     else:
         ended = None  # still running: the cost so far
-    return UsageLine(
-        rental_id=str(rental.public_id),
-        pod_name=rental.pod_name,
-        customer_id=rental.customer_id,
-        customer_name=rental.customer.name,
-        customer_ref=rental.customer_ref or "",
-        status=rental.status,
-        started=started,
-        ended=ended,
-        hours=hours.quantize(HOURS_PLACES, rounding=ROUND_HALF_UP),
-        price_per_hour=price,
-        cost_usd=(hours * price).quantize(CENT, rounding=ROUND_HALF_UP),
-        estimate=ended is None or price == 0,
-    )
+    return _usage_line(rental, started=started, ended=ended, hours=hours, price=price, cost=hours * price)
 
 
 def _pods_line(rental: Rental, spans: list[PodSpan], month: Month, period_end: datetime) -> UsageLine | None:
@@ -172,6 +159,16 @@ def _pods_line(rental: Rental, spans: list[PodSpan], month: Month, period_end: d
         ended = month.end  # a past month: the cluster ran on past its end
     else:
         ended = None  # still running: the cost so far
+    started = max(min(span.start for span in ran), month.start)
+    # The hours at the order's price that make the cost (each pod's own hours when all ran alike).
+    hours = cost / price if price else Decimal(0)
+    return _usage_line(rental, started=started, ended=ended, hours=hours, price=price, cost=cost)
+
+
+def _usage_line(
+    rental: Rental, *, started: datetime, ended: datetime | None, hours: Decimal, price: Decimal, cost: Decimal
+) -> UsageLine:
+    """One rental's usage line, rounded as every line is (an open line, or one at no price, is an estimate)."""
     return UsageLine(
         rental_id=str(rental.public_id),
         pod_name=rental.pod_name,
@@ -179,10 +176,9 @@ def _pods_line(rental: Rental, spans: list[PodSpan], month: Month, period_end: d
         customer_name=rental.customer.name,
         customer_ref=rental.customer_ref or "",
         status=rental.status,
-        started=max(min(span.start for span in ran), month.start),
+        started=started,
         ended=ended,
-        # The hours at the order's price that make the cost (each pod's own hours when all ran alike).
-        hours=(cost / price if price else Decimal(0)).quantize(HOURS_PLACES, rounding=ROUND_HALF_UP),
+        hours=hours.quantize(HOURS_PLACES, rounding=ROUND_HALF_UP),
         price_per_hour=price,
         cost_usd=cost.quantize(CENT, rounding=ROUND_HALF_UP),
         estimate=ended is None or price == 0,
