@@ -9,12 +9,14 @@ Tries stop a day after the alert was raised.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from datetime import datetime, timedelta
+from typing import Any
 
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.mail import send_mail
-from django.db.models import Q
+from django.db.models import Q, QuerySet
 from django.utils import timezone
 
 from accounts.roles import OPERATOR_GROUP
@@ -27,7 +29,6 @@ logger = logging.getLogger(__name__)
 RUNWAY_LOW = "runway.low"
 GIVE_UP_AFTER = timedelta(days=1)
 # The reason may name the host (up to 253 characters): it is cut to its column.
-WEBHOOK_STATUS_MAX = RunwayAlert._meta.get_field("webhook_status").max_length
 
 
 def alert_body(alert: RunwayAlert) -> str:
@@ -85,21 +86,32 @@ def _email(alert: RunwayAlert) -> int:
 def alerts_send(*, now: datetime | None = None) -> int:
     """Send what has not gone yet of every open runway alert younger than a day; return alerts fully sent."""
     now = now or timezone.now()
-    done = 0
     pending = RunwayAlert.objects.select_related("credential").filter(at__gte=now - GIVE_UP_AFTER)
-    for alert in pending.filter(Q(emailed_at__isnull=True) | Q(webhook_delivered_at__isnull=True)):
+    return operators_tell(pending, post=_post, email=_email, what="Runway alert", now=now)
+
+
+def operators_tell(
+    pending: QuerySet[Any], *, post: Callable[[Any], str], email: Callable[[Any], object], what: str, now: datetime
+) -> int:
+    """Send what has not gone yet of each pending row (webhook, e-mail) and record it; return rows fully sent.
+
+    Rows are runway alerts or operator notices: both carry `webhook_delivered_at`, `webhook_status`, `emailed_at`.
+    """
+    done = 0
+    for row in pending.filter(Q(emailed_at__isnull=True) | Q(webhook_delivered_at__isnull=True)):
         fields: dict[str, object] = {}
-        if alert.webhook_delivered_at is None and settings.OPERATOR_WEBHOOK_URL:
-            problem = _post(alert)
-            fields["webhook_status"] = (problem or "delivered")[:WEBHOOK_STATUS_MAX]
+        if row.webhook_delivered_at is None and settings.OPERATOR_WEBHOOK_URL:
+            problem = post(row)
+            status_max = type(row)._meta.get_field("webhook_status").max_length
+            fields["webhook_status"] = (problem or "delivered")[:status_max]
             if not problem:
                 fields["webhook_delivered_at"] = now
-        if alert.emailed_at is None:
+        if row.emailed_at is None:
             try:
-                _email(alert)
+                email(row)
                 fields["emailed_at"] = now
             except Exception as exc:  # SMTP and socket errors alike: the next check tries again
-                logger.warning("Runway alert %s: e-mail failed (%s).", alert.pk, type(exc).__name__)
-        RunwayAlert.objects.filter(pk=alert.pk).update(**fields)
+                logger.warning("%s %s: e-mail failed (%s).", what, row.pk, type(exc).__name__)
+        type(row).objects.filter(pk=row.pk).update(**fields)
         done += "emailed_at" in fields and ("webhook_delivered_at" in fields or not settings.OPERATOR_WEBHOOK_URL)
     return done

@@ -15,18 +15,16 @@ from typing import Any
 from django.conf import settings
 from django.core.mail import send_mail
 from django.db import IntegrityError, transaction
-from django.db.models import Q
 from django.utils import timezone
 
 from billing.models import OperatorNotice
-from billing.operator_alerts import operator_emails
+from billing.operator_alerts import operator_emails, operators_tell
 from notifications.payloads import event_body
 from notifications.signed_post import signed_post
 
 logger = logging.getLogger(__name__)
 
 GIVE_UP_AFTER = timedelta(days=1)
-WEBHOOK_STATUS_MAX = OperatorNotice._meta.get_field("webhook_status").max_length
 
 
 def notice_raise(
@@ -74,21 +72,5 @@ def _email(notice: OperatorNotice) -> None:
 def notices_send(*, now: datetime | None = None) -> int:
     """Send what has not gone yet of every notice younger than a day; return how many went fully."""
     now = now or timezone.now()
-    done = 0
     pending = OperatorNotice.objects.filter(at__gte=now - GIVE_UP_AFTER)
-    for notice in pending.filter(Q(emailed_at__isnull=True) | Q(webhook_delivered_at__isnull=True)):
-        fields: dict[str, object] = {}
-        if notice.webhook_delivered_at is None and settings.OPERATOR_WEBHOOK_URL:
-            problem = _post(notice)
-            fields["webhook_status"] = (problem or "delivered")[:WEBHOOK_STATUS_MAX]
-            if not problem:
-                fields["webhook_delivered_at"] = now
-        if notice.emailed_at is None:
-            try:
-                _email(notice)
-                fields["emailed_at"] = now
-            except Exception as exc:  # SMTP and socket errors alike: the next check tries again
-                logger.warning("Operator notice %s: e-mail failed (%s).", notice.pk, type(exc).__name__)
-        OperatorNotice.objects.filter(pk=notice.pk).update(**fields)
-        done += "emailed_at" in fields and ("webhook_delivered_at" in fields or not settings.OPERATOR_WEBHOOK_URL)
-    return done
+    return operators_tell(pending, post=_post, email=_email, what="Operator notice", now=now)
