@@ -39,7 +39,11 @@ def ticks(top: float, count: int = 4) -> list[float]:
 
 
 def tick_label(value: float) -> str:
-    """A tick's words: whole numbers plain, thousands as k, other values with at most two decimals."""
-    if value >= 1000 and value % 100 == 0:
-        return f"{value / 1000:g}k"
+    """A tick's words: thousands as k, with at most two decimals (0, 2.5, 750, 1.25k, 5k)."""
+    if value >= 1000:
+        return _short(value / 1000) + "k"
+    return _short(value)
+
+
+def _short(value: float) -> str:
     return f"{value:.2f}".rstrip("0").rstrip(".")

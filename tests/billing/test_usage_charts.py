@@ -47,7 +47,13 @@ def test_a_scale_maps_its_ends_and_draws_a_y_axis_upwards() -> None:
     y = Scale(0, 100, 200, 10)
     assert (y(0), y(100), y(50)) == (200, 10, 105)
     assert Scale(5, 5, 0, 100)(5) == 0  # an empty domain draws at the start instead of dividing by zero
-    assert ticks(100) == [0, 25, 50, 75, 100] and [tick_label(v) for v in (0, 2.5, 5000)] == ["0", "2.5", "5k"]
+    assert ticks(100) == [0, 25, 50, 75, 100] and [tick_label(v) for v in (0, 2.5, 750, 1250, 5000)] == [
+        "0",
+        "2.5",
+        "750",
+        "1.25k",
+        "5k",
+    ]
 
 
 def test_cost_is_spread_over_each_day_and_the_line_ends_at_the_total() -> None:
