@@ -133,3 +133,20 @@ def test_the_overview_draws_both_charts_with_their_figures_and_tables(make_renta
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", ready.split('data-testid="ready-table"', 1)[1].split("</table>")[0])
     assert cells == ["H100", "1", "63", "63", "1.0", "2.0", "60"]
     assert "H100: p50 63 s, p90 63 s (1)" in ready and "style=" not in ready
+
+
+@pytest.mark.django_db
+def test_a_busy_week_reads_only_its_newest_ready_rentals_and_says_so(make_rental, monkeypatch) -> None:
+    from django.utils import timezone
+
+    from ops import ready_chart as module
+
+    monkeypatch.setattr(module, "READY_READ_LIMIT", 2)
+    now = timezone.now()
+    for minutes, gpu in ((5, "H100"), (10, "H100"), (60 * 30, "A100")):
+        ready = now - timedelta(minutes=minutes)
+        make_rental(status=RentalStatus.READY, gpu_type=gpu, created_at=ready - timedelta(seconds=30), ready_at=ready)
+    day, week = module.ready_charts(now=now)
+    assert [(row.fabric_type, row.rentals) for row in week.rows] == [("H100", 2)]
+    assert "last 7 days (the latest 2 ready rentals): H100" in week.summary
+    assert "last 24 hours (the latest 2 ready rentals)" in day.summary
