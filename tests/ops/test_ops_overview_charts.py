@@ -150,3 +150,17 @@ def test_a_busy_week_reads_only_its_newest_ready_rentals_and_says_so(make_rental
     assert [(row.fabric_type, row.rentals) for row in week.rows] == [("H100", 2)]
     assert "last 7 days (the latest 2 ready rentals): H100" in week.summary
     assert "last 24 hours (the latest 2 ready rentals)" in day.summary
+
+
+@pytest.mark.django_db
+def test_the_charts_are_drawn_once_into_the_overviews_shared_cache(make_rental, sam, olga, client_for) -> None:
+    cache.delete(overview.OVERVIEW_CACHE_KEY)
+    make_rental(status=RentalStatus.REFUSED)
+    first = client_for(sam).get("/ops/").content.decode()
+    assert "Refused: <strong>1</strong>" in first
+    assert 'data-testid="outcome-chart"' in cache.get(overview.OVERVIEW_CACHE_KEY)["charts"]["outcomes"]
+    make_rental(status=RentalStatus.REFUSED)
+    cached = client_for(olga).get("/ops/").content.decode()
+    assert "Refused: <strong>1</strong>" in cached, "another staff member sees the same drawing until it expires"
+    cache.delete(overview.OVERVIEW_CACHE_KEY)
+    assert "Refused: <strong>2</strong>" in client_for(olga).get("/ops/").content.decode()
