@@ -220,6 +220,12 @@ class State:
         )
         event_log.record(self, pod, event_type, message, at, actor, detail)
 
+    def deletion_start(self, pod: dict[str, Any], now: float, actor: dict[str, Any] | None) -> None:
+        """Turn the pod DELETING for ``delete_seconds`` on behalf of ``actor`` (None: the platform)."""
+        pod.update(status="DELETING", updated_at=now, deleting_until=now + self.config["delete_seconds"])
+        pod["deleted_by"] = actor
+        self.add_event(pod, "deleting", "Pod deletion started", now, actor=actor)
+
     def remove_pod(self, pod: dict[str, Any]) -> None:
         """Drop a pod row and free its node."""
         self.pods.pop(pod["id"], None)
@@ -258,18 +264,19 @@ class State:
         if self.ssh_farm is not None:
             self.ssh_farm.sync()
 
+    @staticmethod
+    def sees(cred: dict[str, Any], account_id: str, api_key_id: str | None) -> bool:
+        """Tell whether ``cred`` sees what a key of an account made: its account's, or only its own ("own")."""
+        return account_id == cred["account_id"] and (cred["visibility"] != "own" or api_key_id == cred["id"])
+
     def visible_pods(self, cred: dict[str, Any], api_key_id: str | None = None) -> list[dict[str, Any]]:
-        """Return the caller's pods (key visibility applies), oldest first."""
-        out = []
-        for pod in self.pods.values():
-            if pod["account_id"] != cred["account_id"]:
-                continue
-            if cred["visibility"] == "own" and pod["api_key_id"] != cred["id"]:
-                continue
-            if api_key_id and pod["api_key_id"] != api_key_id:
-                continue
-            out.append(pod)
-        return out
+        """Return the caller's pods (key visibility applies), oldest first; only one key's with ``api_key_id``."""
+        return [
+            pod
+            for pod in self.pods.values()
+            if self.sees(cred, pod["account_id"], pod["api_key_id"])
+            and (not api_key_id or pod["api_key_id"] == api_key_id)
+        ]
 
     def render_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
         """Shape an internal pod as a GET /pods row."""
@@ -345,9 +352,7 @@ class State:
     def pod_for(self, cred: dict[str, Any], pod_id: str) -> dict[str, Any]:
         """Return a pod the caller may see, else 404."""
         pod = self.pods.get(pod_id)
-        if pod is None or pod["account_id"] != cred["account_id"]:
-            raise ApiError(404, "pod_not_found", f"Pod {pod_id} not found")
-        if cred["visibility"] == "own" and pod["api_key_id"] != cred["id"]:
+        if pod is None or not self.sees(cred, pod["account_id"], pod["api_key_id"]):
             raise ApiError(404, "pod_not_found", f"Pod {pod_id} not found")
         return pod
 
