@@ -643,15 +643,10 @@ def _read_capped(response: httpx.Response, *, deadline: float, limit: int) -> by
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         return None
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        _time_left(deadline)
-    return b"".join(chunks)
+    try:
+        return b"".join(_chunks_capped(response, deadline=deadline, limit=limit))
+    except parse_pods.TooManyRows:
+        return None
 
 
 # --- Building clients ----------------------------------------------------------------------------------
