@@ -1,8 +1,8 @@
 """Pod repair (docs/upstream-api.md §17 "Pod repair and logs"): reboot and reset-gpu, and their lifecycle.
 
 Both act on a RUNNING pod the caller may manage (the same rule as schedule-removal), on the sim clock.
-A reboot turns the pod REBOOT_PENDING for ``start_seconds``, then RUNNING, or REBOOT_FAILED when a
-``reboot_failure`` rule fired. A GPU reset runs for RESET_GPU_SECONDS and then reads done (or failed for
+A reboot turns the pod REBOOT_PENDING for ``start_seconds``, then (`State.refresh`) RUNNING, or REBOOT_FAILED when
+a ``reboot_failure`` rule fired. A GPU reset runs for RESET_GPU_SECONDS and then reads done (or failed for
 every asked GPU when a ``reset_gpu_failure`` rule fired); one reset per pod per minute, else 429.
 """
 

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import billing, event_log, repair
+from . import billing, event_log
 from .clock import Clock, iso
 from .errors import ApiError
 from .faults import FaultEngine
@@ -252,7 +252,14 @@ class State:
                 else:
                     pod["status"] = "RUNNING"
                     self.add_event(pod, "running", "Pod is running", pod["ready_at"])
-            repair.advance_reboot(self, pod, now)
+            if pod["status"] == "REBOOT_PENDING" and now >= pod["reboot_until"]:  # a reboot (routes_repair.py) ends
+                pod["updated_at"] = pod["reboot_until"]
+                if pod.get("reboot_fails"):
+                    pod["status"] = "REBOOT_FAILED"
+                    self.add_event(pod, "reboot_failed", pod["reboot_fails"], pod["reboot_until"])
+                else:
+                    pod["status"] = "RUNNING"
+                    self.add_event(pod, "running", "Pod is running after reboot", pod["reboot_until"])
             if pod["status"] == "DELETING" and now >= pod["deleting_until"]:
                 # Who asked for the removal; a scheduled one or a cut-off is the platform's.
                 self.add_event(pod, "removed", "Pod removed", pod["deleting_until"], actor=pod.get("deleted_by"))
