@@ -22,7 +22,6 @@ from .seed import PHASES, build_accounts, build_fabrics, build_templates, make_n
 from .ssh_farm import SshFarm
 
 CREATION_FAILED_TTL = 180.0  # upstream: a failed create is listed for about 3 minutes
-ETA_BASES = ["executor_history", "class_median", "cold_pull_estimate", "fleet_default"]
 ACTIVITY_LIMIT = 20_000  # rows of each account's event log (`GET /users/me/events`)
 REQUEST_LOG_LIMIT = 10_000  # recent calls of every route; rent calls are also kept in full
 
@@ -370,14 +369,6 @@ class State:
             return False
         return "manage" in cred["scopes"] or (cred["id"] is not None and pod["api_key_id"] == cred["id"])
 
-    def eta_basis_for(self, fab: dict[str, Any]) -> str:
-        """Pick a stable eta_basis per fabric so every value shows up somewhere."""
-        return ETA_BASES[fab["index"] % len(ETA_BASES)]
-
     def template_by_id(self, template_id: str) -> dict[str, Any] | None:
         """Return the template with ``template_id``."""
         return next((t for t in self.templates if t["id"] == template_id), None)
-
-    def cluster_id_for(self) -> str:
-        """Return a fresh cluster id (random, so ids never repeat across resets)."""
-        return str(uuid.uuid4())
