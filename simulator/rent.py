@@ -31,12 +31,6 @@ def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def newest_cluster_template(state: State) -> dict[str, Any] | None:
-    """Pick the cluster template with the newest tag, as the SDK does."""
-    cands = [t for t in state.templates if t["docker_image"].startswith(CLUSTER_IMAGE)]
-    return max(cands, key=lambda t: tag_key(t.get("docker_image_tag")), default=None)
-
-
 def validate(state: State, body: dict[str, Any]) -> dict[str, Any]:
     """Check every rule; return the resolved order (nodes, fabric, template) or raise."""
     _check_fields(body)
@@ -96,8 +90,9 @@ def _check_fields(body: dict[str, Any]) -> None:
 
 def _resolve_template(state: State, template_id: Any) -> dict[str, Any]:
     """Return the order's template (the newest cluster one by default); it must run the cluster image."""
-    if template_id is None:
-        template = newest_cluster_template(state)
+    if template_id is None:  # the cluster template with the newest tag, as the SDK picks it
+        cluster_templates = [t for t in state.templates if t["docker_image"].startswith(CLUSTER_IMAGE)]
+        template = max(cluster_templates, key=lambda t: tag_key(t.get("docker_image_tag")), default=None)
         if template is None:
             raise ApiError(404, "template_not_found", "No cluster template is available")
     else:

@@ -299,11 +299,13 @@ class State:
             eta = max(0, math.ceil(pod["ready_at"] - now))
             basis = pod["eta_basis"]
         running = status == "RUNNING"
+        # SSH answers on 127.0.0.1 while the ssh switch serves the pods, else on the executor.
+        ssh_host = "127.0.0.1" if self.config["ssh"] else executor["executor_ip_address"]
         return {
             "id": pod["id"],
             "pod_name": pod["pod_name"],
             "status": status,
-            "ssh_connect_cmd": f"ssh root@{self.ssh_host(executor)} -p {pod['port']}" if running else None,
+            "ssh_connect_cmd": f"ssh root@{ssh_host} -p {pod['port']}" if running else None,
             "ports_mapping": self.ports_mapping(pod),
             "created_at": iso(pod["created_at"]),
             "updated_at": iso(pod["updated_at"]),
@@ -330,10 +332,6 @@ class State:
             "api_key_name": pod["api_key_name"],
             "customer_ref": pod["customer_ref"],
         }
-
-    def ssh_host(self, executor: dict[str, Any]) -> str:
-        """Return where a pod's SSH answers: 127.0.0.1 while the ssh switch serves it, else its executor."""
-        return "127.0.0.1" if self.config["ssh"] else executor["executor_ip_address"]
 
     @staticmethod
     def ports_mapping(pod: dict[str, Any]) -> dict[str, int]:
