@@ -27,7 +27,7 @@ from notifications.services import event_emit
 from presets.matching import nodes_pick
 from presets.models import CapacityWatch, Preset
 from presets.wants import NodePick
-from rentals import offers, selectors
+from rentals import enqueue, offers, selectors
 from rentals.models import Rental
 from rentals.order_service import OrderChoice, OrderRefused, order_check, order_save
 from rentals.upstream import UpstreamError
@@ -37,6 +37,7 @@ logger = logging.getLogger(__name__)
 MAX_ACTIVE_WATCHES_PER_CUSTOMER = 50
 WANT_FIELDS = ("gpu_type", "node_count", "fabric_type", "min_link_rate_gbps", "max_price_per_node_hour")
 Status = CapacityWatch.Status
+DEMAND_SIGNAL_TASK = "presets.tasks.watch_demand_signal"
 
 
 def watch_create(
@@ -77,12 +78,8 @@ def watch_create(
 
 
 def _enqueue_demand_signal(watch_id: int) -> None:
-    from celery import current_app
-
-    try:
-        current_app.send_task("presets.tasks.watch_demand_signal", args=(watch_id,))
-    except Exception:  # the broker is down: the signal is a courtesy to Lium, the watch works without it
-        logger.warning("Could not enqueue the demand signal of watch %s.", watch_id, exc_info=True)
+    # By task name through the rentals' one enqueuer (a failed enqueue is only logged: the signal is a courtesy).
+    enqueue._enqueue(DEMAND_SIGNAL_TASK, watch_id)
 
 
 def watch_demand_signal(watch_id: int) -> None:
