@@ -8,6 +8,7 @@ import threading
 from decimal import Decimal
 
 import pytest
+from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import connection
@@ -176,3 +177,20 @@ def test_two_scans_at_once_rent_once(simulator: Simulator, acme, alice, make_pre
     assert Rental.objects.count() == 1
     watch.refresh_from_db()
     assert watch.rental == Rental.objects.get()
+
+
+def test_the_email_links_to_the_rent_form_on_the_nodes(
+    simulator: Simulator, acme, alice, subscribed, enqueued, mailoutbox
+) -> None:  # type: ignore[no-untyped-def]
+    from notifications.delivery import delivery_attempt
+    from notifications.models import Delivery
+
+    watch = _watch(acme, alice)
+    assert watching.watches_scan() == 1
+    delivery_attempt(delivery_id=Delivery.objects.get(kind=Delivery.Kind.EMAIL).pk)
+    [mail] = mailoutbox
+    assert "Capacity available" in mail.subject
+    watch.refresh_from_db()
+    site = settings.SITE_URL.rstrip("/")
+    assert f"Open the rent form on those nodes: {site}/rent/?fabric=" in mail.body
+    assert "%2C".join(watch.executor_ids) in mail.body and "2 x NVIDIA H100 80GB HBM3 free" in mail.body
