@@ -77,6 +77,9 @@ def _order_fields(rental: Rental) -> dict[str, Any]:
         "pod_name": rental.pod_name,
         "ssh_public_keys": "\n".join(keys),
         "enable_jupyter": body.get("enable_jupyter") is True,
+        "enable_volume_encryption": body.get("enable_volume_encryption") is not False,
+        "enable_backups": body.get("enable_backups") is not False,
+        "verify_fabric": rental.verify_fabric,
     }
     for name in ("template_id", "initial_port_count", "termination_hours"):
         if body.get(name) is not None:

@@ -25,6 +25,9 @@ FIELDS = (
     "initial_port_count",
     "termination_hours",
     "enable_jupyter",
+    "enable_volume_encryption",
+    "enable_backups",
+    "verify_fabric",
     "ssh_public_keys",
     "note",
 )

@@ -130,6 +130,7 @@ def _terminated_rental(alice, acme, nodes: list[str]) -> Rental:  # type: ignore
         template_id="tpl-x",
         termination_hours=3,
         enable_jupyter=True,
+        enable_backups=False,
         gpu_type="NVIDIA H100 80GB HBM3",
         gpus_per_node=8,
     )
@@ -150,6 +151,7 @@ def test_rent_again_on_a_terminated_rental_uses_its_nodes_when_free(
     assert initial["executor_ids"] == nodes
     assert (initial["pod_name"], initial["termination_hours"], initial["enable_jupyter"]) == ("old-job", 3, True)
     assert initial["ssh_public_keys"] == SSH_KEY  # never the fabric check's own key
+    assert (initial["enable_backups"], initial["enable_volume_encryption"]) == (False, True)
     assert b"the same 2 nodes" in page.content
 
 
