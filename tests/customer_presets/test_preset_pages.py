@@ -178,3 +178,10 @@ def test_support_cannot_rent_again_or_save_presets(
     assert _as(sam).get(f"/rentals/{rental.public_id}/again/").status_code == 403
     assert _as(sam).post("/presets/", {**PRESET_POST, "customer": str(acme.pk)}).status_code == 403
     assert _as(sam).get("/presets/").status_code == 200
+
+
+def test_staff_read_presets_and_watches_in_the_admin(simulator: Simulator, admin_client, make_preset) -> None:  # type: ignore[no-untyped-def]
+    make_preset()
+    assert b"h100x2" in admin_client.get("/admin/presets/preset/").content
+    assert admin_client.get("/admin/presets/capacitywatch/").status_code == 200
+    assert admin_client.get("/admin/presets/preset/add/").status_code == 403
