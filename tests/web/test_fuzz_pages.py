@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 from django.test import Client
+from django.utils import timezone
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ from accounts.models import SshPublicKey
 from api.keys import api_key_create
 from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
+from presets.models import CapacityWatch, Preset
 from rentals.models import Rental
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
@@ -125,6 +127,10 @@ def world(alice, olga, carol, monkeypatch):  # type: ignore[no-untyped-def]
         "ssh_key": SshPublicKey.objects.create(user=alice, name="laptop", public_key=SSH_KEY),
         "api_key": api_key_create(user=alice, name="k", scopes=["read"])[0],
         "users": {"operator": olga, "customer": alice},
+        "preset": Preset.objects.create(
+            customer=rental.customer, name="p", node_count=2, pod_name="job", ssh_public_keys=SSH_KEY
+        ),
+        "watch": CapacityWatch.objects.create(customer=rental.customer, node_count=2, expires_at=timezone.now()),
     }
 
 
