@@ -29,3 +29,6 @@ urlpatterns = [
     path("ops/", include("ops.urls")),
     path("", include("billing.urls")),  # usage, teams and budgets, invitations (namespace "billing")
 ]
+
+# A database lost outside any view answers 503 with Retry-After, like one lost inside a view.
+handler500 = "dashboard.views.server_error"
