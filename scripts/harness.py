@@ -412,8 +412,7 @@ class PrivatePostgres:
         return subprocess.run(command, capture_output=True, text=True, check=check, timeout=120)  # noqa: S603
 
     def create(self) -> None:
-        """initdb (trust on loopback, no fsync: a stopped server, not a lost machine, is what the run drills),
-        start it, and create the run's database."""
+        """initdb (trust on loopback), start it, and create the run's database."""
         self.dir.mkdir(parents=True, exist_ok=True)
         if os.geteuid() == 0:
             # The server's user must reach its folder: open the path to it, and hand the folder over.
@@ -435,8 +434,9 @@ class PrivatePostgres:
 
     def start(self) -> None:
         options = (
-            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off "
-            "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200"
+            # fsync off: the drill stops the server, never the machine, and the kernel keeps what was written.
+            # synchronous_commit stays on: an immediate stop would otherwise lose transactions already committed.
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
         )
         self._as_postgres("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log), "-o", options)
         self.running = True
