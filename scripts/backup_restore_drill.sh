@@ -39,7 +39,10 @@ docker compose exec -e USER_PASSWORD web python manage.py create_user alice --cu
 docker compose exec -e USER_PASSWORD web python manage.py create_user olga --operator --password-env USER_PASSWORD >/dev/null
 
 drill() {  # drill STEP: run scripts/drill_rentals.py's step in the web container; print its JSON line
-    docker compose exec -T -e DRILL_STEP="$1" -e LIUM_API_KEY web python manage.py shell <scripts/drill_rentals.py | tail -n 1
+    # `shell -c`, not stdin: the shell reads stdin only when it is readable at once, which a piped exec is not always.
+    docker compose exec -T -e DRILL_STEP="$1" -e LIUM_API_KEY web python manage.py shell -c "$(cat scripts/drill_rentals.py)" \
+        >"$SMOKE_DIR/drill-$1.log" 2>&1 || { tail -n 30 "$SMOKE_DIR/drill-$1.log" >&2; return 1; }
+    grep '^{' "$SMOKE_DIR/drill-$1.log" | tail -n 1
 }
 
 log "rentals through the simulator (workers up)"
