@@ -1,6 +1,7 @@
 """The backup/restore drill's rentals, run inside the stack's web container by scripts/backup_restore_drill.sh:
 
-    docker compose exec -T -e DRILL_STEP=<step> -e LIUM_API_KEY web python manage.py shell -c "$(cat scripts/drill_rentals.py)"
+    docker compose exec -T -e DRILL_STEP=<step> -e LIUM_API_KEY web \\
+        python manage.py shell -c "$(cat scripts/drill_rentals.py)"
 
 DRILL_STEP=real      with the workers up: rentals through the simulator (ready, ready, terminated by an operator),
                      a webhook endpoint (so every transition writes a delivery), a support read (an audit row),
