@@ -42,7 +42,9 @@ drill() {  # drill STEP: run scripts/drill_rentals.py's step in the web containe
     # `shell -c`, not stdin: the shell reads stdin only when it is readable at once, which a piped exec is not always.
     docker compose exec -T -e DRILL_STEP="$1" -e LIUM_API_KEY web python manage.py shell -c "$(cat scripts/drill_rentals.py)" \
         >"$SMOKE_DIR/drill-$1.log" 2>&1 || { tail -n 30 "$SMOKE_DIR/drill-$1.log" >&2; return 1; }
-    grep '^{' "$SMOKE_DIR/drill-$1.log" | tail -n 1
+    # Its own last line (the shell's JSON log lines start with {"time" too).
+    grep '^{' "$SMOKE_DIR/drill-$1.log" | grep -v '^{"time"' | tail -n 1 | grep . \
+        || { log "drill step $1 printed no result; its output ends:"; tail -n 30 "$SMOKE_DIR/drill-$1.log" >&2; return 1; }
 }
 
 log "rentals through the simulator (workers up)"
