@@ -27,6 +27,7 @@ from rentals.upstream.parse import ssh_parts
 
 logger = logging.getLogger(__name__)
 S = FabricCheck.Status
+RECORD_THROUGH_OUTAGE_SECONDS = 120.0
 
 
 def fabric_check_claim(*, rental_id: int) -> bool:
@@ -62,10 +63,10 @@ def fabric_check_perform(*, rental_id: int) -> str:
         )
     except ValueError as exc:  # members the check refuses (fewer than two, a bad overlay IP) or a key no key opens
         return _record(check, None, error=str(exc))
-    # The key is gone from the members now: a check run again could not log in. Write through a database restart,
-    # until shortly before another worker may take the check over as abandoned.
+    # The key is gone from the members now: a check run again could not log in. Write through a database restart
+    # or failover (two minutes at most), and never past shortly before another worker may take the check over.
     takeover = (check.started_at or timezone.now()) + timedelta(seconds=settings.FABRIC_CHECK_STALE_SECONDS * 0.9)
-    seconds = max(0.0, (takeover - timezone.now()).total_seconds())
+    seconds = min(RECORD_THROUGH_OUTAGE_SECONDS, max(0.0, (takeover - timezone.now()).total_seconds()))
     return through_outage(lambda: _record(check, result), seconds=seconds)
 
 
