@@ -18,6 +18,8 @@ from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from common.db_outage import RETRY_AFTER_SECONDS, database_lost
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_CODES = {
@@ -139,6 +141,8 @@ def install_handlers(api: Any) -> None:
         return error_response(request, ApiError(404, "not_found", str(exc) or "Not found."))
 
     def on_exception(request: HttpRequest, exc: Exception) -> HttpResponse:
+        if database_lost(exc):  # PostgreSQL restarting: worth trying again in seconds, not a defect
+            return error_response(request, _database_unavailable())
         logger.exception("Unexpected error in the JSON API (request %s)", request_id(request))
         return error_response(request, _internal())
 
@@ -158,6 +162,16 @@ def install_handlers(api: Any) -> None:
     api.add_exception_handler(AuthenticationError, on_auth)
     api.add_exception_handler(ValidationError, on_validation)
     api.add_exception_handler(ApiError, on_api_error)
+
+
+def _database_unavailable() -> ApiError:
+    return ApiError(
+        503,
+        "database_unavailable",
+        "The dashboard cannot reach its database right now.",
+        hint=f"Try again in {RETRY_AFTER_SECONDS} seconds; check whether a write went through before repeating it.",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
 def _internal() -> ApiError:

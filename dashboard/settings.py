@@ -65,6 +65,7 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "accounts.htmx_sign_in.htmx_sign_in_middleware",  # a poll after sign-out loads the sign-in page
     "api.errors.request_id_middleware",  # the JSON API's X-Request-Id
+    "common.db_outage.DatabaseOutageMiddleware",  # a lost database: 503 with Retry-After, not a 500
     # Last, as django-axes requires: it turns a locked-out login into a clear "too many attempts" page.
     "axes.middleware.AxesMiddleware",
 ]
@@ -111,18 +112,23 @@ DATABASES = {
     "default": dj_database_url.parse(
         env.str("DATABASE_URL", f"sqlite:///{RUN_DIR / 'db.sqlite3'}"),
         conn_max_age=env.int("DB_CONN_MAX_AGE", 60, validate=NOT_NEGATIVE),
+        # After a database restart every kept connection is dead: check one before use and drop it if so.
+        conn_health_checks=True,
     )
 }
 # PostgreSQL: a connection pool per process (psycopg-pool, Django 5.2). A rent worker runs hundreds of threads;
 # with a connection each they would pass max_connections, with the pool a process holds at most this many
 # (0 turns the pool off, and DB_CONN_MAX_AGE applies instead). A pooled connection goes back at close.
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", 8, validate=NOT_NEGATIVE)
+# Seconds a thread waits for a connection before the task fails (and is redone) or the page answers 503: the
+# web process sets it short, so a request during a database outage is not held for long.
+DB_POOL_TIMEOUT_SECONDS = env.int("DB_POOL_TIMEOUT_SECONDS", 30, validate=POSITIVE)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": DB_POOL_MAX_SIZE,
-        "timeout": 30,  # seconds a thread waits for a free connection before the task fails (and is redone)
+        "timeout": DB_POOL_TIMEOUT_SECONDS,
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The web server and the worker write to one file: wait for a lock instead of failing, keep readers

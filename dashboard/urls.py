@@ -30,3 +30,6 @@ urlpatterns = [
     path("", include("billing.urls")),  # usage, teams and budgets, invitations (namespace "billing")
     path("", include("presets.urls")),  # presets, "Rent again" and capacity watches (namespace "presets")
 ]
+
+# A database lost outside any view answers 503 with Retry-After, like one lost inside a view.
+handler500 = "dashboard.views.server_error"
