@@ -279,7 +279,7 @@ def order_refusal(exc: OrderRefused) -> ApiError:
         hint = "Nothing was saved; send the order again once Lium switches cluster renting back on."
         return ApiError(503, exc.code, exc.message, hint=hint, headers={"Retry-After": retry})
     if exc.field is None:
-        return ApiError(422, exc.code, exc.message, hint="Change the order and try again.")
+        return ApiError(422, exc.code, exc.message, hint="Change the order and try again.", details=exc.details)
     return ApiError(
         403 if exc.code == "customer_ref_not_allowed" else 422,
         exc.code,

@@ -61,11 +61,14 @@ class OrderOffer:
 class OrderRefused(Exception):
     """Why an order is refused: a message saying what to fix, a code, and the field at fault (None: the order)."""
 
-    def __init__(self, message: str, *, code: str, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str, field: str | None = None, details: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.field = field
+        self.details = details or {}  # what the API adds to its error body (a quota: its limit and the usage)
 
 
 @dataclass(frozen=True)
@@ -146,7 +149,8 @@ def order_save(*, user: User, checked: OrderChecked, submit_token: uuid.UUID | N
             check=checked.check,
         )
     except ValidationError as exc:
-        raise OrderRefused(" ".join(exc.messages), code=exc.code or "order_refused") from exc
+        details = getattr(exc, "details", None)  # billing's QuotaExceeded names the quota and the usage
+        raise OrderRefused(" ".join(exc.messages), code=exc.code or "order_refused", details=details) from exc
 
 
 def order_offer(*, user: AbstractBaseUser | AnonymousUser, customer: int | str | None, fabric_id: str) -> OrderOffer:

@@ -91,12 +91,19 @@ def rental_get_for_user(*, user: AbstractBaseUser | AnonymousUser, public_id: uu
 
 def customer_hourly_spend(*, customer: Customer) -> Decimal:
     """Return the USD/hour of the customer's rentals that bill or may bill (every state but the final ones)."""
-    total = (
-        Rental.objects.filter(customer=customer)
-        .exclude(status__in=FINAL_STATES)
-        .aggregate(total=Sum("price_per_hour"))["total"]
-    )
+    total = customer_active_rentals(customer=customer).aggregate(total=Sum("price_per_hour"))["total"]
     return total or Decimal(0)
+
+
+def customer_active_rentals(*, customer: Customer) -> QuerySet[Rental]:
+    """Return the customer's rentals that bill or may bill: what its quotas and spend count."""
+    return Rental.objects.filter(customer=customer).exclude(status__in=FINAL_STATES)
+
+
+def customer_gpus_in_use(*, customer: Customer) -> int:
+    """Return the GPUs of the customer's active rentals (GPUs per node times nodes; a few rows per customer)."""
+    rows = customer_active_rentals(customer=customer).values_list("gpus_per_node", "executor_ids")
+    return sum(per_node * len(nodes or []) for per_node, nodes in rows)
 
 
 def rental_for_submit_token(*, user: AbstractBaseUser | AnonymousUser, token: str) -> Rental | None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
-from decimal import Decimal
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
@@ -22,7 +21,6 @@ from rentals.audit import change_event
 from rentals.enqueue import enqueue_cluster_delete, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.ordering import RentOrder, request_body_build
-from rentals.selectors import customer_hourly_spend
 from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.transitions import rental_transition
@@ -58,10 +56,9 @@ def rental_submit(
     # or, in a race, by the unique constraint below.
     try:
         with transaction.atomic():
-            # Lock the customer so two orders at once cannot both slip under its spend cap.
+            # Lock the customer so two orders at once cannot both slip under its budget or quotas (billing's).
             customer = Customer.objects.select_for_update().get(pk=customer.pk)
-            spend_cap_check(customer=customer, adding=order.price_per_hour)
-            order_checking.send(sender=Customer, customer=customer, adding_per_hour=order.price_per_hour)  # budgets
+            order_checks_run(customer=customer, order=order)
             rental = _rental_create(
                 user=user,
                 customer=customer,
@@ -91,6 +88,15 @@ def rental_submit(
             rental.body_sha256,
         )
     return rental
+
+
+def order_checks_run(*, customer: Customer, order: RentOrder) -> None:
+    """Ask billing whether the order fits the customer's budget and quotas (ValidationError if not); lock the
+    customer row first (`select_for_update`), so two orders at once cannot both slip under them."""
+    adding_gpus = order.gpus_per_node * len(order.executor_ids)
+    order_checking.send(
+        sender=Customer, customer=customer, adding_per_hour=order.price_per_hour, adding_gpus=adding_gpus
+    )
 
 
 def _rental_create(
@@ -134,20 +140,6 @@ def _rental_create(
         data={"idempotency_key": str(rental.idempotency_key), "body_sha256": rental.body_sha256},
     )
     return rental
-
-
-def spend_cap_check(*, customer: Customer, adding: Decimal) -> None:
-    """Refuse an order that would take the customer's running clusters above its hourly cap."""
-    cap = customer.hourly_spend_cap_usd
-    if cap is None:
-        return
-    current = customer_hourly_spend(customer=customer)
-    if current + adding > cap:
-        raise ValidationError(
-            f"This order (${adding:.2f}/hour) would take {customer.name} above its spend cap of ${cap:.2f}/hour: "
-            f"its clusters already cost ${current:.2f}/hour. Terminate a cluster or ask an operator to raise the cap.",
-            code="spend_cap",
-        )
 
 
 def rental_cancel(*, rental: Rental, actor: User | None, reason: str = "") -> bool:

@@ -10,8 +10,9 @@ from django.dispatch import Signal
 rental_status_changed = Signal()
 
 # Sent by the submit service inside its transaction, with the customer row locked (`select_for_update`), before
-# the rental is inserted: a receiver refuses the order by raising ValidationError (billing's monthly budget).
-# Keyword arguments: `customer`, `adding_per_hour` (Decimal USD/hour); the sender is `Customer`.
+# the rental is inserted: a receiver refuses the order by raising ValidationError (billing's monthly budget and
+# quotas). Keyword arguments: `customer`, `adding_per_hour` (Decimal USD/hour), `adding_gpus` (int); the sender
+# is `Customer`.
 order_checking = Signal()
 
 # Sent by the pod poller after each listing of a credential: `refused` is the reason a listing was refused as

@@ -143,12 +143,7 @@ def rent(request: HttpRequest) -> HttpResponse:
             return redirect("rentals:rental_detail", public_id=rental.public_id)
     else:
         form = RentForm(initial=_cheapest_initial(request, offer.fabric), **form_kwargs)
-    spend = [
-        {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
-        for customer in customers
-        if customer.hourly_spend_cap_usd is not None
-    ]
-    context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "spend": spend, "customers": customers}
+    context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "customers": customers}
     context["renting_off_since"] = lium_switch.cluster_renting_off_since(credential=offer.credential)
     summary = rent_summary_build(
         offer.fabric, form, credential=offer.credential, template_id=form["template_id"].value()
@@ -268,11 +263,9 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     }
     if request.GET.get("fragment") == "rows":
         return render(request, "rentals/rental_list.html#rows", context)
-    context["spend"] = [
-        {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
-        for customer in selectors.customer_list_for_user(user=request.user)
-        if customer.hourly_spend_cap_usd is not None and not is_staff_reader(request.user)
-    ]
+    # Each of the member's customers shows what is left of its quotas (billing's `quota_left` tag); staff none.
+    staff = is_staff_reader(request.user)
+    context["quota_customers"] = [] if staff else list(selectors.customer_list_for_user(user=request.user))
     return render(request, "rentals/rental_list.html", context)
 
 
