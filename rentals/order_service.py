@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
@@ -25,6 +26,7 @@ from rentals.fabric_check.parse import link_rate_parse
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing, Template
 from rentals.ordering import RentOrder, rental_order_build
+from rentals.scheduled import start_at_check
 from rentals.services import rental_submit
 from rentals.upstream import UpstreamError
 from rentals.validators import validate_pod_name
@@ -45,6 +47,7 @@ class OrderChoice:
     template_id: str | None = None  # None: the newest cluster template
     options: dict[str, Any] = field(default_factory=dict)  # the rest of `RentOrder` (ports, hours, switches)
     verify_fabric: bool | None = None  # None: the customer's default (`Customer.verify_fabric_default`)
+    start_at: datetime | None = None  # a scheduled start (`rentals.scheduled`); None: send it now
 
 
 @dataclass(frozen=True)
@@ -81,6 +84,7 @@ class OrderChecked:
     customer_ref: str | None
     estimated_ready_seconds: int | None = None  # Lium's estimate for these nodes (None: unknown), kept on the rental
     check: CheckPlan | None = None  # a verified order's check key (its public line is in the order) and link rate
+    start_at: datetime | None = None  # checked: in the future, at most SCHEDULE_MAX_DAYS ahead, in UTC
 
 
 def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = None) -> OrderChecked:
@@ -91,6 +95,9 @@ def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = N
     """
     override = _ref_override(user, choice.customer_ref)
     public_keys = _choice_check(choice)
+    start_at = None
+    if choice.start_at is not None:
+        start_at = _field_check("start_at", "invalid_start_at", start_at_check, choice.start_at)
     offer = offer or order_offer(user=user, customer=choice.customer, fabric_id=choice.fabric_id)
     if lium_switch.cluster_renting_off_since(credential=offer.credential) is not None:
         message = f"{lium_switch.SWITCH_OFF_MESSAGE}: no cluster can be rented until Lium switches it back on."
@@ -129,6 +136,7 @@ def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = N
         override or offer.customer.customer_ref or None,
         estimated_ready_seconds=estimate.seconds if estimate else None,
         check=check,
+        start_at=start_at,
     )
 
 
@@ -147,6 +155,7 @@ def order_save(*, user: User, checked: OrderChecked, submit_token: uuid.UUID | N
             submit_token=submit_token,
             estimated_ready_seconds=checked.estimated_ready_seconds,
             check=checked.check,
+            start_at=checked.start_at,
         )
     except ValidationError as exc:
         details = getattr(exc, "details", None)  # billing's QuotaExceeded names the quota and the usage
@@ -214,7 +223,7 @@ def _choice_check(choice: OrderChoice) -> list[str]:
     ]
 
 
-def _field_check(name: str, code: str, validator: Callable[[str], Any], value: str) -> Any:
+def _field_check(name: str, code: str, validator: Callable[[Any], Any], value: Any) -> Any:
     """Return what one field's validator returns; its ValidationError becomes the refusal of that field."""
     try:
         return validator(value)

@@ -175,7 +175,8 @@ def _rent_submit(request: HttpRequest, form: RentForm, offer: OrderOffer) -> Ren
     except OrderRefused as refused:
         form.add_error(refused.field if refused.field in form.fields else None, refused.message)
         return None
-    offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
+    if rental.start_at is None:  # a scheduled rental's nodes stay free for others until its time
+        offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
     return rental
 
 
