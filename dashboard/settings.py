@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "api",
     "notifications",
     "billing",
+    "presets",
 ]
 
 MIDDLEWARE = [

@@ -246,3 +246,21 @@ CELERY_BEAT_SCHEDULE["billing-statement"] = {
     "task": "billing.tasks.statement_check",
     "schedule": crontab(hour=0, minute=20),
 }
+
+# --- Capacity watches (presets) -------------------------------------------------------------------------
+# One beat task checks every active watch against the cached offers this often (one listing per credential).
+CAPACITY_WATCH_SCAN_SECONDS = env.float("CAPACITY_WATCH_SCAN_SECONDS", 30, validate=Range(min=1))
+# A watch ends after this many hours unless it fired (the default when none is asked for, and the most allowed).
+CAPACITY_WATCH_DEFAULT_HOURS = env.int("CAPACITY_WATCH_DEFAULT_HOURS", 24, validate=POSITIVE)
+CAPACITY_WATCH_MAX_HOURS = env.int("CAPACITY_WATCH_MAX_HOURS", 7 * 24, validate=POSITIVE)
+if CAPACITY_WATCH_DEFAULT_HOURS > CAPACITY_WATCH_MAX_HOURS:
+    raise ImproperlyConfigured(
+        f"CAPACITY_WATCH_DEFAULT_HOURS ({CAPACITY_WATCH_DEFAULT_HOURS}) must not exceed CAPACITY_WATCH_MAX_HOURS "
+        f"({CAPACITY_WATCH_MAX_HOURS})."
+    )
+CELERY_TASK_ROUTES["presets.tasks.watches_scan"] = {"queue": HOUSEKEEPING_QUEUE}
+CELERY_TASK_ROUTES["presets.tasks.watch_demand_signal"] = {"queue": HOUSEKEEPING_QUEUE}
+CELERY_BEAT_SCHEDULE["capacity-watches"] = {
+    "task": "presets.tasks.watches_scan",
+    "schedule": CAPACITY_WATCH_SCAN_SECONDS,
+}

@@ -28,4 +28,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("ops/", include("ops.urls")),
     path("", include("billing.urls")),  # usage, teams and budgets, invitations (namespace "billing")
+    path("", include("presets.urls")),  # presets, "Rent again" and capacity watches (namespace "presets")
 ]

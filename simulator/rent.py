@@ -128,7 +128,7 @@ def _resolve_nodes(state: State, uuids: list[str], *, gpu_count: Any) -> list[tu
             f"mixed fabrics: the nodes are on {len(fabric_ids)} fabrics; a cluster must be on one fabric",
         )
     for _, node in nodes:
-        if node["id"] in state.rented:
+        if node["id"] in state.rented or node["id"] in state.config["taken_executors"]:
             raise ApiError(
                 409,
                 "executor_not_available",

@@ -31,6 +31,8 @@ CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "refuse_key_executors": (list,),
     "stalled_executors": (list,),
     "broken_executors": (list,),
+    # Nodes someone else holds (outside the dashboard): hidden from the offers and refused when rented.
+    "taken_executors": (list,),
 }
 EXECUTOR_LISTS = tuple(name for name in CONFIG_TYPES if name.endswith("_executors"))
 

@@ -80,6 +80,7 @@ class State:
                 "refuse_key_executors": [],
                 "stalled_executors": [],
                 "broken_executors": [],
+                "taken_executors": [],  # held by someone else: not offered, not rentable (POST /_sim/config)
             }
             self.accounts, creds = build_accounts()
             self.creds_by_secret = {c["secret"]: c for c in creds}
@@ -110,6 +111,7 @@ class State:
             # Executors marked slow (POST /_sim/slow-executors): id -> extra start seconds and warning message.
             self.slow_executors: dict[str, dict[str, Any]] = {}
             self.next_port = 40000
+            self.machine_requests: list[dict[str, Any]] = []  # POST /machine-requests, per account
             if self.ssh_farm is not None:
                 self.ssh_farm.close_all()
 
@@ -175,7 +177,8 @@ class State:
             self.refresh()
             out = []
             for fab in self.fabrics:
-                free = [copy.deepcopy(n) for n in fab["nodes"] if n["id"] not in self.rented]
+                taken = set(self.config["taken_executors"])
+                free = [copy.deepcopy(n) for n in fab["nodes"] if n["id"] not in self.rented and n["id"] not in taken]
                 out.append(
                     {
                         "fabric_id": fab["fabric_id"],

@@ -58,6 +58,7 @@ from rentals.upstream import (
     parse_offers,
     parse_pods,
     parse_repair,
+    parse_requests,
 )
 from rentals.upstream.parse import Account, Features, Unparseable
 from rentals.upstream.parse_billing import Statement
@@ -66,6 +67,7 @@ from rentals.upstream.parse_events import AccountEvent
 from rentals.upstream.parse_offers import Fabric, TemplateRow
 from rentals.upstream.parse_pods import DeleteResult, PodEvent, PodRow
 from rentals.upstream.parse_repair import ResetStatus
+from rentals.upstream.parse_requests import MachineRequestAnswer
 
 MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}
@@ -611,6 +613,19 @@ class LiumClient:
         params = {"limit": str(limit), **({"since": since} if since else {})}
         return self._read(
             "GET", "/users/me/events", parse_events.account_event_listing, body_max=LISTING_BODY_MAX, params=params
+        )
+
+    def machine_request(self, *, machine_name: str, gpu_count: int | None = None) -> MachineRequestAnswer:
+        """Tell Lium that machines of this kind are wanted (`POST /machine-requests`): a demand signal, not an order."""
+        wanted: dict[str, Any] = {"machine_name": machine_name}
+        if gpu_count is not None:
+            wanted["gpu_count"] = gpu_count
+        return self._read(
+            "POST",
+            "/machine-requests",
+            parse_requests.machine_request_answer,
+            content=json.dumps(wanted).encode(),
+            headers={"Content-Type": "application/json"},
         )
 
     def rent_cluster(self, *, body: bytes, idempotency_key: str, customer_ref: str | None) -> RentResult:

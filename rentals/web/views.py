@@ -30,6 +30,7 @@ from rentals.upstream import UpstreamError
 from rentals.upstream.parse_offers import Fabric
 from rentals.web import progress
 from rentals.web.forms import RentForm
+from rentals.web.prefill import rent_prefill_initial
 from rentals.web.summary import rent_summary_build
 
 
@@ -137,13 +138,17 @@ def rent(request: HttpRequest) -> HttpResponse:
         "may_set_customer_ref": is_operator(request.user),
         "saved_keys": list(SshPublicKey.objects.filter(user_id=request.user.pk or 0)),
     }
+    note = ""
     if request.method == "POST":
         form = RentForm(request.POST, **form_kwargs)
         if form.is_valid() and (rental := _rent_submit(request, form, offer)) is not None:
             return redirect("rentals:rental_detail", public_id=rental.public_id)
     else:
-        form = RentForm(initial=_cheapest_initial(request, offer.fabric), **form_kwargs)
+        prefilled = rent_prefill_initial(request, offer.fabric)
+        form = RentForm(initial={**_cheapest_initial(request, offer.fabric), **prefilled}, **form_kwargs)
+        note = prefilled.get("note", "")
     context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "customers": customers}
+    context["prefill_note"] = note
     context["renting_off_since"] = lium_switch.cluster_renting_off_since(credential=offer.credential)
     summary = rent_summary_build(
         offer.fabric, form, credential=offer.credential, template_id=form["template_id"].value()

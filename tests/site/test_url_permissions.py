@@ -11,11 +11,13 @@ from collections.abc import Mapping
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from accounts.models import SshPublicKey
 from api.keys import api_key_create
 from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
+from presets.models import CapacityWatch, Preset
 from rentals.models import ClusterMember, Rental
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
@@ -125,6 +127,21 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "billing:invite_accept": {(ANON, "GET"): 410, (ALICE, "GET"): 410, (BOB, "POST"): 410},
     "billing:budgets": STAFF_PAGE,
     "api-v1:usage": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (BOB, "GET"): 200, (SAM, "GET"): 200},
+    # Presets and capacity watches: shared within Acme (alice's); support reads the lists and changes nothing.
+    # Using a preset or renting again reads offers (none at lium.invalid): back to the fabrics page.
+    "presets:preset_list": {**MEMBER_PAGE, (BOB, "GET"): 200, (SAM, "POST"): 403, (ALICE, "POST"): 200},
+    "presets:preset_from_rent_form": {(ANON, "POST"): LOGIN, (SAM, "POST"): 403, (ALICE, "GET"): 405},
+    "presets:preset_use": {(ANON, "GET"): LOGIN, (BOB, "GET"): 404, (SAM, "GET"): 404, (ALICE, "GET"): 302},
+    "presets:preset_delete": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404, (SAM, "POST"): 404},
+    "presets:rental_rent_again": {(ANON, "GET"): LOGIN, (BOB, "GET"): 404, (SAM, "GET"): 403, (ALICE, "GET"): 302},
+    "presets:watch_list": {**MEMBER_PAGE, (BOB, "GET"): 200, (SAM, "POST"): 403, (ALICE, "POST"): 200},
+    "presets:watch_cancel": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404, (SAM, "POST"): 404, (ALICE, "POST"): 302},
+    "api-v1:preset_list": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (BOB, "GET"): 200, (SAM, "GET"): 200},
+    "api-v1:preset_create": {(ANON, "POST"): 401, (SAM, "POST"): 403, (ALICE, "POST"): 422},
+    "api-v1:preset_delete": {(ANON, "GET"): 405},
+    "api-v1:watch_list": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (SAM, "GET"): 200},
+    "api-v1:watch_create": {(ANON, "POST"): 401, (SAM, "POST"): 403, (ALICE, "POST"): 422},
+    "api-v1:watch_cancel": {(ANON, "GET"): 405},
 }
 
 
@@ -179,6 +196,10 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
         "users": {ALICE: alice, BOB: bob, SAM: sam, OLGA: olga},
         "invitation": invitation,
         "carol_membership": carol.memberships.get(),
+        "preset": Preset.objects.create(
+            customer=rental.customer, name="p", node_count=2, pod_name="job", ssh_public_keys=SSH_KEY
+        ),
+        "watch": CapacityWatch.objects.create(customer=rental.customer, node_count=2, expires_at=timezone.now()),
     }
 
 
@@ -246,6 +267,12 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "billing:member_remove": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:member_admin": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:invite_landing": {"token": world["invitation"].token},
+        "presets:preset_use": {"preset_id": world["preset"].pk},
+        "presets:preset_delete": {"preset_id": world["preset"].pk},
+        "presets:rental_rent_again": {"public_id": public_id},
+        "presets:watch_cancel": {"watch_id": world["watch"].pk},
+        "api-v1:preset_delete": {"preset_id": world["preset"].pk},
+        "api-v1:watch_cancel": {"watch_id": world["watch"].pk},
     }.get(name)
     if name == "api-v1:api-not-found":
         return "/api/v1/no/such/thing"
