@@ -40,6 +40,9 @@ class Rental(models.Model):
     next_attempt_at = models.DateTimeField(null=True, blank=True)
     # A scheduled start (`scheduled` until then; `rentals/scheduled.py` sends it at this time). None: at once.
     start_at = models.DateTimeField(null=True, blank=True)
+    # A scheduled start from a preset: its cheapest matching nodes are picked again at `start_at` (the presets app
+    # answers `rentals.signals.scheduled_nodes_picking`). An id, not a key: rentals never depend on presets.
+    preset_id = models.PositiveIntegerField(null=True, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
     lease_token = models.UUIDField(null=True, blank=True, editable=False)
     first_sent_at = models.DateTimeField(null=True, blank=True)

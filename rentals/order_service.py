@@ -48,6 +48,7 @@ class OrderChoice:
     options: dict[str, Any] = field(default_factory=dict)  # the rest of `RentOrder` (ports, hours, switches)
     verify_fabric: bool | None = None  # None: the customer's default (`Customer.verify_fabric_default`)
     start_at: datetime | None = None  # a scheduled start (`rentals.scheduled`); None: send it now
+    preset_id: int | None = None  # with start_at: the preset whose nodes are picked again at that time
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class OrderChecked:
     estimated_ready_seconds: int | None = None  # Lium's estimate for these nodes (None: unknown), kept on the rental
     check: CheckPlan | None = None  # a verified order's check key (its public line is in the order) and link rate
     start_at: datetime | None = None  # checked: in the future, at most SCHEDULE_MAX_DAYS ahead, in UTC
+    preset_id: int | None = None
 
 
 def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = None) -> OrderChecked:
@@ -137,6 +139,7 @@ def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = N
         estimated_ready_seconds=estimate.seconds if estimate else None,
         check=check,
         start_at=start_at,
+        preset_id=choice.preset_id if start_at is not None else None,
     )
 
 
@@ -156,6 +159,7 @@ def order_save(*, user: User, checked: OrderChecked, submit_token: uuid.UUID | N
             estimated_ready_seconds=checked.estimated_ready_seconds,
             check=checked.check,
             start_at=checked.start_at,
+            preset_id=checked.preset_id,
         )
     except ValidationError as exc:
         details = getattr(exc, "details", None)  # billing's QuotaExceeded names the quota and the usage

@@ -42,6 +42,7 @@ def rental_submit(
     estimated_ready_seconds: int | None = None,
     check: CheckPlan | None = None,
     start_at: datetime | None = None,
+    preset_id: int | None = None,
 ) -> Rental:
     """Create the rental row (key, bytes, hash) and enqueue its first attempt once the row is committed; with
     `start_at` (checked: `rentals.scheduled.start_at_check`) it waits `scheduled` until then instead.
@@ -67,6 +68,7 @@ def rental_submit(
                 submit_token=submit_token,
                 estimated_ready_seconds=estimated_ready_seconds,
                 start_at=start_at,
+                preset_id=preset_id,
             )
             if check is not None:
                 fabric_check_create(rental=rental, plan=check)
@@ -116,6 +118,7 @@ def _rental_create(
     submit_token: uuid.UUID | None,
     estimated_ready_seconds: int | None = None,
     start_at: datetime | None = None,
+    preset_id: int | None = None,
 ) -> Rental:
     """Save the rental with its nodes, a fresh idempotency key and the body it will send, and its first event."""
     body = request_body_build(order)
@@ -123,6 +126,7 @@ def _rental_create(
     rental = Rental.objects.create(
         status=status,
         start_at=start_at,
+        preset_id=preset_id,
         created_by=user if user is not None and user.is_authenticated else None,
         customer=customer,
         credential=credential,

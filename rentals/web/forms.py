@@ -84,6 +84,8 @@ class RentForm(forms.Form):
         help_text="Optional: order now, send it then (at most 30 days ahead). Its nodes are checked again at that "
         "time, with your budget and quotas; empty sends it now.",
     )
+    # Opened from a preset: with a start time, the preset's cheapest matching nodes are picked again at that time.
+    preset_id = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     # The seed's remaining fields, under "Advanced".
     volume_id = forms.UUIDField(label="Volume id", required=False)
     backup_log_id = forms.UUIDField(label="Restore from backup id", required=False)
@@ -172,6 +174,7 @@ class RentForm(forms.Form):
             public_keys=data["all_public_keys"],
             verify_fabric=data.get("verify_fabric", False),
             start_at=data.get("start_at"),
+            preset_id=data.get("preset_id"),
             options={
                 "initial_port_count": data.get("initial_port_count"),
                 "termination_hours": data.get("termination_hours"),

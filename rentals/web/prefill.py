@@ -26,6 +26,7 @@ FIELDS = (
     "termination_hours",
     "enable_jupyter",
     "ssh_public_keys",
+    "preset_id",
     "note",
 )
 

@@ -240,3 +240,90 @@ def test_the_rent_form_refuses_a_start_in_the_past(nodes, clock, alice, acme, cl
     assert "Give a start time in the future." in page
     assert not Rental.objects.exists()
     assert Decimal(0) == customer_hourly_spend(customer=acme)
+
+
+# --- From a preset: its cheapest matching nodes are picked again at its time (presets.matching) -------------------
+
+
+@pytest.fixture
+def preset(acme, alice):  # type: ignore[no-untyped-def]
+    from presets.models import Preset
+
+    return Preset.objects.create(
+        customer=acme,
+        created_by=alice,
+        name="two h100",
+        gpu_type="H100",
+        node_count=2,
+        pod_name="from-preset",
+        ssh_public_keys=SSH_KEY,
+    )
+
+
+def rent_form_from(client, preset, start_at: str) -> dict:  # type: ignore[no-untyped-def]
+    """Open the rent form from the preset (its cheapest matching nodes now) and fill in a start time."""
+    opened = client.get(f"/presets/{preset.pk}/use/")
+    html = client.get(opened["Location"]).content.decode()
+    assert f'name="preset_id" value="{preset.pk}"' in html
+    return {
+        "fabric": FABRIC,
+        "customer": preset.customer_id,
+        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),  # type: ignore[union-attr]
+        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),  # type: ignore[union-attr]
+        "executor_ids": re.findall(r'name="executor_ids" value="([^"]+)"[^>]*checked', html),
+        "pod_name": "from-preset",
+        "ssh_public_keys": SSH_KEY,
+        "preset_id": preset.pk,
+        "start_at": start_at,
+    }
+
+
+def test_a_scheduled_preset_picks_the_cheapest_matching_nodes_at_its_time(
+    scan, nodes, clock, enqueued, alice, preset, client_for
+) -> None:
+    client = client_for(alice)
+    form = rent_form_from(client, preset, (clock.now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M"))
+    assert sorted(form["executor_ids"]) == ["n-1", "n-2"], "the two cheapest now"
+    assert client.post(f"/rent/?fabric={FABRIC}", form).status_code == 302
+    rental = Rental.objects.get()
+    assert (rental.status, rental.preset_id) == ("scheduled", preset.pk)
+    key = rental.idempotency_key
+
+    del nodes[1]  # n-2 rented by someone else; a cheaper node appears
+    nodes.append(node("n-9", "1.00"))
+    clock.advance(hours=1)
+    assert scan()["sent"] == 1
+    rental.refresh_from_db()
+    assert rental.status == "queued"
+    assert sorted(rental.executor_ids) == ["n-1", "n-9"]
+    assert b'"executor_uuids":["n-9","n-1"]' in bytes(rental.request_body)
+    assert sorted(rental.nodes.values_list("executor_id", flat=True)) == ["n-1", "n-9"]
+    assert rental.price_per_hour == Decimal("24.00")  # 8 GPUs x ($1.00 + $2.00)
+    assert rental.idempotency_key == key, "one key per rental, made at submit"
+    assert sends(enqueued) == [(rental.pk,)]
+
+
+def test_a_scheduled_preset_with_nothing_matching_at_its_time_ends_refused(
+    scan, nodes, clock, alice, preset, client_for
+) -> None:
+    client = client_for(alice)
+    form = rent_form_from(client, preset, (clock.now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M"))
+    client.post(f"/rent/?fabric={FABRIC}", form)
+    del nodes[:3]  # one H100 node left: the preset asks for two
+    clock.advance(hours=1)
+    assert scan()["refused"] == 1
+    rental = Rental.objects.get()
+    assert (rental.status, rental.error_code) == ("refused", "scheduled_no_matching_nodes")
+    assert "No fabric offers" in rental.error_message
+
+
+def test_a_preset_deleted_before_its_time_refuses_it_saying_so(scan, nodes, clock, alice, preset, client_for) -> None:
+    client = client_for(alice)
+    client.post(
+        f"/rent/?fabric={FABRIC}",
+        rent_form_from(client, preset, (clock.now + timedelta(hours=1)).strftime("%Y-%m-%dT%H:%M")),
+    )
+    preset.delete()
+    clock.advance(hours=1)
+    assert scan()["refused"] == 1
+    assert "Its preset was deleted." in Rental.objects.get().error_message
