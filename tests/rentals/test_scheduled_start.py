@@ -327,3 +327,33 @@ def test_a_preset_deleted_before_its_time_refuses_it_saying_so(scan, nodes, cloc
     clock.advance(hours=1)
     assert scan()["refused"] == 1
     assert "Its preset was deleted." in Rental.objects.get().error_message
+
+
+def test_the_api_moves_a_scheduled_start_and_cancels_it(scan, nodes, api, clock, alice, bob, sam) -> None:
+    rental_id = api(iso(clock.now + timedelta(hours=1))).json()["id"]
+
+    def call(user, action: str, body: dict | None = None):  # type: ignore[no-untyped-def]
+        key = api_key_create(user=user, name=f"k-{action}", scopes=["read", "manage"])[1]
+        return Client().post(
+            f"/api/v1/rentals/{rental_id}/{action}",
+            body or {},
+            content_type="application/json",
+            headers={"X-API-Key": key},
+        )
+
+    moved = call(alice, "start", {"start_at": iso(clock.now + timedelta(hours=5))})
+    assert moved.status_code == 200 and moved.json()["start_at"].startswith(
+        f"{clock.now + timedelta(hours=5):%Y-%m-%dT%H:%M}"
+    )
+    naive = call(alice, "start", {"start_at": "2030-06-01T09:00:00"})
+    assert (naive.status_code, naive.json()["error"]["code"]) == (422, "invalid_start_at")
+    assert "with its timezone" in naive.json()["error"]["message"]
+    assert call(bob, "start", {"start_at": iso(clock.now + timedelta(hours=2))}).status_code == 404
+    clock.advance(hours=1)
+    assert scan()["sent"] == 0, "not at the old time"
+
+    cancelled = call(alice, "cancel")
+    assert (cancelled.status_code, cancelled.json()["status"]) == (200, "cancelled")
+    assert call(alice, "cancel").status_code == 409
+    again = call(alice, "start", {"start_at": iso(clock.now + timedelta(hours=2))})
+    assert (again.status_code, again.json()["error"]["code"]) == (409, "not_scheduled")

@@ -93,6 +93,8 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "api-v1:rental_create": {(ANON, "POST"): 401, (SAM, "POST"): 403},
     "api-v1:rental_get": API_READ,
     "api-v1:rental_terminate": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
+    "api-v1:rental_start_set": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 422},
+    "api-v1:rental_cancel": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
     # `{}` names neither hours nor a time: 422. DELETE (cancel) shares the path; tests/api covers it.
     "api-v1:rental_removal_set": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 422},
     "api-v1:rental_removal_cancel": {(ANON, "GET"): 405, (ALICE, "GET"): 405},
@@ -225,6 +227,8 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
     kwargs = {
         "rentals:rental_env_file": {"public_id": public_id, "rank": 0},
         "api-v1:rental_removal_set": {"rental_id": public_id},
+        "api-v1:rental_start_set": {"rental_id": public_id},
+        "api-v1:rental_cancel": {"rental_id": public_id},
         "api-v1:rental_removal_cancel": {"rental_id": public_id},
         "rentals:member_reboot": {"public_id": public_id, "rank": 0},
         "rentals:member_reset_gpu": {"public_id": public_id, "rank": 0},
