@@ -78,6 +78,8 @@ class Customer(models.Model):
     default_credential = models.ForeignKey(
         UpstreamCredential, null=True, blank=True, on_delete=models.PROTECT, related_name="customers"
     )
+    # Moved to billing.CustomerQuota.max_hourly_usd (billing 0004 copied it); nothing reads it any more. Dropping
+    # the column needs an accounts migration, which the quota branch could not number.
     hourly_spend_cap_usd = models.DecimalField(
         max_digits=12,
         decimal_places=2,

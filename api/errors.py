@@ -51,6 +51,7 @@ class ApiError(Exception):
         hint: str = "",
         validation_errors: list[dict[str, str]] | None = None,
         headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -59,6 +60,7 @@ class ApiError(Exception):
         self.hint = hint
         self.validation_errors = validation_errors
         self.headers = headers or {}
+        self.details = details or {}  # more about the error, beside code and message (a quota and its usage)
 
 
 def request_id(request: HttpRequest) -> str:
@@ -77,6 +79,7 @@ def envelope(request: HttpRequest, error: ApiError) -> dict[str, Any]:
             "message": error.message,
             "hint": error.hint,
             "request_id": request_id(request),
+            **error.details,
         },
         "message": error.message,
         "status_code": error.status,

@@ -13,6 +13,7 @@ urlpatterns = [
     path("customers/<int:customer_id>/team/members/<int:pk>/remove/", views.member_remove, name="member_remove"),
     path("customers/<int:customer_id>/team/members/<int:pk>/admin/", views.member_admin, name="member_admin"),
     path("customers/<int:customer_id>/budget/", views.budget_set, name="budget_set"),
+    path("customers/<int:customer_id>/quotas/", views.quota_set, name="quota_set"),
     path("invite/", views.invite_accept, name="invite_accept"),
     path("invite/<str:token>/", views.invite_landing, name="invite_landing"),
     path("billing/budgets/", views.budgets, name="budgets"),

@@ -56,6 +56,11 @@ POD_POLL_MIN_INTERVAL_SECONDS = env.float("POD_POLL_MIN_INTERVAL_SECONDS", 3, va
 # A pod listing longer than this is refused whole (and raises an operator alert); it is read as it streams in.
 POD_LISTING_MAX_PODS = env.int("POD_LISTING_MAX_PODS", 100_000, validate=POSITIVE)
 SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
+# Scheduled starts: how far ahead a rental may be ordered, and how often beat sends the due ones (rentals.scheduled).
+SCHEDULE_MAX_DAYS = env.int("SCHEDULE_MAX_DAYS", 30, validate=Range(min=1, max=365))
+SCHEDULE_SCAN_INTERVAL_SECONDS = env.float(
+    "SCHEDULE_SCAN_INTERVAL_SECONDS", 15, validate=Range(min=0, min_inclusive=False)
+)
 # A `rented` rental whose members have not appeared after this long needs attention (and may be reconciled).
 RENT_MEMBERS_GRACE_SECONDS = env.int("RENT_MEMBERS_GRACE_SECONDS", 600, validate=POSITIVE)
 # While DELETE /clusters/{id} fails, one retry chain per rental backs off from the base to the cap.
@@ -144,6 +149,7 @@ CELERY_TASK_ROUTES = {
     "rentals.tasks.member_repair_send": {"queue": TRACKING_QUEUE},
     "rentals.tasks.member_reset_gpu_poll": {"queue": TRACKING_QUEUE},
     "rentals.tasks.cluster_switch_read": {"queue": HOUSEKEEPING_QUEUE},
+    "rentals.tasks.scheduled_rentals_send": {"queue": HOUSEKEEPING_QUEUE},
     "ops.tasks.pod_events_follow_all": {"queue": HOUSEKEEPING_QUEUE},
     "ops.tasks.credential_events_follow": {"queue": TRACKING_QUEUE},
     "billing.tasks.budgets_scan": {"queue": HOUSEKEEPING_QUEUE},
@@ -158,6 +164,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sweep-rentals": {"task": "rentals.tasks.rentals_sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+    "scheduled-rentals": {"task": "rentals.tasks.scheduled_rentals_send", "schedule": SCHEDULE_SCAN_INTERVAL_SECONDS},
     # SQLite keeps no planner statistics by itself (a no-op on PostgreSQL); see rentals.tasks.sqlite_analyze.
     "sqlite-analyze": {"task": "rentals.tasks.sqlite_analyze", "schedule": 3600.0},
     "lium-switch-read": {"task": "rentals.tasks.cluster_switch_read", "schedule": float(LIUM_SWITCH_READ_SECONDS)},

@@ -35,6 +35,7 @@ def preset_start(preset: Preset) -> RentStart:
         "termination_hours": preset.termination_hours,
         "enable_jupyter": preset.enable_jupyter,
         "ssh_public_keys": preset.ssh_public_keys,
+        "preset_id": preset.pk,  # a scheduled start picks this preset's nodes again at its time
     }
     note = (
         f"From preset '{preset.name}': the {len(pick.nodes)} cheapest matching nodes, ${pick.price_per_hour:.2f}/hour."

@@ -17,6 +17,7 @@ from rentals.upstream.parse_offers import Fabric, Node
 
 if TYPE_CHECKING:
     from presets.models import Preset
+    from rentals.models import Rental
 
 
 def preset_nodes_pick(preset: Preset, offers: OfferListing | None = None) -> tuple[NodePick | None, str]:
@@ -30,6 +31,25 @@ def preset_nodes_pick(preset: Preset, offers: OfferListing | None = None) -> tup
         if listing is None:
             return None, reason
     return nodes_pick(preset.want, listing)
+
+
+def scheduled_nodes_receiver(
+    sender: object, *, rental: Rental, listing: OfferListing, **kwargs: object
+) -> tuple[str, list[str]] | str | None:
+    """Answer `rentals.signals.scheduled_nodes_picking`: the preset's cheapest fitting nodes now, or why none.
+
+    Only the rental's own customer's preset counts (the id came with the order)."""
+    from presets.models import Preset
+
+    if rental.preset_id is None:
+        return None
+    preset = Preset.objects.filter(pk=rental.preset_id, customer_id=rental.customer_id).first()
+    if preset is None:
+        return "Its preset was deleted."
+    pick, reason = preset_nodes_pick(preset, offers=listing)
+    if pick is None:
+        return reason
+    return pick.fabric.fabric_id, pick.executor_ids
 
 
 def listing_for_customer(customer: object) -> tuple[OfferListing | None, str]:

@@ -29,6 +29,7 @@ FIELDS = (
     "enable_backups",
     "verify_fabric",
     "ssh_public_keys",
+    "preset_id",
     "note",
 )
 

@@ -147,12 +147,7 @@ def rent(request: HttpRequest) -> HttpResponse:
         prefilled = rent_prefill_initial(request, offer.fabric)
         form = RentForm(initial={**_cheapest_initial(request, offer.fabric), **prefilled}, **form_kwargs)
         note = prefilled.get("note", "")
-    spend = [
-        {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
-        for customer in customers
-        if customer.hourly_spend_cap_usd is not None
-    ]
-    context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "spend": spend, "customers": customers}
+    context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "customers": customers}
     context["prefill_note"] = note
     context["renting_off_since"] = lium_switch.cluster_renting_off_since(credential=offer.credential)
     summary = rent_summary_build(
@@ -185,7 +180,8 @@ def _rent_submit(request: HttpRequest, form: RentForm, offer: OrderOffer) -> Ren
     except OrderRefused as refused:
         form.add_error(refused.field if refused.field in form.fields else None, refused.message)
         return None
-    offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
+    if rental.start_at is None:  # a scheduled rental's nodes stay free for others until its time
+        offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
     return rental
 
 
@@ -273,11 +269,9 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     }
     if request.GET.get("fragment") == "rows":
         return render(request, "rentals/rental_list.html#rows", context)
-    context["spend"] = [
-        {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
-        for customer in selectors.customer_list_for_user(user=request.user)
-        if customer.hourly_spend_cap_usd is not None and not is_staff_reader(request.user)
-    ]
+    # Each of the member's customers shows what is left of its quotas (billing's `quota_left` tag); staff none.
+    staff = is_staff_reader(request.user)
+    context["quota_customers"] = [] if staff else list(selectors.customer_list_for_user(user=request.user))
     return render(request, "rentals/rental_list.html", context)
 
 

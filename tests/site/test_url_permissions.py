@@ -55,6 +55,7 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "rentals:rental_progress": RENTAL_READ,
     "rentals:rental_terminate": {**RENTAL_WRITE, (BOB, "GET"): 404, (SAM, "GET"): 403},
     "rentals:rental_cancel": RENTAL_WRITE,
+    "rentals:rental_reschedule": RENTAL_WRITE,
     "rentals:rental_schedule_removal": RENTAL_WRITE,
     "rentals:rental_cancel_removal": RENTAL_WRITE,
     # Member repair: a confirm page (GET), then the click (POST; `{}` has no click token: back to the rental page).
@@ -92,6 +93,8 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "api-v1:rental_create": {(ANON, "POST"): 401, (SAM, "POST"): 403},
     "api-v1:rental_get": API_READ,
     "api-v1:rental_terminate": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
+    "api-v1:rental_start_set": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 422},
+    "api-v1:rental_cancel": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
     # `{}` names neither hours nor a time: 422. DELETE (cancel) shares the path; tests/api covers it.
     "api-v1:rental_removal_set": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 422},
     "api-v1:rental_removal_cancel": {(ANON, "GET"): 405, (ALICE, "GET"): 405},
@@ -121,6 +124,7 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "billing:member_remove": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:member_admin": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:budget_set": {**TEAM_WRITE, (OLGA, "POST"): 302},
+    "billing:quota_set": {**TEAM_WRITE, (OLGA, "POST"): 302},
     # The link lands on invite_landing (token kept in the session) and goes on to invite_accept, whose URL has none:
     # opened without a landing first, it says so.
     "billing:invite_landing": {(ANON, "GET"): 302, (ALICE, "GET"): 302, (BOB, "POST"): 302},
@@ -223,6 +227,8 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
     kwargs = {
         "rentals:rental_env_file": {"public_id": public_id, "rank": 0},
         "api-v1:rental_removal_set": {"rental_id": public_id},
+        "api-v1:rental_start_set": {"rental_id": public_id},
+        "api-v1:rental_cancel": {"rental_id": public_id},
         "api-v1:rental_removal_cancel": {"rental_id": public_id},
         "rentals:member_reboot": {"public_id": public_id, "rank": 0},
         "rentals:member_reset_gpu": {"public_id": public_id, "rank": 0},
@@ -249,6 +255,7 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "rentals:rental_progress",
         "rentals:rental_terminate",
         "rentals:rental_cancel",
+        "rentals:rental_reschedule",
         "rentals:rental_schedule_removal",
         "rentals:rental_cancel_removal",
         "rentals:rental_check_keep",
@@ -262,6 +269,7 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "billing:team": {"customer_id": customer_id},
         "billing:invite_create": {"customer_id": customer_id},
         "billing:budget_set": {"customer_id": customer_id},
+        "billing:quota_set": {"customer_id": customer_id},
         "rentals:customer_removal_policy": {"customer_id": customer_id},
         "billing:invite_revoke": {"customer_id": customer_id, "pk": world["invitation"].invitation.pk},
         "billing:member_remove": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
