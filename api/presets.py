@@ -18,6 +18,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
+from accounts.audit import support_read_record
 from accounts.models import Customer
 from api.auth import require_scope, require_writer
 from api.bodies import json_body
@@ -215,6 +216,7 @@ def preset_list(request: HttpRequest) -> HttpResponse:
     """The presets of your customers."""
     require_scope(request, "read")
     presets = list(selectors.preset_list_for_user(user=request.user)[:500])
+    support_read_record(user=request.user, customer_ids={p.customer_id for p in presets}, what="presets (API)")
     return json_response({"items": [preset_dict(preset) for preset in presets]})
 
 
@@ -267,6 +269,7 @@ def watch_list(request: HttpRequest) -> HttpResponse:
     """Your customers' watches, newest first (the latest 500)."""
     require_scope(request, "read")
     watches = list(selectors.watch_list_for_user(user=request.user)[:500])
+    support_read_record(user=request.user, customer_ids={w.customer_id for w in watches}, what="watches (API)")
     return json_response({"items": [watch_dict(watch) for watch in watches]})
 
 

@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.audit import support_read_record
 from accounts.models import Customer, SshPublicKey
 from accounts.users import request_user
 from presets import again, selectors, services
@@ -48,6 +49,7 @@ def _renting_customers(request: HttpRequest) -> list[Customer]:
 def preset_list(request: HttpRequest) -> HttpResponse:
     """The customer's presets (shared by its members), and a form to save one."""
     presets = list(selectors.preset_list_for_user(user=request.user))
+    support_read_record(user=request.user, customer_ids={p.customer_id for p in presets}, what="presets")
     customers = list(customer_list_for_renting(user=request.user))
     form = None
     if customers:

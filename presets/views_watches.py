@@ -13,6 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.audit import support_read_record
 from accounts.models import Customer
 from accounts.users import request_user
 from presets import selectors, watching
@@ -85,6 +86,7 @@ def watch_list(request: HttpRequest) -> HttpResponse:
             )
             return redirect("presets:watch_list")
     watches = list(selectors.watch_list_for_user(user=request.user)[:WATCHES_SHOWN])
+    support_read_record(user=request.user, customer_ids={w.customer_id for w in watches}, what="watches")
     return render(request, "presets/watches.html", {"form": form, "watches": watches})
 
 

@@ -13,6 +13,7 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import connection
 
+from billing.quotas import quota_set_by_operator
 from notifications import events as ev
 from notifications.models import EmailPreference, Event
 from presets import watching
@@ -114,11 +115,10 @@ def test_an_auto_renting_watch_rents_exactly_once_when_two_scans_race(  # type: 
     assert watching.watches_scan() == 0 and Rental.objects.count() == 1
 
 
-def test_an_auto_rent_refused_by_the_spend_cap_ends_failed_and_says_why(  # type: ignore[no-untyped-def]
+def test_an_auto_rent_refused_by_a_quota_ends_failed_and_says_why(  # type: ignore[no-untyped-def]
     simulator: Simulator, acme, alice, make_preset, subscribed, enqueued
 ) -> None:
-    acme.hourly_spend_cap_usd = Decimal(1)
-    acme.save()
+    quota_set_by_operator(customer=acme, max_gpus=None, max_clusters=None, max_hourly_usd=Decimal(1))
     watch = _watch(acme, alice, preset=make_preset(), auto_rent=True)
     assert watching.watches_scan() == 1
     watch.refresh_from_db()

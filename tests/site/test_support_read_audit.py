@@ -66,6 +66,8 @@ def markers(data) -> dict[str, str]:  # type: ignore[no-untyped-def]
         "webhook endpoint": data["endpoint"].url,
         "webhook delivery": str(data["delivery"].event_id),
         "teammate": "carol",
+        "preset": data["preset"].name,
+        "watch": data["watch"].gpu_type,
     }
 
 

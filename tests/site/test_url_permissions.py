@@ -190,7 +190,7 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
         user.username: api_key_create(user=user, name="k", scopes=["read", "rent", "manage"])
         for user in (alice, bob, sam, olga)
     }
-    return {
+    data = {
         "rental": rental,
         "ssh_key": ssh_key,
         "endpoint": endpoint,
@@ -201,10 +201,18 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
         "invitation": invitation,
         "carol_membership": carol.memberships.get(),
         "preset": Preset.objects.create(
-            customer=rental.customer, name="p", node_count=2, pod_name="job", ssh_public_keys=SSH_KEY
+            customer=rental.customer, name="acme-nightly", node_count=2, pod_name="job", ssh_public_keys=SSH_KEY
         ),
-        "watch": CapacityWatch.objects.create(customer=rental.customer, node_count=2, expires_at=timezone.now()),
     }
+    # The watch names Acme's preset, so its lists show Acme's data (tests/site/test_support_read_audit.py).
+    data["watch"] = CapacityWatch.objects.create(
+        customer=rental.customer,
+        node_count=2,
+        gpu_type="GB200-acme-watch",
+        expires_at=timezone.now(),
+        preset=data["preset"],
+    )
+    return data
 
 
 def add_members(rental: Rental) -> None:
