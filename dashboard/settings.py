@@ -71,6 +71,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "accounts.mfa_required.mfa_required_middleware",  # a user who must have two-factor enrols before anything else
     "accounts.htmx_sign_in.htmx_sign_in_middleware",  # a poll after sign-out loads the sign-in page
     "api.errors.request_id_middleware",  # the JSON API's X-Request-Id
     # Last, as django-axes requires: it turns a locked-out login into a clear "too many attempts" page.
@@ -183,6 +184,7 @@ MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")
 # them to enrol before anything else (`accounts.mfa_required`).
 MFA_REQUIRED_FOR_STAFF = env.bool("MFA_REQUIRED_FOR_STAFF", PRODUCTION)
 SOCIALACCOUNT_ONLY = False
+USERSESSIONS_ADAPTER = "accounts.user_sessions.DashboardUserSessionsAdapter"  # audits and e-mails each sign-out
 # A session is recorded at sign-in only: tracking every request would cost a write on each poll.
 USERSESSIONS_TRACK_ACTIVITY = False
 
