@@ -2,7 +2,7 @@
 the user about each (ACCOUNT_EMAIL_NOTIFICATIONS), and `accounts.user_sessions` about sessions ended.
 
 Connected in AccountsConfig.ready: allauth's signals for password, e-mail and two-factor changes, Django's
-user_logged_in for the two-factor enrolment rule (`accounts.two_factor`).
+user_logged_in for the two-factor enrolment rule (`accounts.two_factor`), a user's save for their e-mail.
 """
 
 from __future__ import annotations
@@ -10,8 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from allauth.account import signals as account_signals
+from allauth.account.models import EmailAddress
 from allauth.mfa import signals as mfa_signals
+from django.contrib.auth.models import User
 from django.contrib.auth.signals import user_logged_in
+from django.db.models.signals import post_save
 
 from accounts import two_factor
 from accounts.audit import account_change_record
@@ -55,6 +58,17 @@ def authenticator_changed(verb: str):  # type: ignore[no-untyped-def]
     return receiver
 
 
+def user_saved(*, instance: User, raw: bool = False, **_kwargs: Any) -> None:
+    """A user given an e-mail outside allauth (create_user, the admin, an invitation) gets it as their allauth
+    address, verified as the dashboard has always trusted it (notices go there): allauth treats an unverified
+    address as a change in progress, and a later change would drop it before the new one is confirmed."""
+    if raw or not instance.email or EmailAddress.objects.filter(user_id=instance.pk).exists():
+        return
+    if EmailAddress.objects.filter(email__iexact=instance.email).exists():
+        return  # someone else's address already: never two accounts on one address
+    EmailAddress.objects.create(user=instance, email=instance.email.lower(), primary=True, verified=True)
+
+
 def account_events_connect() -> None:
     """Connect the audit and two-factor receivers (AccountsConfig.ready)."""
     for signal, what in ACCOUNT_CHANGES.items():
@@ -70,3 +84,4 @@ def account_events_connect() -> None:
         signal.connect(authenticator_changed(verb), weak=False, dispatch_uid=f"account_change:authenticator {verb}")
     mfa_signals.authenticator_added.connect(two_factor.authenticator_added, dispatch_uid="two_factor:added")
     user_logged_in.connect(two_factor.signed_in, dispatch_uid="two_factor:signed_in")
+    post_save.connect(user_saved, sender=User, dispatch_uid="account_email:user_saved")
