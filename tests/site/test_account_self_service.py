@@ -8,6 +8,7 @@ import re
 
 import pytest
 from django.contrib.auth.models import User
+from django.core.management import call_command
 from django.test import Client
 
 from accounts.models import AccountChange
@@ -118,3 +119,11 @@ def test_a_password_change_is_audited_and_e_mailed(alice, mailoutbox) -> None:  
     assert User.objects.get(pk=alice.pk).check_password("another-long-passphrase-7")
     assert AccountChange.objects.filter(user=alice, what="changed their password").exists()
     assert any(m.to == ["alice@example.com"] and "Password Changed" in m.subject for m in mailoutbox)
+
+
+@pytest.mark.parametrize("login", ["alice", "bob", "sam", "olga", "admin", "alice@acme.example"])
+def test_the_demo_logins_sign_in_through_allauth(login: str, settings) -> None:  # type: ignore[no-untyped-def]
+    call_command("seed_demo")
+    call_command("seed_demo")  # run twice, as `make run` does at every start
+    response = Client().post("/accounts/login/", {"login": login, "password": settings.DEMO_PASSWORD})
+    assert response.status_code == 302 and response["Location"] == "/"
