@@ -69,6 +69,8 @@ def test_a_new_e_mail_is_confirmed_at_the_new_address_before_it_replaces_the_old
     assert confirm, "the confirmation goes to the new address"
     alice.refresh_from_db()
     assert alice.email == "alice@example.com", "unchanged until confirmed"
+    pending = client.get("/accounts/email/").content.decode()
+    assert "alice@acme.test" in pending and "style=" not in pending, "no inline style: the CSP would refuse it"
     link = link_in(confirm[0])
     client.post(link)
     alice.refresh_from_db()
