@@ -177,6 +177,9 @@ ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Lium clusters] "
 ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if PRODUCTION else "http"
 # Password guessing stays django-axes' (above: per username+address and per address, 15 minutes), so allauth's
 # own login limits are off; "login_failed" then only counts wrong two-factor codes: 5 per user per 15 minutes.
+# A sensitive change (adding an authenticator, an e-mail) asks again for the password or a two-factor code, never
+# a code e-mailed to the address the change may be about.
+ACCOUNT_REAUTHENTICATION_METHODS = ("password", "mfa")
 ACCOUNT_RATE_LIMITS = {"login": None, "login_failed": "5/15m/key"}
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
 MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")

@@ -46,9 +46,9 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "account_inactive": {(ANON, "GET"): 200},
     "account_signup": {(ANON, "GET"): 200, (ANON, "POST"): 200},  # "sign-up is closed"
     "account_reauthenticate": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
-    # No sign-in by e-mailed code here: back to the password re-authentication.
-    "account_request_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302},
-    "account_confirm_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302},
+    # Re-authentication is by password or two-factor, never a code e-mailed (ACCOUNT_REAUTHENTICATION_METHODS).
+    "account_request_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 403},
+    "account_confirm_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 403},
     "account_email": {**MEMBER_PAGE, (BOB, "GET"): 200},
     "account_email_verification_sent": {(ANON, "GET"): 200},
     "account_confirm_email": {(ANON, "GET"): 200, (ALICE, "GET"): 200},  # an unknown key: "expired or invalid"
