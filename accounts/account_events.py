@@ -58,11 +58,13 @@ def authenticator_changed(verb: str):  # type: ignore[no-untyped-def]
     return receiver
 
 
-def user_saved(*, instance: User, raw: bool = False, **_kwargs: Any) -> None:
+def user_saved(*, instance: User, raw: bool = False, update_fields: Any = None, **_kwargs: Any) -> None:
     """A user given an e-mail outside allauth (create_user, the admin, an invitation) gets it as their allauth
     address, verified as the dashboard has always trusted it (notices go there): allauth treats an unverified
     address as a change in progress, and a later change would drop it before the new one is confirmed."""
-    if raw or not instance.email or EmailAddress.objects.filter(user_id=instance.pk).exists():
+    if raw or not instance.email or (update_fields is not None and "email" not in update_fields):
+        return  # a sign-in saves last_login only: no query then
+    if EmailAddress.objects.filter(user_id=instance.pk).exists():
         return
     if EmailAddress.objects.filter(email__iexact=instance.email).exists():
         return  # someone else's address already: never two accounts on one address

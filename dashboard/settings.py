@@ -71,7 +71,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
-    "accounts.mfa_required.mfa_required_middleware",  # a user who must have two-factor enrols before anything else
+    "accounts.mfa_required.MfaRequiredMiddleware",  # a user who must have two-factor enrols before anything else
     "accounts.htmx_sign_in.htmx_sign_in_middleware",  # a poll after sign-out loads the sign-in page
     "api.errors.request_id_middleware",  # the JSON API's X-Request-Id
     # Last, as django-axes requires: it turns a locked-out login into a clear "too many attempts" page.
