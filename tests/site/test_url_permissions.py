@@ -41,8 +41,40 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "metrics": {(ANON, "GET"): 200},
     "login": {(ANON, "GET"): 200},
     "logout": {(ALICE, "POST"): 302},
-    "password_change": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
-    "password_change_done": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
+    "password_change": {(ANON, "GET"): 302, (ALICE, "GET"): 302},  # to account_change_password
+    # django-allauth: one's own account (password, e-mail, two-factor, sessions); no public sign-up.
+    "account_login": {(ANON, "GET"): 200},
+    "account_logout": {(ALICE, "POST"): 302},
+    "account_inactive": {(ANON, "GET"): 200},
+    "account_signup": {(ANON, "GET"): 200, (ANON, "POST"): 200},  # "sign-up is closed"
+    "account_reauthenticate": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
+    # Re-authentication is by password or two-factor, never a code e-mailed (ACCOUNT_REAUTHENTICATION_METHODS).
+    "account_request_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 403},
+    "account_confirm_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 403},
+    "account_email": {**MEMBER_PAGE, (BOB, "GET"): 200},
+    "account_email_verification_sent": {(ANON, "GET"): 200},
+    "account_confirm_email": {(ANON, "GET"): 200, (ALICE, "GET"): 200},  # an unknown key: "expired or invalid"
+    "account_change_password": MEMBER_PAGE,
+    "account_set_password": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302},  # alice has a password: change it
+    "account_reset_password": {(ANON, "GET"): 200, (ANON, "POST"): 200},
+    "account_reset_password_done": {(ANON, "GET"): 200},
+    "account_reset_password_from_key": {(ANON, "GET"): 200},  # an unknown key: "bad token"
+    "account_reset_password_from_key_done": {(ANON, "GET"): 200},
+    "account_confirm_login_code": {(ANON, "GET"): LOGIN},
+    "mfa_index": MEMBER_PAGE,
+    "mfa_authenticate": {(ANON, "GET"): 302},  # no sign-in in progress: back to sign-in
+    "mfa_reauthenticate": {(ANON, "GET"): LOGIN},
+    # Enrolling asks for the password again unless the sign-in was recent (test_account_mfa.py enrols).
+    "mfa_activate_totp": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302, (ALICE, "POST"): 302},
+    "mfa_deactivate_totp": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 404},  # no TOTP to deactivate
+    "mfa_view_recovery_codes": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 404},
+    "mfa_generate_recovery_codes": {(ANON, "GET"): LOGIN},
+    "mfa_download_recovery_codes": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 404},
+    "usersessions_list": {**MEMBER_PAGE, (BOB, "GET"): 200},
+    "socialaccount_connections": {(ANON, "GET"): LOGIN},
+    "socialaccount_login_cancelled": {(ANON, "GET"): 200},
+    "socialaccount_login_error": {(ANON, "GET"): 401},  # "third-party login failure"
+    "socialaccount_signup": {(ANON, "GET"): 302},  # no sign-in through a provider in progress
     "api:keys": MEMBER_PAGE,
     "api:key_revoke": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404},
     "accounts:ssh_keys": MEMBER_PAGE,
@@ -125,6 +157,16 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "billing:member_admin": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:budget_set": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:quota_set": {**TEAM_WRITE, (OLGA, "POST"): 302},
+    # A team's sign-in: require two-factor, a member's sessions (their addresses: managers only, not support).
+    "billing:two_factor_require": {**TEAM_WRITE, (OLGA, "POST"): 302, (ALICE, "GET"): 405},
+    "billing:member_sessions": {
+        (ANON, "GET"): LOGIN,
+        (ALICE, "GET"): 403,
+        (BOB, "GET"): 404,
+        (SAM, "GET"): 403,
+        (OLGA, "GET"): 200,
+    },
+    "billing:member_sessions_end": {**TEAM_WRITE, (OLGA, "POST"): 302, (OLGA, "GET"): 405},
     # The link lands on invite_landing (token kept in the session) and goes on to invite_accept, whose URL has none:
     # opened without a landing first, it says so.
     "billing:invite_landing": {(ANON, "GET"): 302, (ALICE, "GET"): 302, (BOB, "POST"): 302},
@@ -282,6 +324,9 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "billing:invite_revoke": {"customer_id": customer_id, "pk": world["invitation"].invitation.pk},
         "billing:member_remove": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:member_admin": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
+        "billing:two_factor_require": {"customer_id": customer_id},
+        "billing:member_sessions": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
+        "billing:member_sessions_end": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:invite_landing": {"token": world["invitation"].token},
         "presets:preset_use": {"preset_id": world["preset"].pk},
         "presets:preset_delete": {"preset_id": world["preset"].pk},
@@ -289,6 +334,8 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "presets:watch_cancel": {"watch_id": world["watch"].pk},
         "api-v1:preset_delete": {"preset_id": world["preset"].pk},
         "api-v1:watch_cancel": {"watch_id": world["watch"].pk},
+        "account_confirm_email": {"key": "no-such-key"},
+        "account_reset_password_from_key": {"uidb36": "zz", "key": "no-such-key"},
     }.get(name)
     if name == "api-v1:api-not-found":
         return "/api/v1/no/such/thing"
