@@ -11,12 +11,14 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib import messages
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django_htmx.http import HttpResponseClientRedirect
 
 from accounts.two_factor import ENROL_SESSION_KEY
+from common.db_outage import outage_response
 
 Handler = Callable[[HttpRequest], HttpResponse]
 # Where someone who must enrol may still go (by URL name): enrolment with its password re-check and recovery
@@ -53,8 +55,11 @@ class MfaRequiredMiddleware:
         if match is not None and (match.view_name in ALLOWED_URL_NAMES or ALLOWED_NAMESPACES & set(match.namespaces)):
             return None
         session = getattr(request, "session", None)
-        if session is None or not session.get(ENROL_SESSION_KEY) or not request.user.is_authenticated:
-            return None
+        try:
+            if session is None or not session.get(ENROL_SESSION_KEY) or not request.user.is_authenticated:
+                return None
+        except (OperationalError, InterfaceError) as exc:  # the session's first read: a lost database is a 503
+            return outage_response(exc)
         messages.warning(request, "Your team requires two-factor authentication: set up an authenticator app first.")
         target = reverse("mfa_activate_totp")
         return HttpResponseClientRedirect(target) if getattr(request, "htmx", False) else redirect(target)
