@@ -49,6 +49,7 @@ INSTALLED_APPS = [
     "api",
     "notifications",
     "billing",
+    "sso",  # single sign-on per customer (OpenID Connect through allauth's socialaccount)
 ]
 
 MIDDLEWARE = [
