@@ -39,9 +39,17 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # the session list (allauth.usersessions) says "3 minutes ago"
     "django_htmx",
     "template_partials",
     "axes",
+    # django-allauth: sign-in, e-mail, password reset, two-factor (TOTP + recovery codes), sessions; socialaccount
+    # is there for per-customer OpenID Connect.
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "allauth.socialaccount",
+    "allauth.usersessions",
     "accounts",
     "rentals",
     "ops",
@@ -60,6 +68,7 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -71,7 +80,8 @@ MIDDLEWARE = [
 
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "django.contrib.auth.backends.ModelBackend",  # invitations sign the new member in through it
+    "allauth.account.auth_backends.AuthenticationBackend",  # username or e-mail
 ]
 # Throttle password guessing: 5 failures for one username from one address lock it for 15 minutes, and 30
 # failures from one address over any usernames lock that address (`common.login_lockout`).
@@ -149,6 +159,33 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Accounts (django-allauth) --------------------------------------------------------------------------
+# People sign in with their username or e-mail; accounts come from operators and invitations, never a public
+# sign-up (`accounts.allauth_adapter`). Password reset, e-mail change and two-factor are allauth's own.
+ACCOUNT_ADAPTER = "accounts.allauth_adapter.DashboardAccountAdapter"
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
+ACCOUNT_UNIQUE_EMAIL = True
+ACCOUNT_EMAIL_VERIFICATION = "optional"  # a new address is confirmed before it replaces the old one
+ACCOUNT_CHANGE_EMAIL = True  # one address per person: confirming a new one replaces the old
+ACCOUNT_EMAIL_NOTIFICATIONS = True  # password, e-mail and two-factor changes are e-mailed to the user
+ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
+ACCOUNT_SESSION_REMEMBER = None
+ACCOUNT_PASSWORD_RESET_BY_CODE_ENABLED = False
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Lium clusters] "
+ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if PRODUCTION else "http"
+# Password guessing stays django-axes' (above: per username+address and per address, 15 minutes), so allauth's
+# own login limits are off; "login_failed" then only counts wrong two-factor codes: 5 per user per 15 minutes.
+ACCOUNT_RATE_LIMITS = {"login": None, "login_failed": "5/15m/key"}
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")
+# Operators and support read every customer's clusters: in production their first sign-in without TOTP sends
+# them to enrol before anything else (`accounts.mfa_required`).
+MFA_REQUIRED_FOR_STAFF = env.bool("MFA_REQUIRED_FOR_STAFF", PRODUCTION)
+SOCIALACCOUNT_ONLY = False
+# A session is recorded at sign-in only: tracking every request would cost a write on each poll.
+USERSESSIONS_TRACK_ACTIVITY = False
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -39,8 +39,40 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "metrics": {(ANON, "GET"): 200},
     "login": {(ANON, "GET"): 200},
     "logout": {(ALICE, "POST"): 302},
-    "password_change": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
-    "password_change_done": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
+    "password_change": {(ANON, "GET"): 302, (ALICE, "GET"): 302},  # to account_change_password
+    # django-allauth: one's own account (password, e-mail, two-factor, sessions); no public sign-up.
+    "account_login": {(ANON, "GET"): 200},
+    "account_logout": {(ALICE, "POST"): 302},
+    "account_inactive": {(ANON, "GET"): 200},
+    "account_signup": {(ANON, "GET"): 200, (ANON, "POST"): 200},  # "sign-up is closed"
+    "account_reauthenticate": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
+    # No sign-in by e-mailed code here: back to the password re-authentication.
+    "account_request_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302},
+    "account_confirm_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302},
+    "account_email": {**MEMBER_PAGE, (BOB, "GET"): 200},
+    "account_email_verification_sent": {(ANON, "GET"): 200},
+    "account_confirm_email": {(ANON, "GET"): 200, (ALICE, "GET"): 200},  # an unknown key: "expired or invalid"
+    "account_change_password": MEMBER_PAGE,
+    "account_set_password": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302},  # alice has a password: change it
+    "account_reset_password": {(ANON, "GET"): 200, (ANON, "POST"): 200},
+    "account_reset_password_done": {(ANON, "GET"): 200},
+    "account_reset_password_from_key": {(ANON, "GET"): 200},  # an unknown key: "bad token"
+    "account_reset_password_from_key_done": {(ANON, "GET"): 200},
+    "account_confirm_login_code": {(ANON, "GET"): LOGIN},
+    "mfa_index": MEMBER_PAGE,
+    "mfa_authenticate": {(ANON, "GET"): 302},  # no sign-in in progress: back to sign-in
+    "mfa_reauthenticate": {(ANON, "GET"): LOGIN},
+    # Enrolling asks for the password again unless the sign-in was recent (test_account_mfa.py enrols).
+    "mfa_activate_totp": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302, (ALICE, "POST"): 302},
+    "mfa_deactivate_totp": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 404},  # no TOTP to deactivate
+    "mfa_view_recovery_codes": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 404},
+    "mfa_generate_recovery_codes": {(ANON, "GET"): LOGIN},
+    "mfa_download_recovery_codes": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 404},
+    "usersessions_list": {**MEMBER_PAGE, (BOB, "GET"): 200},
+    "socialaccount_connections": {(ANON, "GET"): LOGIN},
+    "socialaccount_login_cancelled": {(ANON, "GET"): 200},
+    "socialaccount_login_error": {(ANON, "GET"): 401},  # "third-party login failure"
+    "socialaccount_signup": {(ANON, "GET"): 302},  # no sign-in through a provider in progress
     "api:keys": MEMBER_PAGE,
     "api:key_revoke": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404},
     "accounts:ssh_keys": MEMBER_PAGE,
@@ -246,6 +278,8 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "billing:member_remove": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:member_admin": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:invite_landing": {"token": world["invitation"].token},
+        "account_confirm_email": {"key": "no-such-key"},
+        "account_reset_password_from_key": {"uidb36": "zz", "key": "no-such-key"},
     }.get(name)
     if name == "api-v1:api-not-found":
         return "/api/v1/no/such/thing"

@@ -31,7 +31,7 @@ from tests.web.offer_fakes import FABRIC, node
 pytestmark = pytest.mark.django_db
 
 # Not pages: the JSON API, probes whose 503 means "not ready", and the logout that would end the session.
-SKIPPED = {"readyz", "logout"}
+SKIPPED = {"readyz", "logout", "account_logout"}
 PAGES = sorted(name for name in project_url_names() if not name.startswith("api-v1:") and name not in SKIPPED)
 
 # The parameters each page reads (grep request.GET / request.POST and the forms' fields); every page also
@@ -60,8 +60,11 @@ NAMES_READ = {
     "ops:usage_csv": ["start", "end"],
     "ops:audit": ["user", "kind", "since", "until", "page"],
     "ops:pod_events": ["page"],
-    "login": ["username", "password", "next"],
-    "password_change": ["old_password", "new_password1", "new_password2"],
+    "login": ["login", "password", "next"],
+    "account_change_password": ["oldpassword", "password1", "password2"],
+    "account_email": ["email", "action_add", "action_remove", "action_primary", "action_send"],
+    "account_reset_password": ["email"],
+    "usersessions_list": ["action"],
 }
 ALL_NAMES = sorted({name for names in NAMES_READ.values() for name in names})
 
