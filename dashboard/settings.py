@@ -184,6 +184,10 @@ MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")
 # them to enrol before anything else (`accounts.mfa_required`).
 MFA_REQUIRED_FOR_STAFF = env.bool("MFA_REQUIRED_FOR_STAFF", PRODUCTION)
 SOCIALACCOUNT_ONLY = False
+# Customers' single sign-on: each customer's provider is an allauth app built from `sso.SsoConfig` (its secret
+# decrypted in memory only), and the sign-in form refuses passwords where a customer made SSO mandatory.
+SOCIALACCOUNT_ADAPTER = "sso.adapter.CustomerSsoAdapter"
+ACCOUNT_FORMS = {"login": "sso.forms.SsoLoginForm"}
 # A session is recorded at sign-in only: tracking every request would cost a write on each poll.
 USERSESSIONS_TRACK_ACTIVITY = False
 

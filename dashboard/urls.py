@@ -34,4 +34,5 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("ops/", include("ops.urls")),
     path("", include("billing.urls")),  # usage, teams and budgets, invitations (namespace "billing")
+    path("", include("sso.urls")),  # a customer's single sign-on, "sign in with your company" (namespace "sso")
 ]

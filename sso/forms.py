@@ -5,10 +5,14 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
+from allauth.account.forms import LoginForm
 from django import forms
+from django.contrib.auth.models import User
+from django.db.models import Q
 
 from sso.domains import domains_clean, domains_taken
 from sso.models import SsoConfig
+from sso.signin import sso_password_refusal
 
 # Plain http only to this machine: the test provider and a developer's own; a real provider is https.
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -92,3 +96,18 @@ class SsoConfigForm(forms.Form):
 
 class SsoStartForm(forms.Form):
     email = forms.EmailField(label="Work e-mail", max_length=254)
+
+
+class SsoLoginForm(LoginForm):
+    """allauth's sign-in form, refusing a password where the person's customer made single sign-on mandatory.
+
+    Checked before the password: a refused person learns nothing about it, and no failure is counted."""
+
+    def clean(self) -> dict[str, Any]:
+        login = str(self.cleaned_data.get("login") or "").strip()
+        if login:
+            for user in User.objects.filter(Q(username__iexact=login) | Q(email__iexact=login))[:2]:
+                reason = sso_password_refusal(user)
+                if reason:
+                    raise forms.ValidationError(reason)
+        return super().clean()
