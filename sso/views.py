@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import logging
+
 from allauth.socialaccount.adapter import get_adapter as get_social_adapter
 from allauth.socialaccount.providers.base import AuthProcess
+from allauth.socialaccount.providers.oauth2.client import OAuth2Error
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.exceptions import PermissionDenied
@@ -13,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
+from requests import RequestException
 
 from accounts.models import Customer
 from billing.roles import may_manage_team
@@ -21,6 +25,8 @@ from sso import services
 from sso.domains import email_domain, sso_config_for_email
 from sso.forms import SsoConfigForm, SsoStartForm
 from sso.models import SsoConfig
+
+logger = logging.getLogger(__name__)
 
 
 def _managed_customer(request: HttpRequest, customer_id: int) -> Customer:
@@ -88,12 +94,19 @@ def sso_start(request: HttpRequest) -> HttpResponse:
             )
         else:
             provider = get_social_adapter(request).get_provider(request, config.provider_id)
-            response = provider.redirect(
-                request, AuthProcess.LOGIN, next_url=next_url or None, auth_params={"login_hint": email}
-            )
-            if not isinstance(response, HttpResponseRedirect):
-                return response  # allauth's error page
-            # A page that moves on by itself, not a redirect: the CSP's form-action 'self' would block a form
-            # submission redirected to the provider's origin.
-            return render(request, "sso/redirect.html", {"customer": config.customer, "url": response.url})
+            try:
+                response = provider.redirect(
+                    request, AuthProcess.LOGIN, next_url=next_url or None, auth_params={"login_hint": email}
+                )
+            except (RequestException, OAuth2Error) as exc:
+                logger.warning("sso provider unreachable customer=%s: %s", config.customer_id, type(exc).__name__)
+                form.add_error(
+                    None, f"{config.customer.name}'s sign-in provider cannot be reached right now. Try again."
+                )
+            else:
+                if not isinstance(response, HttpResponseRedirect):
+                    return response  # allauth's error page
+                # A page that moves on by itself, not a redirect: the CSP's form-action 'self' would block a form
+                # submission redirected to the provider's origin.
+                return render(request, "sso/redirect.html", {"customer": config.customer, "url": response.url})
     return render(request, "sso/start.html", {"form": form, "next": next_url}, status=400 if form.errors else 200)

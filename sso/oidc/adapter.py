@@ -14,8 +14,18 @@ from allauth.utils import build_absolute_uri
 from django.http import HttpRequest
 from django.urls import reverse
 
+DISCOVERY_KEYS = ("authorization_endpoint", "token_endpoint", "jwks_uri")
+
 
 class CustomerOidcAdapter(OpenIDConnectOAuth2Adapter):
+    @property
+    def openid_config(self) -> dict:
+        """The provider's discovery document; one without the endpoints the flow needs is refused, not a 500."""
+        config = super().openid_config
+        if not isinstance(config, dict) or not all(isinstance(config.get(key), str) for key in DISCOVERY_KEYS):
+            raise OAuth2Error("The provider's discovery document lacks its authorization, token or JWKS endpoint.")
+        return config
+
     def complete_login(self, request: HttpRequest, app: SocialApp, token: SocialToken, **kwargs: Any) -> Any:
         if not kwargs["response"].get("id_token"):
             raise OAuth2Error("The provider answered without an ID token.")
