@@ -33,14 +33,17 @@ class CustomerOidcAdapter(OpenIDConnectOAuth2Adapter):
 
     def _decode_id_token(self, app: SocialApp, id_token: str) -> dict:
         # The issuer is the configured one, not whatever the discovery document claims.
-        return jwtkit.verify_and_decode(
-            credential=id_token,
-            keys_url=self.openid_config["jwks_uri"],
-            issuer=app.settings["issuer"],
-            audience=app.client_id,
-            lookup_kid=jwtkit.lookup_kid_jwk,
-            verify_signature=True,
-        )
+        try:
+            return jwtkit.verify_and_decode(
+                credential=id_token,
+                keys_url=self.openid_config["jwks_uri"],
+                issuer=app.settings["issuer"],
+                audience=app.client_id,
+                lookup_kid=jwtkit.lookup_kid_jwk,
+                verify_signature=True,
+            )
+        except (KeyError, TypeError, ValueError) as exc:  # a token without a kid, a JWKS that is not one
+            raise OAuth2Error("The ID token or the provider's keys are malformed.") from exc
 
     def get_callback_url(self, request: HttpRequest, app: SocialApp) -> str:
         return build_absolute_uri(request, reverse("sso_callback", kwargs={"provider_id": self.provider_id}))

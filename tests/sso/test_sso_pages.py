@@ -136,3 +136,24 @@ def test_a_discovery_document_without_endpoints_is_refused(acme, client, monkeyp
     monkeypatch.setattr(OpenIDConnectOAuth2Adapter, "openid_config", {"issuer": "https://login.acme.example"})
     response = client.post("/accounts/sso/", {"email": "newbie@acme.example"})
     assert response.status_code == 400 and b"cannot be reached" in response.content
+
+
+def test_allauths_own_login_url_with_an_unreachable_provider_shows_the_failure_page(acme, client) -> None:  # type: ignore[no-untyped-def]
+    SsoConfig.objects.filter(pk=_configure(acme).pk).update(issuer_url="http://127.0.0.1:1")
+    response = client.post(f"/accounts/sso/customer-{acme.pk}/login/")
+    assert response.status_code == 401  # allauth's "third-party login failure", not a 500
+
+
+def test_an_id_token_without_a_key_id_is_refused_not_a_500(acme, rf, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import jwt
+    from allauth.socialaccount.providers.oauth2.client import OAuth2Error
+
+    from sso.adapter import sso_app
+
+    app = sso_app(_configure(acme))
+    monkeypatch.setattr(CustomerOidcAdapter, "openid_config", {"jwks_uri": "http://127.0.0.1:1/jwks"})
+    adapter = CustomerOidcAdapter(rf.get("/"), app.provider_id)
+    with pytest.raises(OAuth2Error):
+        adapter._decode_id_token(
+            app, jwt.encode({"sub": "x"}, "not-the-providers-key-but-long-enough-for-hs256", algorithm="HS256")
+        )
