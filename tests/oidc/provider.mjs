@@ -71,8 +71,8 @@ provider.use(async (ctx, next) => {
     tamperNext = false;
     const [header, payload, signature] = ctx.body.id_token.split('.');
     const claims = JSON.parse(Buffer.from(payload, 'base64url').toString());
-    claims.email = 'mallory@' + String(claims.email).split('@')[1];
-    claims.sub = 'sub-forged';
+    // Same person, one claim added: only the signature can tell the token was changed.
+    claims.groups = ['admins'];
     ctx.body = { ...ctx.body, id_token: [header, Buffer.from(JSON.stringify(claims)).toString('base64url'), signature].join('.') };
   }
 });
