@@ -8,6 +8,7 @@ from typing import Any
 from allauth.account.adapter import DefaultAccountAdapter
 from django.http import HttpRequest
 
+from accounts.two_factor import enrolment_just_required
 from common.client_address import throttle_address
 
 
@@ -20,6 +21,12 @@ class DashboardAccountAdapter(DefaultAccountAdapter):
         """Leave password guessing to django-axes (per username+address and per address, `common.login_lockout`),
         so one lock applies to the sign-in page and the admin alike; allauth's "login_failed" limit then counts
         wrong two-factor codes only."""
+
+    def is_reauthentication_required(self, *, app: str, **kwargs: Any) -> bool:
+        """Someone sent to enrol in two-factor right after signing in is not asked for the password again."""
+        if app == "allauth.mfa" and enrolment_just_required(self.request):
+            return False
+        return super().is_reauthentication_required(app=app, **kwargs)
 
     def get_client_ip(self, request: HttpRequest) -> str:
         """The client's address behind TRUSTED_PROXY_COUNT proxies (the session list shows it)."""

@@ -72,6 +72,7 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "accounts.mfa_required.mfa_required_middleware",  # a user who must have two-factor enrols before anything else
     "accounts.htmx_sign_in.htmx_sign_in_middleware",  # a poll after sign-out loads the sign-in page
     "api.errors.request_id_middleware",  # the JSON API's X-Request-Id
     # Last, as django-axes requires: it turns a locked-out login into a clear "too many attempts" page.
@@ -188,6 +189,7 @@ SOCIALACCOUNT_ONLY = False
 # decrypted in memory only), and the sign-in form refuses passwords where a customer made SSO mandatory.
 SOCIALACCOUNT_ADAPTER = "sso.adapter.CustomerSsoAdapter"
 ACCOUNT_FORMS = {"login": "sso.forms.SsoLoginForm"}
+USERSESSIONS_ADAPTER = "accounts.user_sessions.DashboardUserSessionsAdapter"  # audits and e-mails each sign-out
 # A session is recorded at sign-in only: tracking every request would cost a write on each poll.
 USERSESSIONS_TRACK_ACTIVITY = False
 

@@ -151,6 +151,16 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "billing:member_remove": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:member_admin": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:budget_set": {**TEAM_WRITE, (OLGA, "POST"): 302},
+    # A team's sign-in: require two-factor, a member's sessions (their addresses: managers only, not support).
+    "billing:two_factor_require": {**TEAM_WRITE, (OLGA, "POST"): 302, (ALICE, "GET"): 405},
+    "billing:member_sessions": {
+        (ANON, "GET"): LOGIN,
+        (ALICE, "GET"): 403,
+        (BOB, "GET"): 404,
+        (SAM, "GET"): 403,
+        (OLGA, "GET"): 200,
+    },
+    "billing:member_sessions_end": {**TEAM_WRITE, (OLGA, "POST"): 302, (OLGA, "GET"): 405},
     # The link lands on invite_landing (token kept in the session) and goes on to invite_accept, whose URL has none:
     # opened without a landing first, it says so.
     "billing:invite_landing": {(ANON, "GET"): 302, (ALICE, "GET"): 302, (BOB, "POST"): 302},
@@ -288,6 +298,9 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "billing:invite_revoke": {"customer_id": customer_id, "pk": world["invitation"].invitation.pk},
         "billing:member_remove": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:member_admin": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
+        "billing:two_factor_require": {"customer_id": customer_id},
+        "billing:member_sessions": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
+        "billing:member_sessions_end": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:invite_landing": {"token": world["invitation"].token},
         "account_confirm_email": {"key": "no-such-key"},
         "account_reset_password_from_key": {"uidb36": "zz", "key": "no-such-key"},
