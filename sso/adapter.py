@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from allauth.account.adapter import get_adapter as get_account_adapter
 from allauth.core.exceptions import ImmediateHttpResponse
 from allauth.socialaccount.adapter import DefaultSocialAccountAdapter
 from allauth.socialaccount.models import SocialApp, SocialLogin
@@ -87,9 +88,16 @@ class CustomerSsoAdapter(DefaultSocialAccountAdapter):
 
     def save_user(self, request: HttpRequest, sociallogin: SocialLogin, form: Any = None) -> Any:
         config = self._config(sociallogin)
+        if config is None:
+            return super().save_user(request, sociallogin, form)
         with transaction.atomic():
-            user = super().save_user(request, sociallogin, form)
-            if config is not None:
-                Membership.objects.create(user=user, customer=config.customer)
-                logger.info("sso account created user=%s customer=%s", user.pk, config.customer_id)
+            user = sociallogin.user
+            user.set_unusable_password()
+            get_account_adapter(request).populate_username(request, user)
+            # allauth records the provider's address (with its `email_verified`) after the first save, and finds
+            # none there; accounts.account_events would otherwise record the user's e-mail on that save.
+            user.email = ""
+            sociallogin.save(request)
+            Membership.objects.create(user=user, customer=config.customer)
+            logger.info("sso account created user=%s customer=%s", user.pk, config.customer_id)
         return user

@@ -67,6 +67,7 @@ def sso_sign_in(page: Page, *, typed: str, at_provider: str) -> None:
 def test_a_new_person_of_the_domain_signs_in_and_lands_as_a_member_of_that_customer_only(
     idp: OidcProvider, acme, globex, page: Page, shot: Shot
 ) -> None:
+    from allauth.account.models import EmailAddress
     from allauth.socialaccount.models import SocialAccount
 
     from accounts.models import Membership
@@ -76,6 +77,11 @@ def test_a_new_person_of_the_domain_signs_in_and_lands_as_a_member_of_that_custo
     page.wait_for_url("**/fabrics/")
     shot(page, "signed-in")
     user = User.objects.get(email="newbie@acme.example")
+    assert user.username == "newbie"
+    # The provider said the address is verified; allauth keeps it as the account's one address.
+    assert list(EmailAddress.objects.filter(user=user).values_list("email", "verified", "primary")) == [
+        ("newbie@acme.example", True, True)
+    ]
     assert list(Membership.objects.filter(user=user).values_list("customer__name", flat=True)) == ["Acme Research"]
     assert not CustomerAdmin.objects.filter(membership__user=user).exists()
     assert not user.has_usable_password()
