@@ -20,6 +20,7 @@ from django.shortcuts import render
 
 from accounts.models import Membership
 from sso.models import SsoConfig
+from sso.outbound import CheckedSession
 from sso.provider import PROVIDER
 from sso.signin import sso_login_refusal
 
@@ -59,6 +60,9 @@ class CustomerSsoAdapter(DefaultSocialAccountAdapter):
         if config is not None and (client_id is None or client_id == config.client_id):
             apps.append(sso_app(config))
         return apps
+
+    def get_requests_session(self) -> CheckedSession:
+        return CheckedSession()
 
     def _config(self, sociallogin: SocialLogin) -> SsoConfig | None:
         if sociallogin.account.provider.startswith(PROVIDER_ID_PREFIX):

@@ -10,8 +10,10 @@ from django import forms
 from django.contrib.auth.models import User
 from django.db.models import Q
 
+from notifications.addresses import UnsafeUrl, url_check
 from sso.domains import domains_clean, domains_taken
 from sso.models import SsoConfig
+from sso.outbound import unsafe_reason
 from sso.signin import sso_password_refusal
 
 # Plain http only to this machine: the test provider and a developer's own; a real provider is https.
@@ -34,6 +36,10 @@ def issuer_clean(text: str) -> str:
         raise forms.ValidationError("The issuer URL has no query, fragment or credentials: just scheme, host and path.")
     if "/.well-known/" in parts.path:
         raise forms.ValidationError("Enter the issuer itself, without /.well-known/openid-configuration.")
+    try:
+        url_check(url)  # in production: a public address only (checked again on every request)
+    except UnsafeUrl as exc:
+        raise forms.ValidationError(f"The issuer cannot be used: {unsafe_reason(exc)}") from exc
     return url
 
 

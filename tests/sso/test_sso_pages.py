@@ -157,3 +157,26 @@ def test_an_id_token_without_a_key_id_is_refused_not_a_500(acme, rf, monkeypatch
         adapter._decode_id_token(
             app, jwt.encode({"sub": "x"}, "not-the-providers-key-but-long-enough-for-hs256", algorithm="HS256")
         )
+
+
+def test_in_production_a_provider_on_a_private_address_is_refused(acme, acme_admin, client_for, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    client = client_for(acme_admin)
+    response = client.post(f"/customers/{acme.pk}/sso/", {**FORM, "issuer_url": "https://10.0.0.7"})
+    assert response.status_code == 200 and b"private, loopback" in response.content
+    assert b"a provider must be on a public address" in response.content
+    # A configuration made before (or a discovery document naming an inner address) is refused at each request.
+    SsoConfig.objects.filter(pk=_configure(acme).pk).update(issuer_url="http://127.0.0.1:1")
+    client.logout()
+    response = client.post("/accounts/sso/", {"email": "newbie@acme.example"})
+    assert response.status_code == 400 and b"cannot be reached right now" in response.content
+
+
+def test_every_request_to_a_provider_is_address_checked_in_production(settings) -> None:  # type: ignore[no-untyped-def]
+    import requests
+    from allauth.socialaccount.adapter import get_adapter
+
+    settings.WEBHOOK_ALLOW_PRIVATE_ADDRESSES = False
+    session = get_adapter().get_requests_session()
+    with pytest.raises(requests.exceptions.InvalidURL, match="private, loopback"):
+        session.get("http://127.0.0.1:8345/.well-known/openid-configuration")
