@@ -18,6 +18,7 @@ ENCRYPTED_FIELDS: tuple[tuple[str, str], ...] = (
     ("accounts.UpstreamCredential", "secret_encrypted"),
     ("notifications.WebhookEndpoint", "secret_encrypted"),
     ("rentals.FabricCheck", "private_key_encrypted"),
+    ("sso.SsoConfig", "client_secret_encrypted"),
 )
 
 

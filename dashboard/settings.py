@@ -58,6 +58,7 @@ INSTALLED_APPS = [
     "notifications",
     "billing",
     "presets",
+    "sso",  # single sign-on per customer (OpenID Connect through allauth's socialaccount)
 ]
 
 MIDDLEWARE = [
@@ -194,6 +195,10 @@ MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")
 # them to enrol before anything else (`accounts.mfa_required`).
 MFA_REQUIRED_FOR_STAFF = env.bool("MFA_REQUIRED_FOR_STAFF", PRODUCTION)
 SOCIALACCOUNT_ONLY = False
+# Customers' single sign-on: each customer's provider is an allauth app built from `sso.SsoConfig` (its secret
+# decrypted in memory only), and the sign-in form refuses passwords where a customer made SSO mandatory.
+SOCIALACCOUNT_ADAPTER = "sso.adapter.CustomerSsoAdapter"
+ACCOUNT_FORMS = {"login": "sso.forms.SsoLoginForm"}
 USERSESSIONS_ADAPTER = "accounts.user_sessions.DashboardUserSessionsAdapter"  # audits and e-mails each sign-out
 # A session is recorded at sign-in only: tracking every request would cost a write on each poll.
 USERSESSIONS_TRACK_ACTIVITY = False

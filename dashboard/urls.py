@@ -35,6 +35,7 @@ urlpatterns = [
     path("ops/", include("ops.urls")),
     path("", include("billing.urls")),  # usage, teams and budgets, invitations (namespace "billing")
     path("", include("presets.urls")),  # presets, "Rent again" and capacity watches (namespace "presets")
+    path("", include("sso.urls")),  # a customer's single sign-on, "sign in with your company" (namespace "sso")
 ]
 
 # A database lost outside any view answers 503 with Retry-After, like one lost inside a view.

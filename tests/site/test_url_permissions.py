@@ -172,6 +172,13 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "billing:invite_landing": {(ANON, "GET"): 302, (ALICE, "GET"): 302, (BOB, "POST"): 302},
     "billing:invite_accept": {(ANON, "GET"): 410, (ALICE, "GET"): 410, (BOB, "POST"): 410},
     "billing:budgets": STAFF_PAGE,
+    # Single sign-on: a customer's provider is set by its admins and operators (alice is a plain member here);
+    # "sign in with your company" is for anyone; a provider id without a configuration is 404.
+    "sso:config": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 403, (BOB, "GET"): 404, (SAM, "GET"): 403, (OLGA, "GET"): 200},
+    "sso:config_remove": {**TEAM_WRITE, (OLGA, "POST"): 302, (OLGA, "GET"): 405},
+    "sso:start": {(ANON, "GET"): 200, (ANON, "POST"): 400, (ALICE, "GET"): 200},
+    "sso_login": {(ANON, "GET"): 404},
+    "sso_callback": {(ANON, "GET"): 404},
     "api-v1:usage": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (BOB, "GET"): 200, (SAM, "GET"): 200},
     # Presets and capacity watches: shared within Acme (alice's); support reads the lists and changes nothing.
     # Using a preset or renting again reads offers (none at lium.invalid): back to the fabrics page.
@@ -317,6 +324,10 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
     customer_id = world["rental"].customer_id
     kwargs = kwargs or {
         "billing:team": {"customer_id": customer_id},
+        "sso:config": {"customer_id": customer_id},
+        "sso:config_remove": {"customer_id": customer_id},
+        "sso_login": {"provider_id": f"customer-{customer_id}"},
+        "sso_callback": {"provider_id": f"customer-{customer_id}"},
         "billing:invite_create": {"customer_id": customer_id},
         "billing:budget_set": {"customer_id": customer_id},
         "billing:quota_set": {"customer_id": customer_id},
