@@ -89,6 +89,7 @@ NO_CUSTOMER_DATA = {
     "api-v1:api-not-found": "404",
     "api-v1:fabric_list": "Lium's offers, as rentals:fabric_list",
     "api-v1:fabric_nodes": "Lium's offers, as rentals:fabric_list",
+    "sso:start": "the 'sign in with your company' form: an e-mail field, no customer named",
 }
 
 
