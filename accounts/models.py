@@ -78,15 +78,6 @@ class Customer(models.Model):
     default_credential = models.ForeignKey(
         UpstreamCredential, null=True, blank=True, on_delete=models.PROTECT, related_name="customers"
     )
-    # Moved to billing.CustomerQuota.max_hourly_usd (billing 0004 copied it); nothing reads it any more. Dropping
-    # the column needs an accounts migration, which the quota branch could not number.
-    hourly_spend_cap_usd = models.DecimalField(
-        max_digits=12,
-        decimal_places=2,
-        null=True,
-        blank=True,
-        help_text="Optional: refuse a rental that would take this customer's running clusters above this USD/hour.",
-    )
     verify_fabric_default = models.BooleanField(
         default=False,
         help_text="Pre-tick 'verify the fabric' on this customer's orders (an order may still say otherwise).",

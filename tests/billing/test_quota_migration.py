@@ -11,7 +11,7 @@ from django.db.migrations.executor import MigrationExecutor
 pytestmark = pytest.mark.django_db(transaction=True)
 
 BEFORE = [("billing", "0003_statement"), ("accounts", "0004_customer_verify_fabric_default")]
-AFTER = [("billing", "0004_customer_quota")]
+AFTER = [("billing", "0004_customer_quota"), ("accounts", "0006_customer_spend_cap_moved_to_quotas")]
 
 
 def migrate(targets):  # type: ignore[no-untyped-def]
