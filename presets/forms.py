@@ -93,7 +93,7 @@ class WatchForm(NodeWantFields):
     auto_rent = forms.BooleanField(
         label="Rent them for me",
         required=False,
-        help_text="Only with a preset: its pod name, keys and options; budgets and the spend cap apply, once.",
+        help_text="Only with a preset: its pod name, keys and options; budgets and quotas apply, once.",
     )
 
     def __init__(self, *args: Any, max_hours: int, default_hours: int, **kwargs: Any) -> None:

@@ -3,7 +3,7 @@ fired once.
 
 Firing is a conditional UPDATE from `active`: however many scans run at once, one wins and the others do nothing.
 The winner emits `capacity.available` in that same transaction (the outbox), or, for an `auto_rent` watch, places
-the rental through the order service first (budgets, spend cap, all-or-nothing) with a submit token made from the
+the rental through the order service first (budgets, quotas, all-or-nothing) with a submit token made from the
 watch, so even a repeated attempt returns the same rental.
 """
 

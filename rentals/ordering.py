@@ -85,7 +85,7 @@ def rental_order_build(
         template_id=template_id or (templates[0].id if templates else None),
         gpu_type=picked[0].machine_name,
         gpus_per_node=picked[0].gpu_count,
-        # What the spend cap adds up: the order's price per hour, all nodes together.
+        # What the hourly quota adds up: the order's price per hour, all nodes together.
         price_per_hour=sum((node.price_per_hour for node in picked), Decimal(0)),
         **choices,
     )

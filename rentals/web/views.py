@@ -125,7 +125,7 @@ def rent(request: HttpRequest) -> HttpResponse:
     chosen = _chosen_customer(customers, params.get("customer"))
     fabric_id = request.GET.get("fabric") or request.POST.get("fabric", "")
     try:
-        # Offers, node checks, prices and the spend cap all use the chosen customer's credential, the one the
+        # Offers, node checks, prices and the quotas all use the chosen customer's credential, the one the
         # order is sent with (customers may rent on different Lium accounts).
         offer = order_offer(user=request.user, customer=chosen.pk, fabric_id=fabric_id)
     except (OrderRefused, UpstreamError) as exc:
