@@ -12,7 +12,8 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import defaultdict
-from datetime import timedelta
+from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 from django.conf import settings
@@ -38,6 +39,10 @@ MAX_ACTIVE_WATCHES_PER_CUSTOMER = 50
 WANT_FIELDS = ("gpu_type", "node_count", "fabric_type", "min_link_rate_gbps", "max_price_per_node_hour")
 Status = CapacityWatch.Status
 DEMAND_SIGNAL_TASK = "presets.tasks.watch_demand_signal"
+# An auto-rent still without its rental this long after its claim lost its scan (a worker died): the next scan
+# finishes it. Placing an order takes seconds; the watch's submit token keeps a late overlap to one rental.
+AUTO_RENT_RESUME_AFTER = timedelta(minutes=2)
+RENTING = " Renting them."
 
 
 def watch_create(
@@ -116,6 +121,7 @@ def watches_scan() -> int:
     CapacityWatch.objects.filter(status=Status.ACTIVE, expires_at__lte=now).update(
         status=Status.EXPIRED, ended_at=now, outcome="Expired before the capacity was free."
     )
+    _auto_rents_resume(now)
     by_credential: dict[int, list[CapacityWatch]] = defaultdict(list)
     active = CapacityWatch.objects.filter(status=Status.ACTIVE).select_related(
         "customer__default_credential", "preset", "created_by"
@@ -142,9 +148,6 @@ def watches_scan() -> int:
 
 def watch_fire(watch: CapacityWatch, pick: NodePick) -> bool:
     """Fire the watch once on these nodes; False when another scan fired (or someone ended) it first."""
-    url = settings.SITE_URL.rstrip("/") + rent_nodes_url(
-        customer_id=watch.customer_id, fabric_id=pick.fabric.fabric_id, executor_ids=pick.executor_ids
-    )
     found = f"{len(pick.nodes)} x {pick.gpu_type} free on fabric {pick.fabric.fabric_id}"
     found += f" at ${pick.price_per_hour:.2f}/hour."
     with transaction.atomic():
@@ -153,20 +156,43 @@ def watch_fire(watch: CapacityWatch, pick: NodePick) -> bool:
             ended_at=timezone.now(),
             fabric_id=pick.fabric.fabric_id,
             executor_ids=pick.executor_ids,
-            outcome=found + (" Renting them." if watch.auto_rent else ""),
+            outcome=found + (RENTING if watch.auto_rent else ""),
         )
         if not claimed:
             return False
         if not watch.auto_rent:
-            _emit(watch, pick, url, message=f"{found} Open the rent form to take them.")
+            message = f"{found} Open the rent form to take them."
+            _emit(watch, pick.fabric.fabric_id, pick.executor_ids, pick.price_per_hour, message=message)
             return True
     # Claimed: this scan alone rents, outside any transaction (the order service may call Lium).
-    rental, outcome = _watch_rent(watch, pick)
+    _auto_rent_finish(watch, pick.fabric.fabric_id, pick.executor_ids, pick.price_per_hour, found=found)
+    return True
+
+
+def _auto_rent_finish(
+    watch: CapacityWatch, fabric_id: str, executor_ids: list[str], price: Decimal | None, *, found: str
+) -> None:
+    rental, outcome = _watch_rent(watch, fabric_id, executor_ids)
     with transaction.atomic():
         status = Status.FIRED if rental is not None else Status.FAILED
         CapacityWatch.objects.filter(pk=watch.pk).update(status=status, rental=rental, outcome=f"{found} {outcome}")
-        _emit(watch, pick, url, message=f"{found} {outcome}", rental=rental)
-    return True
+        _emit(watch, fabric_id, executor_ids, price, message=f"{found} {outcome}", rental=rental)
+
+
+def _auto_rents_resume(now: datetime) -> None:
+    """Finish the auto-rents whose scan died between the claim and the order (fired, still no rental)."""
+    stalled = CapacityWatch.objects.filter(
+        status=Status.FIRED, auto_rent=True, rental__isnull=True, ended_at__lt=now - AUTO_RENT_RESUME_AFTER
+    ).select_related("customer", "preset", "created_by")
+    for watch in stalled:
+        # Taken over like a lease: of two scans, the one whose update lands finishes it.
+        taken = CapacityWatch.objects.filter(
+            pk=watch.pk, status=Status.FIRED, rental__isnull=True, ended_at=watch.ended_at
+        ).update(ended_at=now)
+        if taken:
+            logger.warning("Watch %s: its auto-rent lost its scan; finishing it", watch.pk)
+            found = watch.outcome.removesuffix(RENTING)
+            _auto_rent_finish(watch, watch.fabric_id, watch.executor_ids, None, found=found)
 
 
 def watch_submit_token(watch: CapacityWatch) -> uuid.UUID:
@@ -174,15 +200,19 @@ def watch_submit_token(watch: CapacityWatch) -> uuid.UUID:
     return uuid.uuid5(uuid.NAMESPACE_URL, f"lium-dashboard:capacity-watch:{watch.pk}")
 
 
-def _watch_rent(watch: CapacityWatch, pick: NodePick) -> tuple[Rental | None, str]:
+def _watch_rent(watch: CapacityWatch, fabric_id: str, executor_ids: list[str]) -> tuple[Rental | None, str]:
     """Place the watch's order through the order service; return the rental, or None and why it was refused."""
     preset, user = watch.preset, watch.created_by
     if preset is None or user is None:
         return None, "Not rented: its preset or its maker is gone."
+    # Saved before a worker died: hand it back (checking the order again would count it against itself).
+    saved = Rental.objects.filter(submit_token=watch_submit_token(watch), created_by=user).first()
+    if saved is not None:
+        return saved, f"Rented them: rental {saved.public_id}."
     choice = OrderChoice(
         customer=watch.customer_id,
-        fabric_id=pick.fabric.fabric_id,
-        executor_ids=pick.executor_ids,
+        fabric_id=fabric_id,
+        executor_ids=executor_ids,
         pod_name=preset.pod_name,
         public_keys=preset.public_keys,
         template_id=preset.template_id or None,
@@ -203,13 +233,25 @@ def _watch_rent(watch: CapacityWatch, pick: NodePick) -> tuple[Rental | None, st
     return rental, f"Rented them: rental {rental.public_id}."
 
 
-def _emit(watch: CapacityWatch, pick: NodePick, url: str, *, message: str, rental: Rental | None = None) -> None:
+def _emit(
+    watch: CapacityWatch,
+    fabric_id: str,
+    executor_ids: list[str],
+    price: Decimal | None,
+    *,
+    message: str,
+    rental: Rental | None = None,
+) -> None:
+    """Emit `capacity.available` once per watch (`price`: None when a resumed auto-rent no longer knows it)."""
+    url = settings.SITE_URL.rstrip("/") + rent_nodes_url(
+        customer_id=watch.customer_id, fabric_id=fabric_id, executor_ids=executor_ids
+    )
     data = {
         "message": message,
         "watch": {"id": watch.pk, "want": watch.want.describe(), "auto_rent": watch.auto_rent},
-        "fabric_id": pick.fabric.fabric_id,
-        "executor_ids": pick.executor_ids,
-        "price_per_hour": f"{pick.price_per_hour:.2f}",
+        "fabric_id": fabric_id,
+        "executor_ids": executor_ids,
+        "price_per_hour": f"{price:.2f}" if price is not None else None,
         "rent_url": url,
     }
     rental_id = rental.pk if rental is not None else None

@@ -38,8 +38,11 @@ RENTAL_URL = re.compile(r"/rentals/[0-9a-f-]{36}/$")
 
 
 @pytest.fixture
-def watch_worker(transactional_db: None, tmp_path: Path) -> Iterator[None]:
-    """A real worker whose beat scans the watches every second, reading offers at most a second old."""
+def watch_worker(transactional_db: None, tmp_path: Path, settings) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    """A real worker whose beat scans the watches every second, reading offers at most a second old (and the
+    web's own cache as fresh: without a shared cache, the page would show the listing it read before the watch
+    fired, for a whole LIUM_OFFERS_CACHE_SECONDS)."""
+    settings.LIUM_OFFERS_CACHE_SECONDS = 1
     log_path = tmp_path / "worker.log"
     process = start_worker(
         log_path=log_path, extra_env={"CAPACITY_WATCH_SCAN_SECONDS": "1", "LIUM_OFFERS_CACHE_SECONDS": "1"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import threading
+from datetime import timedelta
 from decimal import Decimal
 
 import pytest
@@ -12,6 +13,7 @@ from django.conf import settings
 from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import connection
+from django.utils import timezone
 
 from billing.quotas import quota_set_by_operator
 from notifications import events as ev
@@ -194,3 +196,45 @@ def test_the_email_links_to_the_rent_form_on_the_nodes(
     site = settings.SITE_URL.rstrip("/")
     assert f"Open the rent form on those nodes: {site}/rent/?fabric=" in mail.body
     assert "%2C".join(watch.executor_ids) in mail.body and "2 x NVIDIA H100 80GB HBM3 free" in mail.body
+
+
+def test_an_auto_rent_whose_scan_died_after_the_claim_is_finished_by_a_later_scan_once(  # type: ignore[no-untyped-def]
+    simulator: Simulator, acme, alice, make_preset, subscribed, enqueued
+) -> None:
+    watch = _watch(acme, alice, preset=make_preset(), auto_rent=True)
+    credential = selectors.customer_credential(acme)
+    assert credential is not None
+    pick, _ = nodes_pick(watch.want, offers.offers_get(credential=credential))
+    assert pick is not None
+    # A scan claimed it and its worker died before the order was saved: fired, renting, no rental.
+    claimed_at = timezone.now() - watching.AUTO_RENT_RESUME_AFTER - timedelta(seconds=1)
+    CapacityWatch.objects.filter(pk=watch.pk).update(
+        status=Status.FIRED,
+        ended_at=claimed_at,
+        fabric_id=pick.fabric.fabric_id,
+        executor_ids=pick.executor_ids,
+        outcome="2 x H100 free." + watching.RENTING,
+    )
+    watching.watches_scan()
+    watch.refresh_from_db()
+    rental = Rental.objects.get()
+    assert (watch.status, watch.rental) == (Status.FIRED, rental) and "Rented them" in watch.outcome
+    assert rental.executor_ids == pick.executor_ids
+    [data] = _events()
+    assert data["rental"]["id"] == str(rental.public_id)
+    # A scan that took it over before (its rental saved, then it died too) makes no second rental.
+    CapacityWatch.objects.filter(pk=watch.pk).update(rental=None, ended_at=claimed_at)
+    watching.watches_scan()
+    watch.refresh_from_db()
+    assert Rental.objects.count() == 1 and watch.rental == rental
+
+
+def test_an_auto_rent_in_progress_is_not_taken_over(  # type: ignore[no-untyped-def]
+    simulator: Simulator, acme, alice, make_preset, enqueued
+) -> None:
+    watch = _watch(acme, alice, preset=make_preset(), auto_rent=True)
+    CapacityWatch.objects.filter(pk=watch.pk).update(
+        status=Status.FIRED, ended_at=timezone.now(), outcome="2 x H100 free." + watching.RENTING
+    )
+    watching.watches_scan()
+    assert not Rental.objects.exists()
