@@ -36,7 +36,7 @@ from api.keys import api_key_create
 from billing.invitations import admin_set, invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
 from rentals import engine
-from rentals.models import Rental
+from rentals.models import ClusterMember, FabricCheck, Rental
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
 from rentals.tracking.members import credential_pods_sync
@@ -91,12 +91,49 @@ def world(simulator: Simulator, monkeypatch: pytest.MonkeyPatch, acme, alice, bo
         rental = submit(f"job-{state}", [f"{state}-a", f"{state}-b"])
         Rental.objects.filter(pk=rental.pk).update(status=state, **fields)
         rentals[state] = rental
+    rentals["ready"] = ready_with_members(submit("job-ready", ["ready-a", "ready-b"]))
+    rentals["check_failed"] = check_failed(submit("job-check", ["check-a", "check-b"]))
     SshPublicKey.objects.create(user=alice, name="laptop", public_key=SSH_KEY)
     api_key_create(user=alice, name="ci", scopes=["read"])
     endpoint, _secret = endpoint_create(customer=acme, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice)
     endpoint_send_test(endpoint=endpoint)
-    invitation_create(customer=acme, created_by=alice)
-    return {"rentals": rentals, "offer": offer, "endpoint": endpoint, "customer": acme}
+    invitation = invitation_create(customer=acme, created_by=alice)
+    return {"rentals": rentals, "offer": offer, "endpoint": endpoint, "customer": acme, "invitation": invitation}
+
+
+def ready_with_members(rental: Rental) -> Rental:
+    """Make the rental ready with two running members (SSH, Jupyter, ports: the connect panel and repairs)."""
+    Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="cl-ready", rented_at=timezone.now())
+    for rank in (0, 1):
+        ClusterMember.objects.create(
+            rental=rental,
+            pod_id=f"pod-ready-{rank}",
+            rank=rank,
+            status="RUNNING",
+            overlay_ip=f"10.42.0.{rank + 1}",
+            ssh_command=f"ssh root@192.0.2.{rank + 1} -p 2200{rank}",
+            jupyter_url=f"http://192.0.2.{rank + 1}:38888/lab?token=t{rank}",
+            ports_mapping={"22": 22000 + rank, "8888": 38888},
+        )
+    return rental
+
+
+def check_failed(rental: Rental) -> Rental:
+    """Make the rental a verified one whose fabric check named rank 1 slow (the figures per pair, two buttons)."""
+    Rental.objects.filter(pk=rental.pk).update(status="check_failed", cluster_id="cl-check", verify_fabric=True)
+    FabricCheck.objects.create(
+        rental=rental,
+        status=FabricCheck.Status.FAILED,
+        public_key_line="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFakeFake check",
+        link_rate_gbps=400,
+        floor_gbps=2400,
+        bus_bandwidth_gbps=900,
+        pairs=[{"ranks": [0, 1], "bus_bandwidth_gbps": 900}],
+        slow_ranks=[1],
+        keys_removed=True,
+        finished_at=timezone.now(),
+    )
+    return rental
 
 
 def pages_for(persona: str, world: dict[str, Any]) -> dict[str, str]:
@@ -133,6 +170,8 @@ def pages_for(persona: str, world: dict[str, Any]) -> dict[str, str]:
         "terminate-confirm": f"/rentals/{rented}/terminate/",
         "reboot-confirm": f"/rentals/{rented}/members/0/reboot/",
     }
+    if persona == "anonymous":
+        return {"login": "/accounts/login/", "invitation": f"/invite/{world['invitation'].token}/"}
     if persona == "bob":
         return every_member
     if persona == "alice":
@@ -166,12 +205,13 @@ def contexts(
     def open_for(username: str) -> dict[Scheme, Page]:
         first = browser.new_context(base_url=live_server.url)
         opened.append(first)
-        login = watch(first.new_page())
-        login.goto("/accounts/login/")
-        login.get_by_label("Username").fill(username)
-        login.get_by_label("Password").fill(PASSWORD)
-        login.get_by_role("button", name="Log in").click()
-        login.wait_for_url("**/fabrics/")
+        if username != "anonymous":
+            login = watch(first.new_page())
+            login.goto("/accounts/login/")
+            login.get_by_label("Username").fill(username)
+            login.get_by_label("Password").fill(PASSWORD)
+            login.get_by_role("button", name="Log in").click()
+            login.wait_for_url("**/fabrics/")
         state = first.storage_state()
         pages = {}
         for scheme in SCHEMES:
@@ -206,11 +246,28 @@ def serious_violations(page: Page) -> list[str]:
     return found
 
 
+def show_form_errors(persona: str, page: Page, world: dict[str, Any]) -> str:
+    """Submit the persona's main form wrongly (a bad password; an order with a bad pod name), leaving its errors
+    on the page; return what was submitted."""
+    if persona == "anonymous":
+        page.goto("/accounts/login/")
+        page.get_by_label("Username").fill("nobody")
+        page.get_by_label("Password").fill("wrong")
+        page.get_by_role("button", name="Log in").click()
+        page.get_by_role("alert").wait_for()
+        return "login-errors"
+    page.goto(pages_for(persona, world)["rent-form"])
+    page.get_by_label("Pod name").fill("Not A Valid Name!")  # passes the browser's checks, not the server's
+    page.get_by_role("button", name="Rent cluster").click()
+    page.locator(".has-error").first.wait_for()
+    return "rent-form-errors"
+
+
 def page_width(page: Page) -> int:
     return int(page.evaluate("document.scrollingElement.scrollWidth"))
 
 
-@pytest.mark.parametrize("persona", ["alice", "bob", "sam", "olga", "admin"])
+@pytest.mark.parametrize("persona", ["anonymous", "alice", "bob", "sam", "olga", "admin"])
 def test_every_page_passes_axe_light_and_dark_and_fits_375_px(persona: str, world, contexts) -> None:  # type: ignore[no-untyped-def]
     pages = contexts(persona)
     problems: list[str] = []
@@ -229,4 +286,12 @@ def test_every_page_passes_axe_light_and_dark_and_fits_375_px(persona: str, worl
                 violations = serious_violations(page)
                 if violations:
                     problems.append(f"{label} ({url}), {scheme.name}:\n" + "\n".join(violations))
+    if persona in ("anonymous", "bob"):  # forms showing their errors: one persona each is enough
+        for scheme, page in pages.items():
+            label = show_form_errors(persona, page, world)
+            page.screenshot(path=str(SCREENSHOTS / f"a11y-{persona}-{label}-{scheme.name}-{scheme.width}.png"))
+            found = [f"the page is {page_width(page)} px wide"] if page_width(page) > scheme.width else []
+            found += serious_violations(page) if scheme.width != NARROW else []
+            if found:
+                problems.append(f"{label}, {scheme.name} {scheme.width} px:\n" + "\n".join(found))
     assert not problems, f"accessibility problems for {persona}:\n" + "\n".join(problems)
