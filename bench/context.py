@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMo32AY0vFK7g5FBIBcyPdxaxSEM5rEc0kEzMVveA9b+ bench@run"
 PASSWORD = "bench-password-1"  # noqa: S105 - a throwaway user in a throwaway database
 SETTLED = ("rented", "ready", "degraded", "refused", "failed", "unknown", "not_rented", "cancelled")
-PHASES = ("submit", "engine", "burst", "poll", "pages", "search", "listing")
+PHASES = ("submit", "engine", "ready", "burst", "poll", "pages", "search", "listing")
 
 # Every process of the run (this one too) gets these before Django reads its settings.
 RUN_ENV = {

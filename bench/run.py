@@ -89,6 +89,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         help="seconds at most for the submit phase (the embedded broker is slow: fewer rentals then)",
     )
     p.add_argument("--engine-budget", type=float, default=45.0, help="seconds at most per engine run")
+    p.add_argument("--ready-rentals", type=int, default=20, help="clusters rented for the time to ready")
+    p.add_argument("--ready-start-seconds", type=float, default=5.0, help="the simulator's pod start delay then")
+    p.add_argument("--ready-interval", type=float, default=0.5, help="seconds between the time to ready's submits")
+    p.add_argument("--ready-budget", type=float, default=120.0, help="seconds at most to wait for them all")
     p.add_argument("--burst-rentals", type=int, default=200, help="rentals submitted at once in the burst phase")
     p.add_argument(
         "--burst-latency-ms", type=int, default=2000, help="how long the simulator holds each rent call in the burst"
@@ -114,7 +118,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--keep-run-dir", action="store_true", help="keep the run folder (logs) at the end")
     p.add_argument("--listing-pods", type=int, default=20_000, help="pods in the listing phase's GET /pods")
     p.add_argument(
-        "--only", default="", help="comma list of phases: submit,engine,burst,poll,pages,search,listing (default all)"
+        "--only",
+        default="",
+        help="comma list of phases: submit,engine,ready,burst,poll,pages,search,listing (default all)",
     )
     return p.parse_args(argv)
 
@@ -142,6 +148,7 @@ def measure_phases(run: Run, stack: Stack) -> None:
     from bench.phases.burst import measure_burst
     from bench.phases.engine import measure_engine
     from bench.phases.poll import measure_poll
+    from bench.phases.ready import measure_ready
     from bench.phases.scale import measure_at_scale
     from bench.phases.submit import measure_submit
     from bench.workers import MeasuredWorker
@@ -153,6 +160,8 @@ def measure_phases(run: Run, stack: Stack) -> None:
         measure_submit(run, stack, people, direct, worker)
     if "engine" in run.phases:
         measure_engine(run, people, direct, worker)
+    if "ready" in run.phases:
+        measure_ready(run, stack, people, direct, worker)
     worker.stop()
     if "burst" in run.phases:
         measure_burst(run, stack, people, direct)

@@ -25,10 +25,13 @@ from accounts.models import Customer, Membership
 from accounts.roles import is_operator, is_staff_reader
 from accounts.users import request_user
 from billing import invitations, selectors, services
+from billing.cluster_chart import cluster_chart
 from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, SignupForm, UsageFilterForm
 from billing.left_keys import left_key_clusters
 from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
+from billing.selectors import BudgetStatus
+from billing.spend_chart import SpendChart, spend_chart
 from billing.usage import Month, UsageReport
 from common.csv_export import csv_response
 from rentals.removal.policy import removal_policy_summaries
@@ -60,6 +63,10 @@ def usage(request: HttpRequest) -> HttpResponse:
     else:
         shown = list(selectors.customers_for_user(user=request.user).order_by("name"))
     budgets = [selectors.budget_status(customer=c) for c in shown]
+    charts = {
+        "spend": _spend_charts(report, budgets),
+        "clusters": cluster_chart(lines=report.lines),
+    }
     query = urlencode(
         {
             "month": report.month.label,
@@ -67,7 +74,26 @@ def usage(request: HttpRequest) -> HttpResponse:
             **({"customer": customer.pk} if customer else {}),
         }
     )
-    return render(request, "billing/usage.html", {"form": form, "report": report, "budgets": budgets, "query": query})
+    context = {"form": form, "report": report, "budgets": budgets, "charts": charts, "query": query}
+    return render(request, "billing/usage.html", context)
+
+
+def _spend_charts(report: UsageReport, budgets: list[BudgetStatus]) -> list[tuple[BudgetStatus | None, SpendChart]]:
+    """One spend line per budget shown (that customer's lines); staff looking at every customer: one, no budget."""
+    if not budgets:
+        return [(None, spend_chart(lines=report.lines, month=report.month, as_of=report.as_of, budget_usd=None))]
+    return [
+        (
+            status,
+            spend_chart(
+                lines=[line for line in report.lines if line.customer_id == status.customer.pk],
+                month=report.month,
+                as_of=report.as_of,
+                budget_usd=status.budget_usd,
+            ),
+        )
+        for status in budgets
+    ]
 
 
 @require_GET

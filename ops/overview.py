@@ -23,6 +23,7 @@ from django.utils import timezone
 
 from accounts.models import Customer, UpstreamCredential
 from ops.links import rental_page_links
+from ops.overview_charts import overview_charts_render
 from rentals.heartbeats import sweeper_last_run
 from rentals.models import STATUS_LABELS, Rental, RentAttempt
 from rentals.selectors import members_grace, rented_without_members
@@ -53,6 +54,8 @@ def overview_compute(*, now: datetime) -> dict[str, Any]:
         "upstream": upstream_health(now=now),
         "worker": worker_health(now=now),
         "estimates": estimate_error(now=now),
+        # Inside the shared cache with the rest, drawn: a cached page neither queries nor renders them again.
+        "charts": overview_charts_render(now=now),
     }
 
 

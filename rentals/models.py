@@ -118,6 +118,8 @@ class Rental(models.Model):
                 condition=models.Q(estimated_ready_seconds__isnull=False),
                 name="rental_estimate_ready",
             ),
+            # The ops overview's time to ready per fabric type: the rentals that became ready in the last week.
+            models.Index(fields=["ready_at"], name="rental_ready_at"),
         ]
         constraints = [
             # Evidence is exclusive: many customers share one Lium account, and a second holder of a cluster would

@@ -19,6 +19,7 @@ from django.utils import timezone
 from common.backoff import backoff_seconds
 from rentals import upstream
 from rentals.models import Rental, RentalEvent
+from rentals.ready_time import first_ready_fields
 from rentals.states import RentalStatus
 from rentals.transitions import rental_touch, rental_transition
 from rentals.verification.records import check_unsettled
@@ -152,4 +153,6 @@ def _back_from_refused_delete(rental: Rental, refusal: upstream.UpstreamRejected
         error_code=refusal.code,
         error_message=refusal.message,
         error_request_id=refusal.request_id,
+        # Terminated before its first ready (members still starting): this is its first ready.
+        **(first_ready_fields(rental) if back_to == RentalStatus.READY else {}),
     )

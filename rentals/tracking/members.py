@@ -33,6 +33,7 @@ from accounts.models import UpstreamCredential
 from rentals import upstream
 from rentals.enqueue import enqueue_cluster_delete, enqueue_fabric_check, enqueue_removal_push
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
+from rentals.ready_time import first_ready_fields
 from rentals.removal.schedule import removal_adopt_from_members
 from rentals.repair_calls import member_reboot_settled
 from rentals.signals import pod_listing_read
@@ -336,15 +337,3 @@ def _verifying_start(rental: Rental) -> bool:
     if moved:
         transaction.on_commit(lambda: enqueue_fabric_check(rental.pk))
     return moved
-
-
-def first_ready_fields(rental: Rental) -> dict[str, Any]:
-    """Return the time to ready to record the first time the rental is ready (a degraded one's recovery keeps it).
-
-    Counted from the first send, when Lium could start on it (not from the submit: our queue is not its estimate's).
-    """
-    if rental.ready_at is not None:
-        return {}
-    now = timezone.now()
-    started = rental.first_sent_at or rental.created_at
-    return {"ready_at": now, "ready_seconds": max(0, round((now - started).total_seconds()))}

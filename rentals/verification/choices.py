@@ -19,6 +19,7 @@ from rentals import services
 from rentals.audit import change_event
 from rentals.models import FabricCheck, Rental
 from rentals.order_service import OrderChoice, OrderRefused, order_check, order_offer, order_save
+from rentals.ready_time import first_ready_fields
 from rentals.states import RentalStatus
 from rentals.transitions import rental_transition
 
@@ -45,6 +46,7 @@ def fabric_check_keep(*, rental: Rental, actor: User | None) -> bool:
                 reason="",
                 message="Kept as it is after the failed fabric check: ready, unverified.",
             ),
+            **first_ready_fields(rental),  # ready from now: the check's wait and the choice count in its time
         )
         if moved:
             FabricCheck.objects.filter(rental=rental).update(kept_unverified=True)

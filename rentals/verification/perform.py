@@ -19,8 +19,8 @@ from django.utils import timezone
 from accounts.crypto import secret_decrypt
 from rentals.fabric_check.runner import FabricCheckResult, Limits, Member, fabric_check_run_sync
 from rentals.models import ClusterMember, FabricCheck, Rental, RentalEvent
+from rentals.ready_time import first_ready_fields
 from rentals.states import RentalStatus
-from rentals.tracking.members import first_ready_fields
 from rentals.transitions import rental_touch, rental_transition
 from rentals.upstream.parse import ssh_parts
 

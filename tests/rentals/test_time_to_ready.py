@@ -113,3 +113,31 @@ def test_a_failure_is_remembered_briefly_so_a_down_lium_is_not_asked_on_every_cl
 @pytest.mark.parametrize(("seconds", "text"), [(None, ""), (0, "any moment now"), (89, "~89 s"), (90, "~2 min")])
 def test_durations_read_as_the_official_client_says_them(seconds, text) -> None:
     assert estimates.duration_text(seconds) == text
+
+
+# --- Every way to ready records the time (issue 30) -----------------------------------------------------------
+
+
+def test_a_cluster_kept_after_a_failed_check_records_when_it_became_ready(make_rental, clock) -> None:
+    from rentals.verification.choices import fabric_check_keep
+
+    sent = clock.now - timedelta(seconds=400)
+    rental = make_rental(status=RentalStatus.CHECK_FAILED, cluster_id="cl-1", first_sent_at=sent, verify_fabric=True)
+    assert fabric_check_keep(rental=rental, actor=None)
+    rental.refresh_from_db()
+    assert (rental.status, rental.ready_at, rental.ready_seconds) == (RentalStatus.READY, clock.now, 400)
+
+
+def test_a_refused_delete_before_the_first_ready_records_the_time_to_ready(make_rental, fake_upstream, clock) -> None:
+    from rentals.removal.deletion import rental_delete_cluster
+    from tests.rentals.fakes import error
+
+    sent = clock.now - timedelta(seconds=70)
+    # Terminated while its members were still starting; by the refused delete every member runs.
+    rental = make_rental(status=RentalStatus.TERMINATING, cluster_id="cl-1", first_sent_at=sent, rented_at=sent)
+    for rank in (0, 1):
+        ClusterMember.objects.create(rental=rental, pod_id=f"p{rank}", rank=rank, status="RUNNING")
+    fake_upstream.script = [error(400, "cluster_locked", "not now")]
+    assert rental_delete_cluster(rental_id=rental.pk) == "refused"
+    rental.refresh_from_db()
+    assert (rental.status, rental.ready_at, rental.ready_seconds) == (RentalStatus.READY, clock.now, 70)

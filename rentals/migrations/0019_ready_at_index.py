@@ -1,0 +1,16 @@
+# The ops overview's time to ready per fabric type reads the rentals that became ready in the last week.
+
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [
+        ("rentals", "0017_fabric_check"),
+    ]
+
+    operations = [
+        migrations.AddIndex(
+            model_name="rental",
+            index=models.Index(fields=["ready_at"], name="rental_ready_at"),
+        ),
+    ]
