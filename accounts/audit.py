@@ -1,4 +1,5 @@
-"""Support reading customers' data leaves a trail: who read what of which customer, and when.
+"""Support reading customers' data leaves a trail: who read what of which customer, and when; and every change
+to someone's sign-in (password, e-mail, two-factor, sessions) is an `AccountChange` (`account_change_record`).
 
 Support (a staff reader who is not an operator) reads every customer's data to help them; each such read is
 recorded at most once per reader, customer and page per SUPPORT_VIEW_EVERY, so reading stays cheap to audit.
@@ -12,11 +13,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 from datetime import timedelta
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
+from django.http import HttpRequest
 from django.utils import timezone
 
-from accounts.models import SUPPORT_READ_WHAT_MAX_LENGTH, Membership, SupportRead
+from accounts.models import (
+    ACCOUNT_CHANGE_WHAT_MAX_LENGTH,
+    SUPPORT_READ_WHAT_MAX_LENGTH,
+    AccountChange,
+    Membership,
+    SupportRead,
+)
 from accounts.roles import is_operator, is_staff_reader
+from common.client_address import throttle_address
 
 SUPPORT_VIEW_EVERY = timedelta(minutes=10)
 
@@ -59,3 +68,18 @@ def support_read_record(
     ]
     SupportRead.objects.bulk_create(new)
     return len(new)
+
+
+def account_change_record(
+    *, user: User, what: str, actor: User | None = None, request: HttpRequest | None = None
+) -> None:
+    """Record a change to `user`'s sign-in (password, e-mail, two-factor, sessions): by `actor` (None: the user
+    themselves, or a reset link), from the request's client address."""
+    address = throttle_address(request) if request is not None else None
+    AccountChange.objects.create(
+        user=user,
+        username=user.get_username(),
+        actor=actor or user,
+        what=what[:ACCOUNT_CHANGE_WHAT_MAX_LENGTH],
+        address=address,
+    )

@@ -18,6 +18,8 @@ from django.core.exceptions import RequestDataTooBig, SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 
+from common.db_outage import RETRY_AFTER_SECONDS, database_lost
+
 logger = logging.getLogger(__name__)
 
 DEFAULT_CODES = {
@@ -49,6 +51,7 @@ class ApiError(Exception):
         hint: str = "",
         validation_errors: list[dict[str, str]] | None = None,
         headers: dict[str, str] | None = None,
+        details: dict[str, Any] | None = None,
     ) -> None:
         super().__init__(message)
         self.status = status
@@ -57,6 +60,7 @@ class ApiError(Exception):
         self.hint = hint
         self.validation_errors = validation_errors
         self.headers = headers or {}
+        self.details = details or {}  # more about the error, beside code and message (a quota and its usage)
 
 
 def request_id(request: HttpRequest) -> str:
@@ -75,6 +79,7 @@ def envelope(request: HttpRequest, error: ApiError) -> dict[str, Any]:
             "message": error.message,
             "hint": error.hint,
             "request_id": request_id(request),
+            **error.details,
         },
         "message": error.message,
         "status_code": error.status,
@@ -139,6 +144,8 @@ def install_handlers(api: Any) -> None:
         return error_response(request, ApiError(404, "not_found", str(exc) or "Not found."))
 
     def on_exception(request: HttpRequest, exc: Exception) -> HttpResponse:
+        if database_lost(exc):  # PostgreSQL restarting: worth trying again in seconds, not a defect
+            return error_response(request, _database_unavailable())
         logger.exception("Unexpected error in the JSON API (request %s)", request_id(request))
         return error_response(request, _internal())
 
@@ -158,6 +165,16 @@ def install_handlers(api: Any) -> None:
     api.add_exception_handler(AuthenticationError, on_auth)
     api.add_exception_handler(ValidationError, on_validation)
     api.add_exception_handler(ApiError, on_api_error)
+
+
+def _database_unavailable() -> ApiError:
+    return ApiError(
+        503,
+        "database_unavailable",
+        "The dashboard cannot reach its database right now.",
+        hint=f"Try again in {RETRY_AFTER_SECONDS} seconds; check whether a write went through before repeating it.",
+        headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+    )
 
 
 def _internal() -> ApiError:

@@ -231,7 +231,8 @@ def rental_create(
         if record is not None:
             idempotency.idempotency_abandon(record=record)
         raise
-    offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
+    if rental.start_at is None:  # a scheduled rental's nodes stay free for others until its time
+        offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
     return HttpResponse(body, status=201, content_type="application/json")
 
 
@@ -249,6 +250,7 @@ def _order_save(request: HttpRequest, raw: bytes, record: Any) -> tuple[Rental, 
         public_keys=data.ssh_public_keys,
         options=data.model_dump(include=ORDER_OPTIONS),
         verify_fabric=data.verify_fabric,
+        start_at=data.start_at,
     )
     try:
         checked = order_check(user=request_user(request), choice=choice)  # outside the transaction: it may call Lium
@@ -279,7 +281,7 @@ def order_refusal(exc: OrderRefused) -> ApiError:
         hint = "Nothing was saved; send the order again once Lium switches cluster renting back on."
         return ApiError(503, exc.code, exc.message, hint=hint, headers={"Retry-After": retry})
     if exc.field is None:
-        return ApiError(422, exc.code, exc.message, hint="Change the order and try again.")
+        return ApiError(422, exc.code, exc.message, hint="Change the order and try again.", details=exc.details)
     return ApiError(
         403 if exc.code == "customer_ref_not_allowed" else 422,
         exc.code,

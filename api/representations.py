@@ -41,6 +41,7 @@ def rental_dict(rental: Rental) -> dict[str, Any]:
         "removal_scheduled_at": rental.removal_scheduled_at,
         "estimated_ready_seconds": rental.estimated_ready_seconds,
         "ready_seconds": rental.ready_seconds,
+        "start_at": rental.start_at,
         "created_at": rental.created_at,
         "updated_at": rental.updated_at,
         "error": error,

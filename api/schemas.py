@@ -110,6 +110,7 @@ class RentalOut(Schema):
     ready_seconds: int | None = Field(
         description="How long the cluster took to be ready, from the first rent call; null until it is ready."
     )
+    start_at: datetime | None = Field(description="When a scheduled rental is (or was) sent; null: at once.")
     created_at: datetime
     updated_at: datetime
     error: RentalErrorOut | None
@@ -208,4 +209,9 @@ class RentalCreateIn(Schema):
     )
     customer_ref: Annotated[StrictStr, Field(max_length=64)] | None = Field(
         None, description="Operators only: the X-Customer-Ref for this rental instead of the customer's."
+    )
+    start_at: datetime | None = Field(
+        None,
+        description="A scheduled start (ISO 8601 with a timezone, in the future, at most SCHEDULE_MAX_DAYS ahead): "
+        "the rental waits `scheduled` and is sent then; null: now.",
     )

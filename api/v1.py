@@ -35,6 +35,9 @@ install_handlers(api)
 api.add_router("", "api.fabrics.router")
 api.add_router("", "api.rentals.router")
 api.add_router("", "api.removal.router")  # a rental's scheduled removal
+api.add_router("", "api.start.router")  # a scheduled rental's start, and cancelling a rental not sent yet
 api.add_router("", "api.repair.router")  # member repair: reboot, reset GPUs
 api.add_router("/webhooks", "api.webhooks.router")  # webhook endpoints (notifications app)
 api.add_router("/usage", "api.usage.router")  # cost per rental in a month (billing app)
+api.add_router("/presets", "api.presets.router")  # saved rent forms (presets app)
+api.add_router("/watches", "api.presets.watch_router")  # capacity watches (presets app)

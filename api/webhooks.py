@@ -8,7 +8,7 @@ endpoints, its other members read them; support reads every endpoint and changes
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import Http404, HttpRequest, HttpResponse
@@ -35,6 +35,9 @@ class WebhookCreateIn(Schema):
     model_config = ConfigDict(extra="forbid")
 
     url: StrictStr = Field(..., max_length=2000, description="An https URL on a public address (in production).")
+    kind: Literal["standard", "slack"] | None = Field(
+        None, description="slack: events arrive as Slack messages; left out: slack for a hooks.slack.com URL."
+    )
     events: list[StrictStr] = Field(..., min_length=1, max_length=50, description='Event types, or ["*"] for all.')
     # Bounded as in a rent order: an unbounded name took a lone surrogate, which no database can store (a 500).
     customer: CustomerId | CustomerName | None = Field(
@@ -44,7 +47,8 @@ class WebhookCreateIn(Schema):
 
 class WebhookOut(Schema):
     id: int
-    url: str
+    url: str = Field(..., description="A Slack URL without its last segment (its token).")
+    kind: str
     events: list[str]
     customer: CustomerOut
     created_at: datetime
@@ -84,7 +88,8 @@ class DeliveryListOut(Schema):
 def _endpoint_dict(endpoint: WebhookEndpoint) -> dict[str, Any]:
     return {
         "id": endpoint.pk,
-        "url": endpoint.url,
+        "url": endpoint.url_shown,
+        "kind": endpoint.kind,
         "events": endpoint.events,
         "customer": {"id": endpoint.customer_id, "name": endpoint.customer.name},
         "created_at": endpoint.created_at,
@@ -171,6 +176,7 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
             url=payload.url,
             events=payload.events,
             created_by=request.user,  # type: ignore[arg-type]
+            kind=payload.kind,
         )
     except DjangoValidationError as exc:
         field = "url" if exc.code == "unsafe_url" else "events"

@@ -13,11 +13,13 @@ class BillingConfig(AppConfig):
 
         from accounts.models import Customer, Membership
         from billing.invitations import membership_deleting, user_deactivating
+        from billing.quotas import quota_check_receiver
         from billing.services import budget_check_receiver
         from billing.statement import pod_listing_receiver
         from rentals.signals import order_checking, pod_listing_read
 
         order_checking.connect(budget_check_receiver, sender=Customer, dispatch_uid="billing-budget-check")
+        order_checking.connect(quota_check_receiver, sender=Customer, dispatch_uid="billing-quota-check")
         # A refused pod listing stops tracking: the pod poller says so, and an operator notice is raised here.
         pod_listing_read.connect(pod_listing_receiver, dispatch_uid="billing-pod-listing")
         # A membership deleted by any path ends the invitation links and webhook endpoints its member made.

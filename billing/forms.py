@@ -78,6 +78,22 @@ class CustomerBudgetForm(forms.Form):
     customer_budget_usd = _money("Our own monthly budget (USD)", "At or below the operators' budget; empty: none.")
 
 
+def _count(label: str, help_text: str) -> forms.IntegerField:
+    return forms.IntegerField(label=label, required=False, min_value=0, max_value=1_000_000, help_text=help_text)
+
+
+class OperatorQuotaForm(forms.Form):
+    max_gpus = _count("GPUs at once", "Empty: no quota.")
+    max_clusters = _count("Active clusters", "Empty: no quota.")
+    max_hourly_usd = _money("USD per hour", "Empty: no quota.")
+
+
+class CustomerQuotaForm(forms.Form):
+    own_max_gpus = _count("Our GPUs at once", "At or below the operators' quota; empty: none.")
+    own_max_clusters = _count("Our active clusters", "At or below the operators' quota; empty: none.")
+    own_max_hourly_usd = _money("Our USD per hour", "At or below the operators' quota; empty: none.")
+
+
 class InviteForm(forms.Form):
     role = forms.ChoiceField(choices=Invitation.Role.choices, initial=Invitation.Role.MEMBER)
 

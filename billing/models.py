@@ -42,6 +42,31 @@ class CustomerBudget(models.Model):
         return min(set_ones) if set_ones else None
 
 
+class CustomerQuota(models.Model):
+    """A customer's quotas: GPUs at once, active clusters, USD per hour. Operators set them; the customer's admins
+    may set lower ones for their team. Empty: no such quota. Checked at rent time with the customer row locked."""
+
+    customer = models.OneToOneField(Customer, on_delete=models.CASCADE, related_name="quota")
+    max_gpus = models.PositiveIntegerField(null=True, blank=True, help_text="Set by operators; empty: no quota.")
+    max_clusters = models.PositiveIntegerField(null=True, blank=True, help_text="Set by operators; empty: no quota.")
+    # Was `Customer.hourly_spend_cap_usd` (copied here by billing 0004).
+    max_hourly_usd = models.DecimalField(
+        max_digits=12, decimal_places=2, null=True, blank=True, help_text="Set by operators; empty: no quota."
+    )
+    own_max_gpus = models.PositiveIntegerField(null=True, blank=True)
+    own_max_clusters = models.PositiveIntegerField(null=True, blank=True)
+    own_max_hourly_usd = models.DecimalField(max_digits=12, decimal_places=2, null=True, blank=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"quotas of {self.customer}"
+
+    def effective(self, name: str) -> Decimal | int | None:
+        """Return the quota `name` (gpus, clusters, hourly_usd) that applies: the lower of the two set, or None."""
+        set_ones = [v for v in (getattr(self, f"max_{name}"), getattr(self, f"own_max_{name}")) if v is not None]
+        return min(set_ones) if set_ones else None
+
+
 class BudgetAlert(models.Model):
     """A threshold a customer crossed in a month: written once, so each alert goes out once.
 

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
 
+from allauth.mfa.models import Authenticator
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
-from django.db.models import QuerySet
+from django.db.models import Exists, OuterRef, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
@@ -88,7 +89,10 @@ def budget_status(*, customer: Customer, now: datetime | None = None) -> BudgetS
 
 
 def team_members(*, customer: Customer) -> QuerySet[Membership]:
-    return Membership.objects.filter(customer=customer).select_related("user", "admin_role").order_by("user__username")
+    """The customer's memberships by username, each with `has_totp`: whether the member has an authenticator app."""
+    totp = Authenticator.objects.filter(user_id=OuterRef("user_id"), type=Authenticator.Type.TOTP)
+    members = Membership.objects.filter(customer=customer).select_related("user", "admin_role")
+    return members.annotate(has_totp=Exists(totp)).order_by("user__username")
 
 
 def open_invitations(*, customer: Customer, now: datetime | None = None) -> QuerySet[Invitation]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlencode
 
+from django import forms
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
@@ -24,9 +25,17 @@ from accounts.audit import support_read_record
 from accounts.models import Customer, Membership
 from accounts.roles import is_operator, is_staff_reader
 from accounts.users import request_user
-from billing import invitations, selectors, services
+from billing import invitations, quotas, selectors, services
 from billing.cluster_chart import cluster_chart
-from billing.forms import CustomerBudgetForm, InviteForm, OperatorBudgetForm, SignupForm, UsageFilterForm
+from billing.forms import (
+    CustomerBudgetForm,
+    CustomerQuotaForm,
+    InviteForm,
+    OperatorBudgetForm,
+    OperatorQuotaForm,
+    SignupForm,
+    UsageFilterForm,
+)
 from billing.left_keys import left_key_clusters
 from billing.models import CustomerBudget, Invitation
 from billing.roles import is_customer_admin, may_manage_team
@@ -128,6 +137,7 @@ def usage_csv(request: HttpRequest) -> HttpResponse:
 def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dict[str, Any]:
     manage = may_manage_team(request.user, customer)
     budget = CustomerBudget.objects.filter(customer=customer).first()
+    quota = quotas.quota_for(customer)
     return {
         "customer": customer,
         "members": selectors.team_members(customer=customer),
@@ -141,6 +151,10 @@ def _team_context(request: HttpRequest, customer: Customer, **extra: Any) -> dic
         "customer_budget_form": CustomerBudgetForm(
             initial={"customer_budget_usd": budget.customer_budget_usd if budget else None}
         ),
+        "quota_lines": quotas.quota_lines(customer=customer),
+        "quota": quota,
+        "operator_quota_form": OperatorQuotaForm(initial={f: getattr(quota, f) for f in OperatorQuotaForm.base_fields}),
+        "customer_quota_form": CustomerQuotaForm(initial={f: getattr(quota, f) for f in CustomerQuotaForm.base_fields}),
         "operator_budget_form": OperatorBudgetForm(
             initial={
                 "monthly_budget_usd": budget.monthly_budget_usd if budget else None,
@@ -258,6 +272,26 @@ def budget_set(request: HttpRequest, customer_id: int) -> HttpResponse:
                 request, "billing/team.html", _team_context(request, customer, customer_budget_form=form), status=400
             )
     messages.success(request, f"The budget of {customer.name} is saved.")
+    return redirect("billing:team", customer_id=customer.pk)
+
+
+@require_POST
+@login_required
+def quota_set(request: HttpRequest, customer_id: int) -> HttpResponse:
+    """Operators set the quotas; the customer's admins may set lower ones for their team."""
+    customer = _managed_customer(request, customer_id)
+    operator = is_operator(request.user) and "max_gpus" in request.POST
+    form: forms.Form = OperatorQuotaForm(request.POST) if operator else CustomerQuotaForm(request.POST)
+    try:
+        if form.is_valid():
+            setter = quotas.quota_set_by_operator if operator else quotas.quota_set_by_customer
+            setter(customer=customer, **form.cleaned_data)
+    except ValidationError as exc:
+        form.add_error(None, exc)
+    if form.errors:
+        name = "operator_quota_form" if operator else "customer_quota_form"
+        return render(request, "billing/team.html", _team_context(request, customer, **{name: form}), status=400)
+    messages.success(request, f"The quotas of {customer.name} are saved.")
     return redirect("billing:team", customer_id=customer.pk)
 
 

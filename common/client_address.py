@@ -54,11 +54,26 @@ THROTTLE_USERNAME_MAX = 255
 def login_username(request: HttpRequest, credentials: dict[str, object] | None) -> str | None:
     """Return the username a login tried, as the throttle records and locks it.
 
-    Django's login forms do not enforce the username's length, so a longer name is cut to the column's
-    length: otherwise PostgreSQL refuses the record and the login page answers 500.
+    An e-mail address counts as the username of its account. Django's login forms do not enforce the username's
+    length, so a longer name is cut to the column's length: otherwise PostgreSQL refuses the record and the login
+    page answers 500.
     """
     if credentials:
-        value = credentials.get("username")
+        value = credentials.get("username") or credentials.get("email")
     else:
-        value = getattr(request, "POST", {}).get("username")
-    return None if value is None else str(value)[:THROTTLE_USERNAME_MAX]
+        post = getattr(request, "POST", {})
+        value = post.get("login") or post.get("username")  # allauth's sign-in form names it "login"
+    if value is None:
+        return None
+    return _account_username(str(value))[:THROTTLE_USERNAME_MAX]
+
+
+def _account_username(login: str) -> str:
+    """Return the username of the account an e-mail address signs in to, so guessing by e-mail and by username
+    share one lock; anything else as it is."""
+    if "@" not in login:
+        return login
+    from django.contrib.auth.models import User
+
+    username = User.objects.filter(email__iexact=login).values_list("username", flat=True).first()
+    return username or login

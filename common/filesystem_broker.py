@@ -26,14 +26,6 @@ logger = logging.getLogger(__name__)
 STAGING_SUFFIX = ".part"  # never ends a message a reader takes (those end in ".<queue>.msg")
 
 
-def _encode(payload: Any) -> bytes:
-    return kombu_json.dumps(payload).encode()  # type: ignore[call-arg]  # the stubs miss the defaults
-
-
-def _decode(payload: bytes) -> Any:
-    return kombu_json.loads(payload.decode())  # type: ignore[call-arg]
-
-
 class Channel(filesystem.Channel):
     """A file-system channel whose messages are published by rename and claimed by rename."""
 
@@ -44,7 +36,7 @@ class Channel(filesystem.Channel):
         staging = os.path.join(self.data_folder_out, f".{uuid.uuid4()}{STAGING_SUFFIX}")
         try:
             with open(staging, "wb") as f:
-                f.write(_encode(payload))
+                f.write(kombu_json.dumps(payload).encode())  # type: ignore[call-arg]  # the stubs miss the defaults
             os.replace(staging, final)
         except OSError as exc:
             raise filesystem.ChannelError(f"Cannot add file {final!r} to directory") from exc
@@ -67,7 +59,7 @@ class Channel(filesystem.Channel):
             finally:
                 os.remove(claimed)
             try:
-                return _decode(payload)
+                return kombu_json.loads(payload.decode())  # type: ignore[call-arg]
             except ValueError:
                 logger.warning("Dropped an unreadable message file %s from queue %s.", filename, queue)
         raise filesystem.Empty()

@@ -39,9 +39,17 @@ INSTALLED_APPS = [
     "django.contrib.messages",
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
+    "django.contrib.humanize",  # the session list (allauth.usersessions) says "3 minutes ago"
     "django_htmx",
     "template_partials",
     "axes",
+    # django-allauth: sign-in, e-mail, password reset, two-factor (TOTP + recovery codes), sessions; socialaccount
+    # is there for per-customer OpenID Connect.
+    "allauth",
+    "allauth.account",
+    "allauth.mfa",
+    "allauth.socialaccount",
+    "allauth.usersessions",
     "accounts",
     "rentals",
     "ops",
@@ -49,6 +57,7 @@ INSTALLED_APPS = [
     "api",
     "notifications",
     "billing",
+    "presets",
 ]
 
 MIDDLEWARE = [
@@ -59,18 +68,22 @@ MIDDLEWARE = [
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "allauth.account.middleware.AccountMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "accounts.mfa_required.MfaRequiredMiddleware",  # a user who must have two-factor enrols before anything else
     "accounts.htmx_sign_in.htmx_sign_in_middleware",  # a poll after sign-out loads the sign-in page
     "api.errors.request_id_middleware",  # the JSON API's X-Request-Id
+    "common.db_outage.DatabaseOutageMiddleware",  # a lost database: 503 with Retry-After, not a 500
     # Last, as django-axes requires: it turns a locked-out login into a clear "too many attempts" page.
     "axes.middleware.AxesMiddleware",
 ]
 
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
-    "django.contrib.auth.backends.ModelBackend",
+    "django.contrib.auth.backends.ModelBackend",  # invitations sign the new member in through it
+    "allauth.account.auth_backends.AuthenticationBackend",  # username or e-mail
 ]
 # Throttle password guessing: 5 failures for one username from one address lock it for 15 minutes, and 30
 # failures from one address over any usernames lock that address (`common.login_lockout`).
@@ -110,18 +123,23 @@ DATABASES = {
     "default": dj_database_url.parse(
         env.str("DATABASE_URL", f"sqlite:///{RUN_DIR / 'db.sqlite3'}"),
         conn_max_age=env.int("DB_CONN_MAX_AGE", 60, validate=NOT_NEGATIVE),
+        # After a database restart every kept connection is dead: check one before use and drop it if so.
+        conn_health_checks=True,
     )
 }
 # PostgreSQL: a connection pool per process (psycopg-pool, Django 5.2). A rent worker runs hundreds of threads;
 # with a connection each they would pass max_connections, with the pool a process holds at most this many
 # (0 turns the pool off, and DB_CONN_MAX_AGE applies instead). A pooled connection goes back at close.
 DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", 8, validate=NOT_NEGATIVE)
+# Seconds a thread waits for a connection before the task fails (and is redone) or the page answers 503: the
+# web process sets it short, so a request during a database outage is not held for long.
+DB_POOL_TIMEOUT_SECONDS = env.int("DB_POOL_TIMEOUT_SECONDS", 30, validate=POSITIVE)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE:
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": DB_POOL_MAX_SIZE,
-        "timeout": 30,  # seconds a thread waits for a free connection before the task fails (and is redone)
+        "timeout": DB_POOL_TIMEOUT_SECONDS,
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The web server and the worker write to one file: wait for a lock instead of failing, keep readers
@@ -148,6 +166,37 @@ AUTH_PASSWORD_VALIDATORS = [
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "home"
 LOGOUT_REDIRECT_URL = "login"
+
+# --- Accounts (django-allauth) --------------------------------------------------------------------------
+# People sign in with their username or e-mail; accounts come from operators and invitations, never a public
+# sign-up (`accounts.allauth_adapter`). Password reset, e-mail change and two-factor are allauth's own.
+ACCOUNT_ADAPTER = "accounts.allauth_adapter.DashboardAccountAdapter"
+ACCOUNT_LOGIN_METHODS = {"username", "email"}
+ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
+ACCOUNT_UNIQUE_EMAIL = True
+ACCOUNT_EMAIL_VERIFICATION = "optional"  # a new address is confirmed before it replaces the old one
+ACCOUNT_CHANGE_EMAIL = True  # one address per person: confirming a new one replaces the old
+ACCOUNT_EMAIL_NOTIFICATIONS = True  # password, e-mail and two-factor changes are e-mailed to the user
+ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
+ACCOUNT_SESSION_REMEMBER = None
+ACCOUNT_PASSWORD_RESET_BY_CODE_ENABLED = False
+ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Lium clusters] "
+ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if PRODUCTION else "http"
+# Password guessing stays django-axes' (above: per username+address and per address, 15 minutes), so allauth's
+# own login limits are off; "login_failed" then only counts wrong two-factor codes: 5 per user per 15 minutes.
+# A sensitive change (adding an authenticator, an e-mail) asks again for the password or a two-factor code, never
+# a code e-mailed to the address the change may be about.
+ACCOUNT_REAUTHENTICATION_METHODS = ("password", "mfa")
+ACCOUNT_RATE_LIMITS = {"login": None, "login_failed": "5/15m/key"}
+MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")
+# Operators and support read every customer's clusters: in production their first sign-in without TOTP sends
+# them to enrol before anything else (`accounts.mfa_required`).
+MFA_REQUIRED_FOR_STAFF = env.bool("MFA_REQUIRED_FOR_STAFF", PRODUCTION)
+SOCIALACCOUNT_ONLY = False
+USERSESSIONS_ADAPTER = "accounts.user_sessions.DashboardUserSessionsAdapter"  # audits and e-mails each sign-out
+# A session is recorded at sign-in only: tracking every request would cost a write on each poll.
+USERSESSIONS_TRACK_ACTIVITY = False
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"

@@ -56,6 +56,11 @@ POD_POLL_MIN_INTERVAL_SECONDS = env.float("POD_POLL_MIN_INTERVAL_SECONDS", 3, va
 # A pod listing longer than this is refused whole (and raises an operator alert); it is read as it streams in.
 POD_LISTING_MAX_PODS = env.int("POD_LISTING_MAX_PODS", 100_000, validate=POSITIVE)
 SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
+# Scheduled starts: how far ahead a rental may be ordered, and how often beat sends the due ones (rentals.scheduled).
+SCHEDULE_MAX_DAYS = env.int("SCHEDULE_MAX_DAYS", 30, validate=Range(min=1, max=365))
+SCHEDULE_SCAN_INTERVAL_SECONDS = env.float(
+    "SCHEDULE_SCAN_INTERVAL_SECONDS", 15, validate=Range(min=0, min_inclusive=False)
+)
 # A `rented` rental whose members have not appeared after this long needs attention (and may be reconciled).
 RENT_MEMBERS_GRACE_SECONDS = env.int("RENT_MEMBERS_GRACE_SECONDS", 600, validate=POSITIVE)
 # While DELETE /clusters/{id} fails, one retry chain per rental backs off from the base to the cap.
@@ -144,6 +149,7 @@ CELERY_TASK_ROUTES = {
     "rentals.tasks.member_repair_send": {"queue": TRACKING_QUEUE},
     "rentals.tasks.member_reset_gpu_poll": {"queue": TRACKING_QUEUE},
     "rentals.tasks.cluster_switch_read": {"queue": HOUSEKEEPING_QUEUE},
+    "rentals.tasks.scheduled_rentals_send": {"queue": HOUSEKEEPING_QUEUE},
     "ops.tasks.pod_events_follow_all": {"queue": HOUSEKEEPING_QUEUE},
     "ops.tasks.credential_events_follow": {"queue": TRACKING_QUEUE},
     "billing.tasks.budgets_scan": {"queue": HOUSEKEEPING_QUEUE},
@@ -158,6 +164,7 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_BEAT_SCHEDULE_FILENAME = str(RUN_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sweep-rentals": {"task": "rentals.tasks.rentals_sweep", "schedule": SWEEP_INTERVAL_SECONDS},
+    "scheduled-rentals": {"task": "rentals.tasks.scheduled_rentals_send", "schedule": SCHEDULE_SCAN_INTERVAL_SECONDS},
     # SQLite keeps no planner statistics by itself (a no-op on PostgreSQL); see rentals.tasks.sqlite_analyze.
     "sqlite-analyze": {"task": "rentals.tasks.sqlite_analyze", "schedule": 3600.0},
     "lium-switch-read": {"task": "rentals.tasks.cluster_switch_read", "schedule": float(LIUM_SWITCH_READ_SECONDS)},
@@ -238,4 +245,22 @@ STATEMENT_CHECK_DAYS = env.int("STATEMENT_CHECK_DAYS", 2, validate=Range(min=1, 
 CELERY_BEAT_SCHEDULE["billing-statement"] = {
     "task": "billing.tasks.statement_check",
     "schedule": crontab(hour=0, minute=20),
+}
+
+# --- Capacity watches (presets) -------------------------------------------------------------------------
+# One beat task checks every active watch against the cached offers this often (one listing per credential).
+CAPACITY_WATCH_SCAN_SECONDS = env.float("CAPACITY_WATCH_SCAN_SECONDS", 30, validate=Range(min=1))
+# A watch ends after this many hours unless it fired (the default when none is asked for, and the most allowed).
+CAPACITY_WATCH_DEFAULT_HOURS = env.int("CAPACITY_WATCH_DEFAULT_HOURS", 24, validate=POSITIVE)
+CAPACITY_WATCH_MAX_HOURS = env.int("CAPACITY_WATCH_MAX_HOURS", 7 * 24, validate=POSITIVE)
+if CAPACITY_WATCH_DEFAULT_HOURS > CAPACITY_WATCH_MAX_HOURS:
+    raise ImproperlyConfigured(
+        f"CAPACITY_WATCH_DEFAULT_HOURS ({CAPACITY_WATCH_DEFAULT_HOURS}) must not exceed CAPACITY_WATCH_MAX_HOURS "
+        f"({CAPACITY_WATCH_MAX_HOURS})."
+    )
+CELERY_TASK_ROUTES["presets.tasks.watches_scan"] = {"queue": HOUSEKEEPING_QUEUE}
+CELERY_TASK_ROUTES["presets.tasks.watch_demand_signal"] = {"queue": HOUSEKEEPING_QUEUE}
+CELERY_BEAT_SCHEDULE["capacity-watches"] = {
+    "task": "presets.tasks.watches_scan",
+    "schedule": CAPACITY_WATCH_SCAN_SECONDS,
 }

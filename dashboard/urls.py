@@ -1,8 +1,9 @@
 """URL configuration: customer pages under /, the admin under /admin/, probes at the root."""
 
+from allauth.account import views as account_views
 from django.contrib import admin
-from django.contrib.auth import views as auth_views
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from api.urls import api_v1_urls
 from dashboard import views
@@ -16,11 +17,16 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),
-    # Only the auth views this dashboard offers (no e-mail, so no password reset: an admin resets it).
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
-    path("accounts/password_change/", auth_views.PasswordChangeView.as_view(), name="password_change"),
-    path("accounts/password_change/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
+    # Sign-in, e-mail, password reset, two-factor and sessions are django-allauth's; the old names stay for
+    # the links and bookmarks that use them.
+    path("accounts/login/", account_views.login, name="login"),
+    path("accounts/logout/", account_views.logout, name="logout"),
+    path(
+        "accounts/password_change/",
+        RedirectView.as_view(pattern_name="account_change_password"),
+        name="password_change",
+    ),
+    path("accounts/", include("allauth.urls")),
     path("profile/api-keys/", include("api.urls")),
     path("profile/", include("accounts.urls")),
     path("profile/", include("notifications.urls")),
@@ -28,4 +34,8 @@ urlpatterns = [
     path("admin/", admin.site.urls),
     path("ops/", include("ops.urls")),
     path("", include("billing.urls")),  # usage, teams and budgets, invitations (namespace "billing")
+    path("", include("presets.urls")),  # presets, "Rent again" and capacity watches (namespace "presets")
 ]
+
+# A database lost outside any view answers 503 with Retry-After, like one lost inside a view.
+handler500 = "dashboard.views.server_error"

@@ -1,9 +1,13 @@
-"""Site-wide views: the home redirect and the liveness probe."""
+"""Site-wide views: the home redirect, the liveness probe, and the 500 handler."""
+
+import sys
 
 from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
+from django.views import defaults
 
+from common.db_outage import database_lost, outage_response
 from dashboard import health
 
 
@@ -24,3 +28,12 @@ def readyz(request: HttpRequest) -> JsonResponse:
     if failures:
         return JsonResponse({"status": "unavailable", "failing": failures}, status=503)
     return JsonResponse({"status": "ok"})
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """Django's 500 handler (it runs inside the `except`): a lost database that a middleware met is a 503, as
+    one a view met is (`common.db_outage`); anything else is the usual 500."""
+    exc = sys.exc_info()[1]
+    if database_lost(exc):
+        return outage_response(exc)  # type: ignore[arg-type]
+    return defaults.server_error(request)

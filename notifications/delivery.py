@@ -24,6 +24,7 @@ from notifications import events as ev
 from notifications.models import Delivery
 from notifications.queue import enqueue_delivery
 from notifications.signed_post import EXCERPT_CHARS, Outcome, ms_since, signed_post
+from notifications.slack import slack_message
 
 logger = logging.getLogger(__name__)
 
@@ -125,7 +126,10 @@ def _send_webhook(delivery: Delivery) -> Outcome:
         # The key it was made with is gone (dropped before rotating): loud, and retried while a key may return.
         logger.error("Webhook endpoint %s: its secret does not decrypt; run manage.py check_secrets.", endpoint.pk)
         return Outcome(ok=False, error=NO_KEY_OPENS_IT)
-    return signed_post(url=endpoint.url, secret=secret, msg_id=event.id, body=event.body)
+    # A Slack endpoint gets the event as a Slack message (same bytes every attempt); the signature headers go too.
+    slack = endpoint.kind == endpoint.Kind.SLACK
+    body = slack_message(event_type=event.type, body=event.body) if slack else event.body
+    return signed_post(url=endpoint.url, secret=secret, msg_id=event.id, body=body)
 
 
 def _send_email(delivery: Delivery) -> Outcome:

@@ -15,6 +15,8 @@ RENTAL_FAILED = "rental.failed"
 RENTAL_TERMINATED = "rental.terminated"
 RENTAL_REMOVAL_SOON = "rental.removal_soon"
 BUDGET_THRESHOLD = "budget.threshold"
+# A capacity watch matched (presets app): the nodes, a link to the rent form on them, the rental if it rented.
+CAPACITY_AVAILABLE = "capacity.available"
 # Sent only to the one endpoint a user asked to test; nobody subscribes to it.
 WEBHOOK_TEST = "webhook.test"
 ALL = "*"
@@ -32,6 +34,7 @@ EVENT_TYPES: dict[str, str] = {
     RENTAL_TERMINATED: "Cluster removed",
     RENTAL_REMOVAL_SOON: "Scheduled removal within the hour",
     BUDGET_THRESHOLD: "Budget threshold reached",
+    CAPACITY_AVAILABLE: "Capacity available (a watch matched)",
 }
 
 # The rental state a transition lands in -> the event it emits. Other states emit nothing.

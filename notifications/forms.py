@@ -11,6 +11,7 @@ from django.db.models import QuerySet
 from accounts.models import Customer
 from notifications import events as ev
 from notifications.addresses import UnsafeUrl, url_check
+from notifications.models import WebhookEndpoint
 
 EVENT_CHOICES = list(ev.EVENT_TYPES.items())
 
@@ -21,6 +22,12 @@ class WebhookEndpointForm(forms.Form):
         max_length=2000,
         widget=forms.URLInput(attrs={"placeholder": "https://example.com/hooks/lium"}),
         help_text="We POST signed JSON here (Standard Webhooks). No redirects are followed.",
+    )
+    kind = forms.ChoiceField(
+        label="Kind",
+        required=False,
+        choices=[("", "From the URL (hooks.slack.com: Slack)"), *WebhookEndpoint.Kind.choices],
+        help_text="Slack: the events arrive as Slack messages with a link to the rental.",
     )
     all_events = forms.BooleanField(label="Every event, including types added later", required=False, initial=True)
     events = forms.MultipleChoiceField(

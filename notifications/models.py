@@ -9,6 +9,7 @@ from django.db import models
 
 from accounts.crypto import secret_decrypt, secret_encrypt
 from accounts.models import Customer
+from notifications.slack import url_shown
 
 
 def new_event_id() -> str:
@@ -16,10 +17,16 @@ def new_event_id() -> str:
 
 
 class WebhookEndpoint(models.Model):
-    """A customer's URL that receives signed events (Standard Webhooks). The secret is encrypted at rest."""
+    """A customer's URL that receives signed events (Standard Webhooks), or a Slack incoming webhook that receives
+    them as Slack messages (`notifications/slack.py`). The secret is encrypted at rest."""
+
+    class Kind(models.TextChoices):
+        STANDARD = "standard", "Standard Webhooks (signed JSON)"
+        SLACK = "slack", "Slack incoming webhook (messages)"
 
     customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="webhook_endpoints")
     url = models.CharField(max_length=2000)
+    kind = models.CharField(max_length=10, choices=Kind.choices, default=Kind.STANDARD)
     # Event types, or ["*"] for every type.
     events = models.JSONField(default=list)
     secret_encrypted = models.TextField(editable=False)
@@ -35,6 +42,11 @@ class WebhookEndpoint(models.Model):
 
     def __str__(self) -> str:
         return f"{self.customer}: {self.url}"
+
+    @property
+    def url_shown(self) -> str:
+        """The URL as pages and the API show it: a Slack URL without its token (anyone holding it may post)."""
+        return url_shown(self.url) if self.kind == self.Kind.SLACK else self.url
 
     def set_secret(self, secret: str) -> None:
         self.secret_encrypted = secret_encrypt(secret)

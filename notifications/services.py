@@ -26,6 +26,7 @@ from notifications.backlog import backlog_trim
 from notifications.models import Delivery, EmailPreference, Event, WebhookEndpoint, new_event_id
 from notifications.payloads import event_body, rental_data
 from notifications.queue import enqueue_delivery
+from notifications.slack import kind_for_url
 from rentals.models import Rental
 from rentals.states import HOLDS_CLUSTER_STATES
 
@@ -51,10 +52,15 @@ def events_clean(events: Any) -> list[str]:
 
 
 def endpoint_create(
-    *, customer: Customer, url: str, events: Any, created_by: User | None
+    *, customer: Customer, url: str, events: Any, created_by: User | None, kind: str | None = None
 ) -> tuple[WebhookEndpoint, str]:
-    """Register an endpoint and return it with its secret, which is never available in clear again."""
+    """Register an endpoint and return it with its secret, which is never available in clear again.
+
+    `kind` None: a Slack webhook URL (hooks.slack.com) is a `slack` endpoint, any other a `standard` one."""
     url = url.strip() if isinstance(url, str) else url
+    kind = kind or kind_for_url(url if isinstance(url, str) else "")
+    if kind not in WebhookEndpoint.Kind.values:
+        raise ValidationError("Choose the kind 'standard' or 'slack' (or leave it out).", code="invalid_kind")
     try:
         url_check(url)
     except UnsafeUrl as exc:
@@ -69,7 +75,7 @@ def endpoint_create(
                 code="too_many_endpoints",
             )
         secret = _secret()
-        endpoint = WebhookEndpoint(customer=customer, url=url, events=cleaned, created_by=created_by)
+        endpoint = WebhookEndpoint(customer=customer, url=url, events=cleaned, created_by=created_by, kind=kind)
         endpoint.set_secret(secret)
         endpoint.save()
     return endpoint, secret

@@ -42,6 +42,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
                 url=form.cleaned_data["url"],
                 events=form.cleaned_data["subscription"],
                 created_by=request_user(request),
+                kind=form.cleaned_data["kind"] or None,
             )
         except ValidationError as exc:
             form.add_error(None, exc)
@@ -116,7 +117,7 @@ def webhook_delete(request: HttpRequest, pk: int) -> HttpResponse:
     """Delete an endpoint: it receives nothing more."""
     endpoint = _managed_endpoint(request, pk)
     services.endpoint_delete(endpoint=endpoint)
-    messages.success(request, f"Webhook endpoint {endpoint.url} deleted.")
+    messages.success(request, f"Webhook endpoint {endpoint.url_shown} deleted.")
     return redirect("notifications:webhook_list")
 
 

@@ -18,7 +18,7 @@ from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Quer
 from django.db.models.functions import Coalesce, Greatest, Least
 from django.utils import timezone
 
-from accounts.models import SupportRead
+from accounts.models import AccountChange, SupportRead
 from rentals.models import ClusterMember, Rental, RentalEvent, RentAttempt
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline
 
@@ -185,6 +185,17 @@ def audit_support_reads(
     if actor is not None:
         reads = reads.filter(actor=actor)
     return _within(reads, since=since, until=until).order_by("-at", "-id")
+
+
+def audit_account_changes(
+    *, actor: User | None = None, since: date | None = None, until: date | None = None, **_kind: str
+) -> QuerySet[AccountChange]:
+    """Return changes to people's sign-in (password, e-mail, two-factor, sessions), newest first: `actor` is
+    whoever made them or whom they are about."""
+    changes = AccountChange.objects.select_related("actor")
+    if actor is not None:
+        changes = changes.filter(Q(actor=actor) | Q(user=actor))
+    return _within(changes, since=since, until=until).order_by("-at", "-id")
 
 
 def _within(rows: QuerySet[Any], *, since: date | None, until: date | None) -> QuerySet[Any]:

@@ -21,9 +21,9 @@ from rentals.enqueue import enqueue_rental_send
 from rentals.models import Rental
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline
 from rentals.selectors import rental_attention_reason
-from rentals.states import RentalStatus, can_transition
+from rentals.states import RentalStatus
 from rentals.tracking import reconcile
-from rentals.transitions import IllegalTransition, rental_touch, rental_transition
+from rentals.transitions import rental_touch, rental_transition
 
 # A replay of these answers can only repeat them: the upstream keeps 409 outcome-unknown forever, and a
 # 422 key-reused means our stored bytes no longer match what was first sent (a defect to investigate).
@@ -60,8 +60,6 @@ def retry_refusal(rental: Rental, now: datetime | None = None) -> str:
             f"Too late to send again: the window closed at {deadline:%Y-%m-%d %H:%M} UTC. Past the upstream's 24 h "
             "key window the same key would rent a second cluster; reconcile instead."
         )
-    if rental.status == RentalStatus.UNKNOWN and not can_transition(RentalStatus.UNKNOWN, RentalStatus.RETRYING):
-        return "Replaying an outcome-unknown rental is not enabled yet (unknown → retrying); reconcile instead."
     if rental.status == RentalStatus.UNKNOWN and rental.error_code in NO_REPLAY_ERRORS:
         return f"A replay would only repeat Lium's answer ({rental.error_code}); reconcile instead."
     # The engine's claim refuses such a re-send anyway; say so here rather than offer a button that cannot work.
@@ -108,28 +106,22 @@ def _retry_due_now(*, rental: Rental, actor: User, reason: str, now: datetime) -
 
 def _replay_unknown(*, rental: Rental, actor: User, reason: str, now: datetime) -> bool:
     """Move an outcome-unknown rental back to retrying, due now; return whether it was still unknown."""
-    try:
-        return rental_transition(
-            rental_id=rental.pk,
-            from_status=RentalStatus.UNKNOWN,
-            to_status=RentalStatus.RETRYING,
-            **staff_action_event(
-                actor=actor,
-                action="retry_now",
-                reason=reason,
-                message=f"Replay the stored order now (same key, same bytes). {reason}",
-            ),
-            next_attempt_at=now,
-            # An outcome-unknown order may have reached Lium: the claim re-checks the idempotency promise.
-            possibly_sent=True,
-            # Let the engine keep retrying up to the hard limit (first send + 23 h) for this replay.
-            retry_until=rental.first_sent_at + MAX_RETRY_WINDOW if rental.first_sent_at else None,
-        )
-    except IllegalTransition as exc:
-        raise ValidationError(
-            "Replaying an outcome-unknown rental is not enabled yet: the state machine does not allow "
-            "unknown → retrying. Reconcile instead."
-        ) from exc
+    return rental_transition(
+        rental_id=rental.pk,
+        from_status=RentalStatus.UNKNOWN,
+        to_status=RentalStatus.RETRYING,
+        **staff_action_event(
+            actor=actor,
+            action="retry_now",
+            reason=reason,
+            message=f"Replay the stored order now (same key, same bytes). {reason}",
+        ),
+        next_attempt_at=now,
+        # An outcome-unknown order may have reached Lium: the claim re-checks the idempotency promise.
+        possibly_sent=True,
+        # Let the engine keep retrying up to the hard limit (first send + 23 h) for this replay.
+        retry_until=rental.first_sent_at + MAX_RETRY_WINDOW if rental.first_sent_at else None,
+    )
 
 
 # What an operator's look at a rented rental whose members never appeared found.

@@ -35,6 +35,7 @@ from rentals.models import Rental
 from rentals.selectors import rental_attention_reason
 
 View = Callable[..., HttpResponse]
+ACCOUNT_CHANGES_SHOWN = 100  # the audit page's newest changes to people's sign-in (filter by user for older ones)
 
 
 def staff_required(view: View) -> View:
@@ -207,6 +208,7 @@ def audit(request: HttpRequest) -> HttpResponse:
     reads_query = request.GET.copy()
     reads_query.pop("reads_page", None)
     context = {"form": form, "page": page, "query": query.urlencode(), "reads": reads}
+    context["account_changes"] = selectors.audit_account_changes(**filters)[:ACCOUNT_CHANGES_SHOWN]
     return render(request, "ops/audit.html", {**context, "reads_query": reads_query.urlencode()})
 
 

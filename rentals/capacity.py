@@ -110,12 +110,14 @@ def dispatch(*, now: datetime | None = None) -> list[int]:
     )
     if not credential_ids:
         return []
-    global_free = settings.RENT_INFLIGHT_GLOBAL - Rental.objects.filter(in_flight(now)).count()
+    usage = _usage(now)
+    global_free = settings.RENT_INFLIGHT_GLOBAL - usage.total
     sent: list[int] = []
     for credential_id in credential_ids:
         if global_free <= 0:
             break
-        free = min(global_free, _free_for_credential(credential_id, now))
+        used = sum(usage.by_customer(credential_id).values())
+        free = min(global_free, settings.RENT_INFLIGHT_PER_CREDENTIAL - used)
         for rental in fair_order(credential_id, now, limit=free):
             if _take_for_dispatch(rental, now):
                 enqueue_rental_send(rental.pk)
@@ -129,7 +131,7 @@ def fair_order(credential_id: int, now: datetime, *, limit: int) -> list[Rental]
     the customer with the fewest calls in flight (counting the ones chosen before it), then is the oldest."""
     if limit <= 0:
         return []
-    load = in_flight_by_customer(credential_id, now)
+    load = _usage(now).by_customer(credential_id)
     refused = Rental.objects.filter(refused_a_slot(now), credential_id=credential_id)
     # Each waiting customer's oldest rental: one grouped query, however many rentals a customer has queued.
     heads = dict(
@@ -158,12 +160,6 @@ def fair_order(credential_id: int, now: datetime, *, limit: int) -> list[Rental]
     return chosen
 
 
-def in_flight_by_customer(credential_id: int, now: datetime) -> Counter[int]:
-    """Return {customer id: rent calls in flight} for one credential."""
-    rows = Rental.objects.filter(in_flight(now), credential_id=credential_id).values_list("customer_id", flat=True)
-    return Counter(rows)
-
-
 def _take_for_dispatch(rental: Rental, now: datetime) -> bool:
     """Clear the rental's waiting mark, if it is still as read; return whether this dispatcher took it."""
     taken = Rental.objects.filter(pk=rental.pk, status=rental.status, next_attempt_at=rental.next_attempt_at)
@@ -181,11 +177,6 @@ def _lock_slots(now: datetime) -> None:
         return
     Heartbeat.objects.get_or_create(name=SLOTS_ROW, defaults={"at": now})
     Heartbeat.objects.select_for_update().filter(name=SLOTS_ROW).exists()
-
-
-def _free_for_credential(credential_id: int, now: datetime) -> int:
-    used = Rental.objects.filter(in_flight(now), credential_id=credential_id).count()
-    return int(settings.RENT_INFLIGHT_PER_CREDENTIAL) - used
 
 
 def _ahead_of(rental: Rental, load: Counter[int], now: datetime, *, limit: int) -> int:

@@ -87,18 +87,13 @@ def may_have_reached_lium(rental: Rental) -> bool:
 MAY_HAVE_REACHED_LIUM = Q(possibly_sent=True) | Q(status=RentalStatus.SENDING)
 
 
-def rental_claim(*, rental_id: int, turn: int | None = None) -> Claim | None:
-    """Take a rental that is due (queued, retry due, or an expired `sending` lease) into `sending`.
+def rental_claim(*, rental_id: int, turn: int | None = None) -> ClaimOutcome:
+    """Take a rental that is due (queued, retry due, or an expired `sending` lease) into `sending`, or say why not.
 
     With `turn`, only if that is the attempt it would make (`turn - 1` attempts made so far).
     Every send goes through here, so this is where a re-send is refused: an order an earlier attempt may
     have delivered is sent again only to a backend that promises idempotency; otherwise it settles `unknown`.
     """
-    return _claim(rental_id, turn).claim
-
-
-def _claim(rental_id: int, turn: int | None) -> ClaimOutcome:
-    """Claim the rental, or say why not (see `ClaimOutcome`)."""
     # With the credential the attempt sends with: one query, and no reload after the update below.
     rental = Rental.objects.select_related("credential").filter(_claimable(), pk=rental_id).first()
     if rental is None:
@@ -198,7 +193,7 @@ def rental_attempt(*, rental_id: int, turn: int | None = None) -> str | None:
 
     Return the new status, `STALE_TURN` if the turn was taken, or None if not due.
     """
-    outcome = _claim(rental_id, turn)
+    outcome = rental_claim(rental_id=rental_id, turn=turn)
     if outcome.stale_turn:
         return STALE_TURN
     if outcome.settled is not None:

@@ -84,7 +84,8 @@ def rental_hold(rental: Rental) -> str | None:
     if since is None:
         return None
     now = timezone.now()
-    waited = now - max(since, rental.created_at)
+    # A scheduled rental waits from its start time, not from when it was ordered (days earlier, perhaps).
+    waited = now - max(since, rental.start_at or rental.created_at)
     if waited.total_seconds() > settings.LIUM_SWITCH_MAX_WAIT_SECONDS:
         hours = settings.LIUM_SWITCH_MAX_WAIT_SECONDS / 3600
         message = (

@@ -38,6 +38,11 @@ class Rental(models.Model):
     status = models.CharField(max_length=16, choices=RentalStatus.choices, default=RentalStatus.QUEUED)
     attempt_count = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
+    # A scheduled start (`scheduled` until then; `rentals/scheduled.py` sends it at this time). None: at once.
+    start_at = models.DateTimeField(null=True, blank=True)
+    # A scheduled start from a preset: its cheapest matching nodes are picked again at `start_at` (the presets app
+    # answers `rentals.signals.scheduled_nodes_picking`). An id, not a key: rentals never depend on presets.
+    preset_id = models.PositiveIntegerField(null=True, blank=True)
     lease_until = models.DateTimeField(null=True, blank=True)
     lease_token = models.UUIDField(null=True, blank=True, editable=False)
     first_sent_at = models.DateTimeField(null=True, blank=True)
@@ -88,6 +93,8 @@ class Rental(models.Model):
         ordering = ["-created_at", "-id"]
         indexes = [
             models.Index(fields=["status", "next_attempt_at"], name="rental_status_due"),
+            # Beat's due scheduled rentals, earliest first (only the few still waiting are in it).
+            models.Index(fields=["start_at"], condition=models.Q(status="scheduled"), name="rental_scheduled_start"),
             models.Index(fields=["status", "-created_at"], name="rental_status_recent"),
             # Each state's least recently updated rentals, read in order (the sweeper's stuck queued rentals).
             models.Index(fields=["status", "updated_at"], name="rental_status_updated"),
@@ -99,9 +106,10 @@ class Rental(models.Model):
             # "My rentals", newest first, paged by (created_at, id): the id makes the order the index's own, so
             # no page sorts the customer's whole history.
             models.Index(fields=["customer", "-created_at", "-id"], name="rental_customer_recent_id"),
-            # Support search: the newest rentals of a customer ref or of a user come straight off these.
-            models.Index(fields=["customer_ref", "-created_at"], name="rental_ref_recent"),
-            models.Index(fields=["created_by", "-created_at"], name="rental_creator_recent"),
+            # Support search: the newest rentals of a customer ref or of a user come straight off these, with
+            # the id in the index so the read is index-only (without it, one heap page per rental found).
+            models.Index(fields=["customer_ref", "-created_at", "-id"], name="rental_ref_recent_id"),
+            models.Index(fields=["created_by", "-created_at", "-id"], name="rental_creator_recent_id"),
             models.Index(fields=["credential", "status"], name="rental_credential_status"),
             # Every range read on `created_at`; with state and customer in the index, the ops overview counts a
             # window's first part-hour (up to an hour of rentals) index-only instead of one heap page per rental.

@@ -10,6 +10,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from django.contrib.auth.models import AbstractBaseUser, AnonymousUser, User
@@ -25,6 +26,7 @@ from rentals.fabric_check.parse import link_rate_parse
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing, Template
 from rentals.ordering import RentOrder, rental_order_build
+from rentals.scheduled import start_at_check
 from rentals.services import rental_submit
 from rentals.upstream import UpstreamError
 from rentals.validators import validate_pod_name
@@ -45,6 +47,8 @@ class OrderChoice:
     template_id: str | None = None  # None: the newest cluster template
     options: dict[str, Any] = field(default_factory=dict)  # the rest of `RentOrder` (ports, hours, switches)
     verify_fabric: bool | None = None  # None: the customer's default (`Customer.verify_fabric_default`)
+    start_at: datetime | None = None  # a scheduled start (`rentals.scheduled`); None: send it now
+    preset_id: int | None = None  # with start_at: the preset whose nodes are picked again at that time
 
 
 @dataclass(frozen=True)
@@ -61,11 +65,14 @@ class OrderOffer:
 class OrderRefused(Exception):
     """Why an order is refused: a message saying what to fix, a code, and the field at fault (None: the order)."""
 
-    def __init__(self, message: str, *, code: str, field: str | None = None) -> None:
+    def __init__(
+        self, message: str, *, code: str, field: str | None = None, details: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.message = message
         self.code = code
         self.field = field
+        self.details = details or {}  # what the API adds to its error body (a quota: its limit and the usage)
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,8 @@ class OrderChecked:
     customer_ref: str | None
     estimated_ready_seconds: int | None = None  # Lium's estimate for these nodes (None: unknown), kept on the rental
     check: CheckPlan | None = None  # a verified order's check key (its public line is in the order) and link rate
+    start_at: datetime | None = None  # checked: in the future, at most SCHEDULE_MAX_DAYS ahead, in UTC
+    preset_id: int | None = None
 
 
 def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = None) -> OrderChecked:
@@ -88,6 +97,9 @@ def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = N
     """
     override = _ref_override(user, choice.customer_ref)
     public_keys = _choice_check(choice)
+    start_at = None
+    if choice.start_at is not None:
+        start_at = _field_check("start_at", "invalid_start_at", start_at_check, choice.start_at)
     offer = offer or order_offer(user=user, customer=choice.customer, fabric_id=choice.fabric_id)
     if lium_switch.cluster_renting_off_since(credential=offer.credential) is not None:
         message = f"{lium_switch.SWITCH_OFF_MESSAGE}: no cluster can be rented until Lium switches it back on."
@@ -126,6 +138,8 @@ def order_check(*, user: User, choice: OrderChoice, offer: OrderOffer | None = N
         override or offer.customer.customer_ref or None,
         estimated_ready_seconds=estimate.seconds if estimate else None,
         check=check,
+        start_at=start_at,
+        preset_id=choice.preset_id if start_at is not None else None,
     )
 
 
@@ -144,9 +158,12 @@ def order_save(*, user: User, checked: OrderChecked, submit_token: uuid.UUID | N
             submit_token=submit_token,
             estimated_ready_seconds=checked.estimated_ready_seconds,
             check=checked.check,
+            start_at=checked.start_at,
+            preset_id=checked.preset_id,
         )
     except ValidationError as exc:
-        raise OrderRefused(" ".join(exc.messages), code=exc.code or "order_refused") from exc
+        details = getattr(exc, "details", None)  # billing's QuotaExceeded names the quota and the usage
+        raise OrderRefused(" ".join(exc.messages), code=exc.code or "order_refused", details=details) from exc
 
 
 def order_offer(*, user: AbstractBaseUser | AnonymousUser, customer: int | str | None, fabric_id: str) -> OrderOffer:
@@ -210,7 +227,7 @@ def _choice_check(choice: OrderChoice) -> list[str]:
     ]
 
 
-def _field_check(name: str, code: str, validator: Callable[[str], Any], value: str) -> Any:
+def _field_check(name: str, code: str, validator: Callable[[Any], Any], value: Any) -> Any:
     """Return what one field's validator returns; its ValidationError becomes the refusal of that field."""
     try:
         return validator(value)

@@ -91,6 +91,13 @@ def rental_order_build(
     )
 
 
+def request_body_with_nodes(body: bytes, executor_ids: list[str]) -> bytes:
+    """Return a stored body with other nodes (a scheduled preset's, picked at its time), serialised the same way."""
+    fields = json.loads(body)
+    fields["executor_uuids"] = list(executor_ids)
+    return json.dumps(fields, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
 def request_body_build(order: RentOrder) -> bytes:
     """Serialise the order once, deterministically; these exact bytes are sent on every attempt."""
     body: dict[str, Any] = {

@@ -56,7 +56,8 @@ def member_repair_send(*, event_id: int) -> str:
             started = client.pod_reset_gpu(pod_id)
     except upstream.RateLimited as exc:
         wait = math.ceil(exc.retry_after) if exc.retry_after else RESET_INTERVAL_SECONDS
-        said = reset_wait_message(wait) if started_reset(data) else f"Lium asked to slow down; try again in {wait} s."
+        slow_down = f"Lium asked to slow down; try again in {wait} s."
+        said = slow_down if data["repair"] == REBOOT else reset_wait_message(wait)
         return _settle(event, "refused", said, outcome=said)
     except upstream.UpstreamRejected as exc:
         said = f"Lium refused the {what.lower()}: {exc.message}"
@@ -68,10 +69,6 @@ def member_repair_send(*, event_id: int) -> str:
     if started is None:
         return _reboot_sent(event, sent_at)
     return _reset_started(event, started, sent_at)
-
-
-def started_reset(data: dict[str, Any]) -> bool:
-    return data.get("repair") != REBOOT
 
 
 def _settle(event: RentalEvent, state: str, message: str, *, from_state: str = "sending", **changes: Any) -> str:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import uuid
+from datetime import datetime
 from decimal import Decimal
 
 from django.contrib.auth.models import User
@@ -22,7 +23,6 @@ from rentals.audit import change_event
 from rentals.enqueue import enqueue_cluster_delete, enqueue_rental_send
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.ordering import RentOrder, request_body_build
-from rentals.selectors import customer_hourly_spend
 from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.transitions import rental_transition
@@ -41,27 +41,24 @@ def rental_submit(
     submit_token: uuid.UUID | None = None,
     estimated_ready_seconds: int | None = None,
     check: CheckPlan | None = None,
+    start_at: datetime | None = None,
+    preset_id: int | None = None,
 ) -> Rental:
-    """Create the rental row (key, bytes, hash) and enqueue its first attempt once the row is committed.
+    """Create the rental row (key, bytes, hash) and enqueue its first attempt once the row is committed; with
+    `start_at` (checked: `rentals.scheduled.start_at_check`) it waits `scheduled` until then instead.
 
-    `order` and `customer_ref` (the X-Customer-Ref to send; "" or None sends none) are checked already: the
-    order service (`rentals.order_service`) builds them. A repeated `submit_token` returns the rental it already
-    created instead of a second one.
+    `order` and `customer_ref` (the X-Customer-Ref to send; "" or None sends none) are checked already by the
+    order service. A repeated `submit_token` returns the rental it already created instead of a second one.
     """
-    credential = credential or customer.default_credential
-    if credential is None or not credential.active:
-        raise ValidationError(
-            f"Customer {customer.name} has no active Lium credential; ask an operator to set one.",
-            code="no_credential",
-        )
+    credential = _credential_active(customer, credential or customer.default_credential)
     # A repeated `submit_token` (the form's second click) is found by the caller before it validates the form,
     # or, in a race, by the unique constraint below.
     try:
         with transaction.atomic():
-            # Lock the customer so two orders at once cannot both slip under its spend cap.
+            # Lock the customer so two orders at once cannot both slip under its budget or quotas (billing's).
             customer = Customer.objects.select_for_update().get(pk=customer.pk)
-            spend_cap_check(customer=customer, adding=order.price_per_hour)
-            order_checking.send(sender=Customer, customer=customer, adding_per_hour=order.price_per_hour)  # budgets
+            gpus = order.gpus_per_node * len(order.executor_ids)
+            order_checks_run(customer=customer, adding_per_hour=order.price_per_hour, adding_gpus=gpus)
             rental = _rental_create(
                 user=user,
                 customer=customer,
@@ -70,10 +67,13 @@ def rental_submit(
                 customer_ref=customer_ref or None,
                 submit_token=submit_token,
                 estimated_ready_seconds=estimated_ready_seconds,
+                start_at=start_at,
+                preset_id=preset_id,
             )
             if check is not None:
                 fabric_check_create(rental=rental, plan=check)
-            transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
+            if start_at is None:
+                transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
     except IntegrityError as exc:
         # Two requests with one form token raced; the other one created the rental (this user's only).
         if submit_token is None:
@@ -93,6 +93,21 @@ def rental_submit(
     return rental
 
 
+def _credential_active(customer: Customer, credential: UpstreamCredential | None) -> UpstreamCredential:
+    if credential is None or not credential.active:
+        raise ValidationError(
+            f"Customer {customer.name} has no active Lium credential; ask an operator to set one.",
+            code="no_credential",
+        )
+    return credential
+
+
+def order_checks_run(*, customer: Customer, adding_per_hour: Decimal, adding_gpus: int) -> None:
+    """Ask billing whether an order fits the customer's budget and quotas (ValidationError if not); lock the
+    customer row first (`select_for_update`), so two orders at once cannot both slip under them."""
+    order_checking.send(sender=Customer, customer=customer, adding_per_hour=adding_per_hour, adding_gpus=adding_gpus)
+
+
 def _rental_create(
     *,
     user: User | None,
@@ -102,10 +117,16 @@ def _rental_create(
     customer_ref: str | None,
     submit_token: uuid.UUID | None,
     estimated_ready_seconds: int | None = None,
+    start_at: datetime | None = None,
+    preset_id: int | None = None,
 ) -> Rental:
     """Save the rental with its nodes, a fresh idempotency key and the body it will send, and its first event."""
     body = request_body_build(order)
+    status = RentalStatus.QUEUED if start_at is None else RentalStatus.SCHEDULED
     rental = Rental.objects.create(
+        status=status,
+        start_at=start_at,
+        preset_id=preset_id,
         created_by=user if user is not None and user.is_authenticated else None,
         customer=customer,
         credential=credential,
@@ -129,32 +150,21 @@ def _rental_create(
         rental=rental,
         kind=RentalEvent.Kind.CREATED,
         actor=rental.created_by,
-        to_status=RentalStatus.QUEUED,
-        message=f"Order saved: {len(order.executor_ids)} nodes on {order.fabric_id}.",
+        to_status=status,
+        message=f"Order saved: {len(order.executor_ids)} nodes on {order.fabric_id}"
+        + (f", to be sent at {start_at:%Y-%m-%d %H:%M} UTC." if start_at is not None else "."),
         data={"idempotency_key": str(rental.idempotency_key), "body_sha256": rental.body_sha256},
     )
     return rental
 
 
-def spend_cap_check(*, customer: Customer, adding: Decimal) -> None:
-    """Refuse an order that would take the customer's running clusters above its hourly cap."""
-    cap = customer.hourly_spend_cap_usd
-    if cap is None:
-        return
-    current = customer_hourly_spend(customer=customer)
-    if current + adding > cap:
-        raise ValidationError(
-            f"This order (${adding:.2f}/hour) would take {customer.name} above its spend cap of ${cap:.2f}/hour: "
-            f"its clusters already cost ${current:.2f}/hour. Terminate a cluster or ask an operator to raise the cap.",
-            code="spend_cap",
-        )
-
-
 def rental_cancel(*, rental: Rental, actor: User | None, reason: str = "") -> bool:
-    """Cancel a rental that has not been sent yet; return whether it was cancelled."""
+    """Cancel a rental that has not been sent yet (queued, or scheduled for later); return whether it was."""
+    if rental.status not in (RentalStatus.QUEUED, RentalStatus.SCHEDULED):
+        return False
     return rental_transition(
         rental_id=rental.pk,
-        from_status=RentalStatus.QUEUED,
+        from_status=rental.status,
         to_status=RentalStatus.CANCELLED,
         **change_event(
             actor=actor, action="cancel", reason=reason, message=f"Cancelled before it was sent. {reason}".strip()

@@ -9,12 +9,16 @@ ready/degraded/rented ─terminate▶ terminating ─▶ terminated
 rented ──all RUNNING, verify_fabric──▶ verifying ──check passed──▶ ready
                                           └─ under the floor / could not measure ─▶ check_failed ──keep──▶ ready
 sending ──lease expired, taken over──▶ sending;  unknown ──one cluster only it can claim (automatic look)──▶ rented
+scheduled ──its start time (beat), nodes free, budget and quotas still allow──▶ queued
+    ├─ nodes gone / budget or quota refuses at its time ─▶ refused
+    └─ cancel ─▶ cancelled                       (edited: only its start time, while scheduled)
 """
 
 from django.db import models
 
 
 class RentalStatus(models.TextChoices):
+    SCHEDULED = "scheduled", "Scheduled"
     QUEUED = "queued", "Queued"
     SENDING = "sending", "Sending"
     RETRYING = "retrying", "Retrying"
@@ -35,6 +39,8 @@ class RentalStatus(models.TextChoices):
 S = RentalStatus
 
 FINAL_STATES = frozenset({S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED, S.TERMINATED})
+# States whose rental bills nothing and counts in no quota: the final ones, and a scheduled one until its time.
+NOT_ACTIVE_STATES = FINAL_STATES | {S.SCHEDULED}
 # States in which the upstream may hold a cluster of ours (members are tracked, it can be terminated).
 HOLDS_CLUSTER_STATES = frozenset({S.RENTED, S.VERIFYING, S.CHECK_FAILED, S.READY, S.DEGRADED})
 # States in which an order may have created a cluster it does not hold yet (reconciliation's rivals, indexed).
@@ -55,6 +61,8 @@ ATTENTION_STATES = (S.UNKNOWN, S.DEGRADED, S.RETRYING, S.SENDING, S.QUEUED, S.TE
 IN_FLIGHT_STATES = frozenset({S.QUEUED, S.SENDING, S.RETRYING, S.RENTED, S.VERIFYING, S.TERMINATING})
 
 TRANSITIONS: dict[str, frozenset[str]] = {
+    # At its time: sent (queued), or refused (its nodes are gone, or a budget or quota no longer allows it).
+    S.SCHEDULED: frozenset({S.QUEUED, S.CANCELLED, S.REFUSED}),
     # queued → refused: Lium's cluster switch stayed off past LIUM_SWITCH_MAX_WAIT_SECONDS; nothing was sent.
     S.QUEUED: frozenset({S.SENDING, S.CANCELLED, S.REFUSED}),
     # sending → sending: a worker takes over the expired lease of one that died mid-attempt.
@@ -88,6 +96,10 @@ def can_transition(current: str, new: str) -> bool:
 
 # What a customer reads for each state: plain words, no jargon.
 CUSTOMER_EXPLANATIONS: dict[str, str] = {
+    S.SCHEDULED: (
+        "Your order is saved for a later start. At its time we check that its nodes are still free and that "
+        "your budget and quotas allow it, then send it. Until then you can change its time or cancel it."
+    ),
     S.QUEUED: "Your order is saved and waiting for a worker to send it.",
     S.SENDING: "Your order is being sent to Lium.",
     S.RETRYING: "Lium did not answer clearly; we will send the same order again (it can never rent twice).",

@@ -12,7 +12,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
-from rentals import engine, lium_switch, repair_calls, sweep
+from rentals import engine, lium_switch, repair_calls, scheduled, sweep
 from rentals.enqueue import (
     enqueue_cluster_delete,
     enqueue_pods_sync,
@@ -119,6 +119,13 @@ def rental_fabric_check(rental_id: int) -> str:
 def rentals_sweep() -> dict[str, int]:
     """Re-enqueue rentals that are due or stuck, settle expired ones, and start pod polling."""
     return sweep.rentals_sweep()
+
+
+@shared_task
+def scheduled_rentals_send() -> dict[str, int]:
+    """Send the scheduled rentals whose time has come (or refuse those whose nodes are gone): beat, every
+    SCHEDULE_SCAN_INTERVAL_SECONDS. Each is moved out of `scheduled` by one conditional UPDATE: sent once."""
+    return scheduled.scheduled_send_due()
 
 
 @shared_task

@@ -54,6 +54,7 @@ from scripts.harness import (  # noqa: E402 - the repository is put on the path 
     SIM_KEY,
     ContestedOffers,
     Offers,
+    PrivatePostgres,
     Processes,
     Redis,
     ScratchPostgres,
@@ -62,8 +63,10 @@ from scripts.harness import (  # noqa: E402 - the repository is put on the path 
     delete_call_cluster,
     django_setup_and_migrate,
     elapsed,
+    free_port,
     interrupt_on,
     say,
+    wait_for_http,
 )
 
 SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMo32AY0vFK7g5FBIBcyPdxaxSEM5rEc0kEzMVveA9b+ chaos@run"
@@ -188,6 +191,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     args = p.parse_args(argv)
     if args.rentals < 1 or args.workers < 1:
         p.error("--rentals and --workers must be at least 1")
+    if args.restart_postgres < 0:
+        p.error("--restart-postgres must be 0 or more")
     if not 0 <= args.unhonoured_share <= 1 or not 0 <= args.terminate_share <= 1:
         p.error("--unhonoured-share and --terminate-share must be between 0 and 1")
     if args.customers < 1 or args.pod_names < 1:
@@ -282,6 +287,15 @@ def option_parser() -> argparse.ArgumentParser:
         "--database-as-is",
         action="store_true",
         help="use --database-url's database itself (migrate, then delete only this run's rows)",
+    )
+    p.add_argument(
+        "--restart-postgres",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run on a PostgreSQL cluster of the run's own (initdb in the run folder) and stop/start it N times "
+        "while rentals are in flight, a few seconds each; a web server is probed during each outage (503 with "
+        "Retry-After, then 200 again without a restart). Picks Redis as the broker when --broker is auto",
     )
     p.add_argument("--run-dir", default="", help="run folder (default: a new temporary folder)")
     p.add_argument("--keep", action="store_true", help="keep the run folder (it is always kept on failure)")
@@ -634,7 +648,8 @@ def main(argv: list[str] | None = None) -> int:
         sims, skipped = start_simulators(run, child_env)
         people = create_people(run, sims)
         workers = start_workers(run, child_env)
-        storm = Storm(run, broker, people, workers, make_operator(run, people), make_releases(run, people))
+        drill = make_postgres_drill(run, child_env, people)
+        storm = Storm(run, broker, people, workers, make_operator(run, people), make_releases(run, people), drill)
         storm.run()
         findings = compare(storm.rental_ids, sims)
         result = verdict(run, findings, storm)
@@ -658,6 +673,7 @@ class ChaosRun:
     procs: Processes
     started: float = field(default_factory=time.monotonic)
     scratch: ScratchPostgres | None = None
+    private_pg: PrivatePostgres | None = None  # --restart-postgres: the cluster the run owns
     cleanup_rows: Callable[[], None] | None = None
     ok: bool = False
 
@@ -714,6 +730,8 @@ def start_broker(run: ChaosRun) -> Broker | None:
     kind = run.args.broker
     if kind == "auto":
         kind = "redis" if given.startswith(("redis://", "rediss://")) else "embedded"
+        if run.args.restart_postgres and shutil.which("redis-server"):
+            kind = "redis"  # the database drill is the production stack's: PostgreSQL and Redis
     if kind != "redis":
         return Broker(kind, "filesystem://")
     binary = shutil.which("redis-server") or next(
@@ -733,6 +751,13 @@ def start_broker(run: ChaosRun) -> Broker | None:
 def prepare_database(run: ChaosRun) -> str:
     """Return the run's database URL: SQLite in the run folder, a scratch PostgreSQL database, or as given."""
     db_url: str = run.args.database_url
+    if run.args.restart_postgres:
+        if db_url:
+            say(f"note: --restart-postgres runs on a PostgreSQL of its own; {db_url.split('@')[-1]} is not used")
+        run.private_pg = PrivatePostgres(run.run_dir)
+        run.private_pg.create()
+        say(f"postgres: a cluster of the run's own on port {run.private_pg.port} ({run.private_pg.dir})")
+        return run.private_pg.url
     if not db_url:
         return f"sqlite:///{run.run_dir / 'db.sqlite3'}"
     if db_url.startswith(("postgres://", "postgresql://")) and not run.args.database_as_is:
@@ -1009,6 +1034,122 @@ def make_operator(run: ChaosRun, people: People) -> Operator | None:
     )
 
 
+# --restart-postgres: each outage lasts this many seconds (drawn), and the web's answers are judged by these.
+OUTAGE_SECONDS = (2.5, 5.0)
+WEB_OUTAGE_ANSWER_SECONDS = 10.0  # a 503 slower than this is a hang (the web waits DB_POOL_TIMEOUT_SECONDS=3)
+WEB_RECOVERY_SECONDS = 30.0  # the same page is served again within this long after the server is back
+WEB_DB_POOL_TIMEOUT_SECONDS = "3"
+
+
+class PostgresDrill:
+    """Stops and starts the run's own PostgreSQL `count` times while rentals are in flight (fast and immediate
+    shutdowns in turn), and asks a web server for a signed-in page during and after each outage: during it the
+    page must answer 503 with Retry-After within WEB_OUTAGE_ANSWER_SECONDS, after it 200 again, the web server
+    never restarted."""
+
+    def __init__(self, *, pg: PrivatePostgres, page_url: str, cookies: dict[str, str], rng: random.Random, count: int):
+        self.pg = pg
+        self.page_url = page_url
+        self.cookies = cookies
+        self.rng = rng
+        self.count = count
+        self.planned: list[float] = []
+        self.restarts = 0
+        self.web_not_503 = 0
+        self.web_not_recovered = 0
+        self.down_seconds: list[float] = []
+        self.outage_answers: list[float] = []  # seconds each probe during an outage took
+        self.recovery_seconds: list[float] = []  # from the server's start to the page's first 200
+
+    def plan(self, window: float) -> None:
+        """Spread the restarts over the submission window (rentals are in flight all through it)."""
+        start = time.monotonic()
+        self.planned = [start + window * (i + 1) / (self.count + 1) for i in range(self.count)]
+
+    def due(self, now: float) -> bool:
+        return bool(self.planned) and now >= self.planned[0]
+
+    def probe(self) -> tuple[int, str, float]:
+        """GET the page; return (status or 0 when no answer came, its Retry-After, seconds taken)."""
+        import httpx
+
+        began = time.monotonic()
+        try:
+            answer = httpx.get(self.page_url, cookies=self.cookies, timeout=WEB_OUTAGE_ANSWER_SECONDS + 5)
+        except httpx.HTTPError:
+            return 0, "", time.monotonic() - began
+        return answer.status_code, answer.headers.get("Retry-After", ""), time.monotonic() - began
+
+    def outage(self, started: float) -> None:
+        """One outage: stop the server, probe the page while it is down, start it, wait for the page's 200."""
+        from django.db import connections
+
+        self.planned.pop(0)
+        connections.close_all()  # this process's own connection goes back to its pool before the server goes
+        mode = "immediate" if self.restarts % 2 else "fast"
+        down_at = time.monotonic()
+        self.pg.stop(mode)
+        length = self.rng.uniform(*OUTAGE_SECONDS)
+        while True:
+            status, retry_after, took = self.probe()
+            self.outage_answers.append(took)
+            if status != 503 or not retry_after or took > WEB_OUTAGE_ANSWER_SECONDS:
+                self.web_not_503 += 1
+                say(f"    web during the outage: {status or 'no answer'} (Retry-After {retry_after!r}) in {took:.1f}s")
+            if time.monotonic() - down_at >= length:
+                break
+            time.sleep(0.5)
+        self.pg.start()
+        back_at = time.monotonic()
+        self.down_seconds.append(back_at - down_at)
+        while (status := self.probe()[0]) != 200 and time.monotonic() - back_at < WEB_RECOVERY_SECONDS:
+            time.sleep(0.5)
+        if status == 200:
+            self.recovery_seconds.append(time.monotonic() - back_at)
+        else:
+            self.web_not_recovered += 1
+            say(f"    web still answers {status or 'nothing'} {WEB_RECOVERY_SECONDS:g}s after PostgreSQL came back")
+        connections.close_all()
+        self.restarts += 1
+        say(
+            f"[{elapsed(started)}] PostgreSQL restarted ({mode} stop, down {self.down_seconds[-1]:.1f}s; "
+            f"restart {self.restarts} of {self.count})"
+        )
+
+    def summary(self) -> str:
+        answers = f"{len(self.outage_answers)} probes, slowest {max(self.outage_answers, default=0):.1f}s"
+        recovered = f"200 again within {max(self.recovery_seconds, default=0):.1f}s"
+        return (
+            f"{self.restarts} (down {sum(self.down_seconds):.1f}s in all); web during outages: {answers}, "
+            f"{self.web_not_503} not a 503 with Retry-After; after: {recovered}, {self.web_not_recovered} never"
+        )
+
+
+def make_postgres_drill(run: ChaosRun, child_env: dict[str, str], people: People) -> PostgresDrill | None:
+    """With --restart-postgres: start the web server (gunicorn, as deployed) and sign the renting user in."""
+    if not run.args.restart_postgres or run.private_pg is None:
+        return None
+    from django.conf import settings
+    from django.test import Client
+
+    port = free_port()
+    web_env = {**child_env, "DEBUG": "false", "DB_POOL_TIMEOUT_SECONDS": WEB_DB_POOL_TIMEOUT_SECONDS}
+    args = [sys.executable, "-m", "gunicorn", "-c", "deploy/gunicorn.conf.py", "--bind", f"127.0.0.1:{port}"]
+    process = run.procs.start([*args, "--workers", "1", "dashboard.wsgi"], log_name="web.log", env=web_env)
+    wait_for_http(f"http://127.0.0.1:{port}/healthz", process=process, timeout=60)
+    client = Client()
+    client.force_login(people.user)
+    cookies = {settings.SESSION_COOKIE_NAME: client.cookies[settings.SESSION_COOKIE_NAME].value}
+    say(f"web: gunicorn on 127.0.0.1:{port}, probed at /rentals/ during each PostgreSQL outage")
+    return PostgresDrill(
+        pg=run.private_pg,
+        page_url=f"http://127.0.0.1:{port}/rentals/",
+        cookies=cookies,
+        rng=random.Random(run.args.seed + 4),  # noqa: S311 - its own stream: the standard draws stay as they were
+        count=run.args.restart_postgres,
+    )
+
+
 class Storm:
     """The run's middle: submit rentals at the set rate, SIGKILL workers at random moments, restart Redis
     once, let the operator act, until every rental has settled or the time is up."""
@@ -1021,6 +1162,7 @@ class Storm:
         workers: Workers,
         operator: Operator | None,
         releases: Releases | None = None,
+        drill: PostgresDrill | None = None,
     ) -> None:
         args = run.args
         self.started = run.started
@@ -1047,6 +1189,10 @@ class Storm:
         self.operator_worked_unknown = False
         self.route_rng = random.Random(args.seed + 3)  # noqa: S311
         self.shared = run.shared
+        self.drill = drill
+        if drill is not None:
+            window = args.rentals / args.submit_rate if args.submit_rate > 0 else 5.0
+            drill.plan(window)
 
     def plan_kills(self) -> list[float]:
         """Plan the first --min-kills kills inside the submission window, so even a run whose rentals settle
@@ -1076,6 +1222,9 @@ class Storm:
         all_submitted = len(self.rental_ids) >= self.args.rentals
         if now >= self.next_kill and (in_flight > 0 or not all_submitted):
             self.kill_one(all_submitted)
+        if self.drill is not None and self.drill.due(now):
+            say(f"[{elapsed(self.started)}] stopping PostgreSQL ({in_flight} rentals in flight)")
+            self.drill.outage(self.started)
         self.restart_crashed()
         if self.operator is not None:
             self.operator.tick()
@@ -1084,7 +1233,8 @@ class Storm:
         if now - self.last_progress >= 3:
             self.last_progress = now
             self.show_progress(settled, in_flight)
-        quiet = all_submitted and in_flight == 0
+        # Restarts still planned keep the run going (each happens at once when nothing is left in flight).
+        quiet = all_submitted and in_flight == 0 and (self.drill is None or not self.drill.planned)
         operator = self.operator
         if quiet and operator is not None and not operator.pending() and not self.operator_worked_unknown:
             # Everything settled: the operator works the outcome-unknown queue, then the loop waits for
@@ -1344,12 +1494,24 @@ def verdict(run: ChaosRun, findings: Findings, storm: Storm) -> dict[str, Any]:
         "delete_calls_max_per_rental": found.delete_calls_max_per_rental,
         "attempts": findings.attempts,
         "worker_kills": storm.workers.kills,
+        "postgres_restarts": storm.drill.restarts if storm.drill else 0,
+        "web_not_503": storm.drill.web_not_503 if storm.drill else 0,
+        "web_not_recovered": storm.drill.web_not_recovered if storm.drill else 0,
         "seconds": round(time.monotonic() - run.started, 1),
     }
 
 
 # A count above 0 fails every profile.
-FAILING_COUNTS = ("duplicates", "lost", "untruthful", "key_reused", "clusters_claimed_twice", "cross_tenant")
+FAILING_COUNTS = (
+    "duplicates",
+    "lost",
+    "untruthful",
+    "key_reused",
+    "clusters_claimed_twice",
+    "cross_tenant",
+    "web_not_503",
+    "web_not_recovered",
+)
 
 
 def report(
@@ -1381,6 +1543,9 @@ def report(
     if worker_errors:
         say(f"  note: {worker_errors} task(s) raised unexpected errors; see {run.run_dir}/worker-*.log")
     ok = not any(result[count] for count in FAILING_COUNTS)
+    if result["postgres_restarts"] < args.restart_postgres:
+        say(f"  note: PostgreSQL was restarted {result['postgres_restarts']} times, not {args.restart_postgres}")
+        ok = False
     # Shared-account: a cluster two orders match stays `unknown` by design; one only this rental matches must not.
     if run.adversarial and result["unknown_with_cluster_unrivalled" if run.shared else "unknown_with_cluster"]:
         ok = False
@@ -1418,6 +1583,7 @@ def report_rows(
             f"{storm.crashed_restarts} exited by themselves",
         ),
         ("redis restarts", f"1 (down {storm.redis_down_seconds:.1f}s)" if storm.redis_down_seconds else "0"),
+        ("postgres restarts", storm.drill.summary() if storm.drill else "0"),
         ("submit errors", str(storm.submit_errors)),
     ]
     if storm.releases is not None:
@@ -1494,6 +1660,11 @@ def explain(findings: Findings, bad: list[tuple[str, RentalView | None, str]]) -
 def end_run(run: ChaosRun) -> None:
     """Stop every child, delete this run's rows or drop its scratch database, remove a passed run's folder."""
     run.procs.stop_all()
+    if run.private_pg is not None:
+        from django.db import connections
+
+        connections.close_all()
+        run.private_pg.destroy()
     try:
         if run.cleanup_rows is not None:
             run.cleanup_rows()

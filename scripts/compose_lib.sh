@@ -37,8 +37,11 @@ docker() {
     if [[ "${1:-}" != compose ]]; then command docker "$@"; return; fi
     shift
     local -a args=("$@")
-    # No terminal in CI: exec and run must not ask for one.
-    if [[ "${args[0]}" == exec || "${args[0]}" == run ]] && [[ ! -t 0 ]]; then args=("${args[0]}" -T "${args[@]:1}"); fi
+    # No terminal in CI: exec and run must not ask for one. Never twice: docker-compose 1.29 given `-T -T` runs
+    # nothing and exits 0 (README's `exec -T postgres pg_dump` would write an empty dump).
+    if [[ "${args[0]}" == exec || "${args[0]}" == run ]] && [[ ! -t 0 && " ${args[*]} " != *" -T "* ]]; then
+        args=("${args[0]}" -T "${args[@]:1}")
+    fi
     "${COMPOSE[@]}" --env-file "$EMPTY_ENV" "${args[@]}"
 }
 step() { echo "+ $1" >&2; eval "$1"; }  # a README step, run as written

@@ -3,7 +3,10 @@
 Run by scripts/compose_smoke.sh against the compose stack (production settings). The browser sends
 `X-Forwarded-Proto: https`, as the TLS proxy in front of `web` would. A second rental is held in the
 simulator's rent call while `--crash-worker` kills the worker container; the rental must still become Ready
-once the worker is back. Fails (exit 1) on any console error, page error or 5xx answer.
+once the worker is back. A third is held there while `--restart-services` restarts the postgres and redis
+containers: it must settle truthfully (Ready with the one cluster the simulator's ledger has for its pod name, or
+a state saying nothing was rented with none in the ledger). Fails (exit 1) on any console error, page error or
+5xx answer, except the 503s (and the browser's console lines about them) while the database restarts.
 
     python scripts/compose_walk.py --base-url http://127.0.0.1:8000 --simulator-url http://127.0.0.1:8100 \
         --user alice --operator olga --password-env USER_PASSWORD --crash-worker 'kill -KILL 1234'
@@ -26,7 +29,7 @@ import time
 from pathlib import Path
 
 import httpx
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, ConsoleMessage, Page, Response, expect, sync_playwright
 from playwright.sync_api import TimeoutError as PlaywrightTimeoutError
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
@@ -51,15 +54,29 @@ def say(message: str) -> None:
 
 
 class Problems(list[str]):
-    """Console errors, page errors and 5xx answers the browser saw."""
+    """Console errors, page errors and 5xx answers the browser saw. While `outage` is set (the database
+    restarting), a 503 is the answer the page owes, not a problem: those are counted in `outage_503s`."""
+
+    outage = False
+    outage_503s = 0
 
     def watch(self, page: Page) -> None:
-        page.on("console", lambda m: self.append(f"console.{m.type}: {m.text}") if m.type == "error" else None)
+        page.on("console", self.on_console)
         page.on("pageerror", lambda error: self.append(f"page error: {error}"))
-        page.on(
-            "response",
-            lambda r: self.append(f"HTTP {r.status} for {r.request.method} {r.url}") if r.status >= 500 else None,
-        )
+        page.on("response", self.on_response)
+
+    def on_console(self, message: ConsoleMessage) -> None:
+        if message.type != "error":
+            return
+        if self.outage and "503" in message.text:
+            return  # the browser's own line about the 503 below
+        self.append(f"console.{message.type}: {message.text}")
+
+    def on_response(self, response: Response) -> None:
+        if response.status == 503 and self.outage:
+            self.outage_503s += 1
+        elif response.status >= 500:
+            self.append(f"HTTP {response.status} for {response.request.method} {response.url}")
 
 
 def new_context(browser: Browser, base_url: str) -> BrowserContext:
@@ -115,6 +132,51 @@ def simulator_faults(simulator_url: str, rules: list[dict]) -> None:
     httpx.post(simulator_url + "/_sim/faults", json={"seed": 1, "rules": rules}, timeout=10).raise_for_status()
 
 
+# What the page may end on after the restarts, and whether the upstream then holds a cluster for it.
+SETTLED_HOLDING = ("Ready", "Degraded")
+SETTLED_EMPTY = ("Refused", "Failed", "Not rented")
+
+
+def ledger_clusters(simulator_url: str, pod_name: str) -> set[str]:
+    """Return the cluster ids the simulator's ledger committed for `pod_name`."""
+    body = httpx.get(simulator_url + "/_sim/ledger", timeout=10).raise_for_status().json()
+    entries = body["ledger"] if isinstance(body, dict) else body
+    return {str(entry.get("cluster_id")) for entry in entries if entry.get("pod_name") == pod_name}
+
+
+def rent_through_restarts(page: Page, problems: Problems, args: argparse.Namespace) -> None:
+    """Hold a rent call in the simulator, restart the postgres and redis containers meanwhile, and check the
+    rental settles on what the upstream really did."""
+    simulator_faults(args.simulator_url, [{"fault": "slow_commit", "next": 1, "seconds": 8}])
+    url = rent_two_nodes(page, "smoke-restarts")
+    status = page.get_by_test_id("status")
+    expect(status).to_have_text(re.compile("Sending|Retrying|Rented, nodes starting"), timeout=30_000)
+    say(f"third rental in flight ({status.inner_text()}): restarting the postgres and redis containers")
+    problems.outage = True
+    subprocess.run(shlex.split(args.restart_services), check=True)  # noqa: S603 - the smoke script's command
+    settled = re.compile("|".join(SETTLED_HOLDING + SETTLED_EMPTY))
+    # The page's polls meet the restart (503s) and go on once the database is back: reload to be sure.
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        page.goto(url)
+        if page.get_by_test_id("status").count() and settled.fullmatch(status.inner_text().strip()):
+            break
+        time.sleep(3)
+    problems.outage = False
+    shown = status.inner_text().strip()
+    page.screenshot(path=str(SHOTS / "04-after-restarts.png"), full_page=True)
+    clusters = ledger_clusters(args.simulator_url, "smoke-restarts")
+    truthful = (shown in SETTLED_HOLDING and len(clusters) == 1) or (shown in SETTLED_EMPTY and not clusters)
+    if not truthful:
+        raise SystemExit(f"compose_walk: after the restarts the page says {shown!r}; the ledger has {clusters}")
+    say(
+        f"third rental settled after the restarts as {shown} ({len(clusters)} cluster(s) in the ledger, "
+        f"{problems.outage_503s} answers 503 meanwhile): {url}"
+    )
+    if shown in SETTLED_HOLDING:
+        terminate(page, url)  # the smoke script counts it among the terminated rentals
+
+
 def walk(args: argparse.Namespace) -> None:
     password = os.environ[args.password_env]
     SHOTS.mkdir(parents=True, exist_ok=True)
@@ -144,6 +206,8 @@ def walk(args: argparse.Namespace) -> None:
             expect(status).to_have_text("Ready", timeout=240_000)
             page.screenshot(path=str(SHOTS / "03-ready-after-crash.png"), full_page=True)
             say(f"second rental settled after the worker restart: {second}")
+            if args.restart_services:
+                rent_through_restarts(page, problems, args)
 
             operator = log_in(new_context(browser, args.base_url), problems, args.operator, password, "**/fabrics/")
             operator.goto("/ops/")
@@ -190,6 +254,9 @@ def main() -> int:
     parser.add_argument("--operator", help="an operator (the full walk)")
     parser.add_argument("--password-env", required=True, help="environment variable with both users' password")
     parser.add_argument("--crash-worker", help="command that kills the worker container (the full walk)")
+    parser.add_argument(
+        "--restart-services", help="command that restarts the postgres and redis containers (a third rental)"
+    )
     parser.add_argument("--rent", metavar="POD", help="only order one rental named POD and print its URL")
     parser.add_argument("--wait-ready", action="store_true", help="with --rent: wait until it is Ready")
     args = parser.parse_args()

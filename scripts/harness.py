@@ -13,6 +13,7 @@ import os
 import random
 import re
 import shlex
+import shutil
 import signal
 import socket
 import subprocess
@@ -382,6 +383,75 @@ class ScratchPostgres:
 
     def drop(self) -> None:
         self._execute(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+
+PG_BIN = Path("/usr/lib/postgresql/15/bin")  # Debian's PostgreSQL 15
+
+
+class PrivatePostgres:
+    """A PostgreSQL cluster of the run's own (initdb in the run folder, a free port, its socket in the folder),
+    which the run may stop and start at will: the machine's shared server is never touched.
+
+    The server runs as the `postgres` user (PostgreSQL refuses root); `pg_ctl` daemonizes it, so it is not one of
+    `Processes`' children and `destroy()` stops it.
+    """
+
+    def __init__(self, run_dir: Path, *, name: str = "chaos") -> None:
+        self.dir = run_dir / "postgres"
+        self.data = self.dir / "data"
+        self.log = self.dir / "postgres.log"
+        self.port = free_port()
+        self.name = name
+        self.url = f"postgres://postgres@127.0.0.1:{self.port}/{name}"
+        self.running = False
+
+    def _as_postgres(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        command = [str(PG_BIN / args[0]), *args[1:]]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        return subprocess.run(command, capture_output=True, text=True, check=check, timeout=120)  # noqa: S603
+
+    def create(self) -> None:
+        """initdb (trust on loopback), start it, and create the run's database."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        if os.geteuid() == 0:
+            # The server's user must reach its folder: open the path to it, and hand the folder over.
+            for parent in (self.dir.parent, *self.dir.parent.parents):
+                if parent == Path("/"):
+                    break
+                parent.chmod(parent.stat().st_mode | 0o011)
+            shutil.chown(self.dir, "postgres", "postgres")
+        self._as_postgres("initdb", "-D", str(self.data), "-U", "postgres", "-A", "trust", "--no-sync", "-E", "UTF8")
+        self.start()
+        import psycopg
+
+        with psycopg.connect(self.admin_conninfo, autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f'CREATE DATABASE "{self.name}"')
+
+    @property
+    def admin_conninfo(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def start(self) -> None:
+        options = (
+            # fsync off: the drill stops the server, never the machine, and the kernel keeps what was written.
+            # synchronous_commit stays on: an immediate stop would otherwise lose transactions already committed.
+            f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
+        )
+        self._as_postgres("pg_ctl", "start", "-w", "-t", "60", "-D", str(self.data), "-l", str(self.log), "-o", options)
+        self.running = True
+
+    def stop(self, mode: str = "fast") -> None:
+        """Stop the server: `fast` (clients cut off, a clean shutdown) or `immediate` (as a crash: recovery at the
+        next start)."""
+        self._as_postgres("pg_ctl", "stop", "-w", "-t", "60", "-D", str(self.data), "-m", mode)
+        self.running = False
+
+    def destroy(self) -> None:
+        """Stop the server if it runs (its folder goes with the run folder)."""
+        if self.data.exists():
+            self._as_postgres("pg_ctl", "stop", "-w", "-t", "30", "-D", str(self.data), "-m", "immediate", check=False)
+        self.running = False
 
 
 # --- The simulator ---------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from werkzeug.wrappers import Request, Response
 
 from .clock import iso, parse_iso
 from .errors import ApiError, field_error
-from .httpkit import before_commit_faults, json_body, json_response, pre_faults
+from .httpkit import before_commit_faults, json_object, json_response, pre_faults
 
 # Who made an out-of-band change, as `POST /_sim/out-of-band` names it -> the event's `actor.auth`.
 ACTORS = {"portal": "session", "cli": "cli", "api_key": "api_key", "platform": None}
@@ -37,7 +37,7 @@ def user_events(state: Any, request: Request) -> Response:
         rows = [
             row
             for row in state.activity[cred["account_id"]]
-            if (cred["visibility"] != "own" or row["_api_key_id"] == cred["id"])
+            if state.sees(cred, cred["account_id"], row["_api_key_id"])
             and (pod_id is None or row["pod_id"] == pod_id)
             and (key_id is None or row["_api_key_id"] == key_id)
             and (since is None or parse_iso(row["created_at"]) >= since)
@@ -77,9 +77,7 @@ def shared_config(state: Any, request: Request) -> Response:
 
 def out_of_band(state: Any, request: Request) -> Response:
     """`POST /_sim/out-of-band`: change a pod as the portal, the CLI or another key would, outside the dashboard."""
-    body = json_body(request)
-    if not isinstance(body, dict):
-        raise ApiError(422, "invalid_json", "Body must be a JSON object")
+    body = json_object(request)
     action, who = body.get("action"), body.get("actor", "portal")
     if action not in OUT_OF_BAND_ACTIONS:
         raise ApiError(422, "validation_error", f"action must be one of {list(OUT_OF_BAND_ACTIONS)}")
@@ -105,9 +103,7 @@ def _apply_out_of_band(
 ) -> None:
     """Make the change and record its event (the caller holds the lock)."""
     if action == "delete_pod":
-        pod.update(status="DELETING", updated_at=now, deleting_until=now + state.config["delete_seconds"])
-        pod["deleted_by"] = actor
-        state.add_event(pod, "deleting", "Pod deletion started", now, actor=actor)
+        state.deletion_start(pod, now, actor)
     elif action == "reboot_pod":
         pod["updated_at"] = now
         state.add_event(pod, "reboot", "Pod rebooted", now, actor=actor)

@@ -10,7 +10,7 @@ from werkzeug.exceptions import HTTPException, MethodNotAllowed, NotFound
 from werkzeug.routing import Map, Rule
 from werkzeug.wrappers import Request, Response
 
-from . import activity, routes_billing
+from . import activity, machine_requests, routes_billing
 from . import routes_api as api
 from . import routes_repair as repair
 from . import routes_sim as sim
@@ -44,6 +44,8 @@ PUBLIC: list[tuple[str, list[str], Callable[..., Response], str]] = [
     ("/pods/<pod_id>/reset-gpu", ["POST"], repair.reset_gpu, "reset-gpu"),
     ("/pods/<pod_id>/reset-gpu/<request_id>", ["GET"], repair.reset_gpu_status, "reset-gpu"),
     ("/billing/statement", ["GET"], routes_billing.statement, "statement"),
+    ("/machine-requests", ["POST"], machine_requests.create, "machine-requests"),
+    ("/machine-requests", ["GET"], machine_requests.listing, "machine-requests"),
 ]
 
 CONTROL: list[tuple[str, list[str], Callable[..., Response]]] = [

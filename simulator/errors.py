@@ -38,6 +38,11 @@ class ApiError(Exception):
         self.extra = extra or {}
 
 
+def rate_limited(message: str, retry: int) -> ApiError:
+    """Refuse with 429 and the seconds to wait (in `Retry-After` and the hint)."""
+    return ApiError(429, "rate_limited", message, hint=f"Retry after {retry} s.", headers={"Retry-After": str(retry)})
+
+
 def field_error(field: str, message: str, code: str = "validation_error", status: int = 422) -> ApiError:
     """Refuse one field, with the `validation_errors` row the upstream adds."""
     return ApiError(

@@ -13,7 +13,7 @@ from typing import Any
 from werkzeug.wrappers import Request, Response
 
 from .errors import ApiError, field_error
-from .httpkit import before_commit_faults, json_body, json_response, pre_faults
+from .httpkit import before_commit_faults, json_object, json_response, pre_faults
 from .state import State
 
 # The cluster image is kept on every node (cached); the others are pulled cold. Sizes in bytes, by category.
@@ -66,7 +66,7 @@ def slow_executors(state: State, request: Request) -> Response:
     its pods start `extra_seconds` later than `start_seconds`, and its estimate says so with the warning.
     """
     if request.method == "POST":
-        marks = _slow_marks(json_body(request))
+        marks = _slow_marks(json_object(request))
         with state.lock:
             unknown = [executor_id for executor_id in marks if executor_id not in state.nodes]
             if unknown:
@@ -79,10 +79,8 @@ def slow_executors(state: State, request: Request) -> Response:
         return json_response(dict(sorted(state.slow_executors.items())))
 
 
-def _slow_marks(body: Any) -> dict[str, dict[str, Any]]:
+def _slow_marks(body: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Read a POST body into {executor id: mark}; refuse anything malformed with a 422 saying what."""
-    if not isinstance(body, dict):
-        raise ApiError(422, "invalid_json", "Body must be a JSON object")
     unknown_keys = set(body) - {"executor_ids", "extra_seconds", "warning_message"}
     if unknown_keys:
         raise ApiError(422, "validation_error", f"unknown fields: {sorted(unknown_keys)}")

@@ -49,6 +49,7 @@ ROUTES = {
     "events",
     "users",
     "estimate",
+    "machine-requests",
     "user-events",
     "shared-config",
     "reboot",

@@ -11,7 +11,7 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from .errors import ApiError
+from .errors import ApiError, rate_limited
 from .state import State
 
 log = logging.getLogger("simulator")
@@ -56,6 +56,14 @@ def json_body(request: Request) -> Any:
         raise ApiError(422, "invalid_json", f"Request body is not valid JSON: {exc}") from exc
 
 
+def json_object(request: Request) -> dict[str, Any]:
+    """Decode a body that must be a JSON object, else 422 invalid_json."""
+    body = json_body(request)
+    if not isinstance(body, dict):
+        raise ApiError(422, "invalid_json", "Body must be a JSON object")
+    return body
+
+
 def pre_faults(state: State, route: str, *, releasing: bool = False) -> None:
     """Apply latency and rate_limit rules; both leave the world untouched."""
     rule = state.faults.take("latency", route)
@@ -65,14 +73,7 @@ def pre_faults(state: State, route: str, *, releasing: bool = False) -> None:
         time.sleep(delay / 1000.0)
     rule = state.faults.take("rate_limit", route)
     if rule:
-        retry = int(rule.get("retry_after", 1))
-        raise ApiError(
-            429,
-            "rate_limited",
-            "Too many requests",
-            hint=f"Retry after {retry} s.",
-            headers={"Retry-After": str(retry)},
-        )
+        raise rate_limited("Too many requests", int(rule.get("retry_after", 1)))
 
 
 def before_commit_faults(state: State, route: str) -> None:

@@ -13,6 +13,8 @@ from .seed import CLUSTER_IMAGE
 from .state import State
 from .validation import POD_NAME_RE, ssh_key_problem, tag_key
 
+ETA_BASES = ["executor_history", "class_median", "cold_pull_estimate", "fleet_default"]
+
 
 def parse_body(raw: bytes) -> dict[str, Any]:
     """Decode the JSON object body, else 422 invalid_json."""
@@ -27,12 +29,6 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 def _is_int(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
-
-
-def newest_cluster_template(state: State) -> dict[str, Any] | None:
-    """Pick the cluster template with the newest tag, as the SDK does."""
-    cands = [t for t in state.templates if t["docker_image"].startswith(CLUSTER_IMAGE)]
-    return max(cands, key=lambda t: tag_key(t.get("docker_image_tag")), default=None)
 
 
 def validate(state: State, body: dict[str, Any]) -> dict[str, Any]:
@@ -94,8 +90,9 @@ def _check_fields(body: dict[str, Any]) -> None:
 
 def _resolve_template(state: State, template_id: Any) -> dict[str, Any]:
     """Return the order's template (the newest cluster one by default); it must run the cluster image."""
-    if template_id is None:
-        template = newest_cluster_template(state)
+    if template_id is None:  # the cluster template with the newest tag, as the SDK picks it
+        cluster_templates = [t for t in state.templates if t["docker_image"].startswith(CLUSTER_IMAGE)]
+        template = max(cluster_templates, key=lambda t: tag_key(t.get("docker_image_tag")), default=None)
         if template is None:
             raise ApiError(404, "template_not_found", "No cluster template is available")
     else:
@@ -128,7 +125,7 @@ def _resolve_nodes(state: State, uuids: list[str], *, gpu_count: Any) -> list[tu
             f"mixed fabrics: the nodes are on {len(fabric_ids)} fabrics; a cluster must be on one fabric",
         )
     for _, node in nodes:
-        if node["id"] in state.rented:
+        if node["id"] in state.rented or node["id"] in state.config["taken_executors"]:
             raise ApiError(
                 409,
                 "executor_not_available",
@@ -170,7 +167,7 @@ def commit(
 ) -> dict[str, Any]:
     """Create every member at once; return the success body (caller holds the lock)."""
     now = state.clock.now()
-    cluster_id = state.cluster_id_for()
+    cluster_id = str(uuid.uuid4())  # random, so ids never repeat across resets
     template = order["template"]
     pod_ids = []
     for rank, (fab, node) in enumerate(order["nodes"]):
@@ -201,7 +198,7 @@ def commit(
             # With Jupyter: its host port (mapped from 8888) and the token in its URL, like a real pod's.
             "jupyter_port": state.new_port() if order["jupyter"] else None,
             "jupyter_token": uuid.uuid4().hex if order["jupyter"] else None,
-            "eta_basis": state.eta_basis_for(fab),
+            "eta_basis": ETA_BASES[fab["index"] % len(ETA_BASES)],  # stable per fabric; every value shows somewhere
             "enable_volume_encryption": order["encryption"],
             "deleting_until": None,
             "authorized_keys": list(order["keys"]),  # root's ~/.ssh/authorized_keys on the pod

@@ -10,7 +10,7 @@ from werkzeug.wrappers import Request, Response
 
 from . import __version__, billing, event_log, misbehaviour
 from .clock import iso, parse_iso
-from .errors import ApiError, field_error
+from .errors import ApiError, field_error, rate_limited
 from .httpkit import (
     DropConnection,
     after_commit_faults,
@@ -104,13 +104,7 @@ def _pods_limiter(state: State, account: str) -> None:
             hits.popleft()
         if len(hits) >= limit:
             retry = max(1, math.ceil(hits[0] + 60 - now))
-            raise ApiError(
-                429,
-                "rate_limited",
-                f"Pod polling is limited to {limit} requests per minute",
-                hint=f"Retry after {retry} s.",
-                headers={"Retry-After": str(retry)},
-            )
+            raise rate_limited(f"Pod polling is limited to {limit} requests per minute", retry)
         hits.append(now)
 
 
@@ -215,9 +209,7 @@ def _delete_member(state: State, pod: dict[str, Any], now: float, actor: dict[st
         state.remove_pod(pod)
         row["message"] = "Pod deletion started"
     else:
-        pod.update(status="DELETING", updated_at=now, deleting_until=now + state.config["delete_seconds"])
-        pod["deleted_by"] = actor
-        state.add_event(pod, "deleting", "Pod deletion started", now, actor=actor)
+        state.deletion_start(pod, now, actor)
         row["message"] = "Pod deletion started"
     return row
 
@@ -261,12 +253,7 @@ def pod_events(state: State, request: Request, pod_id: str) -> Response:
     with state.lock:
         state.refresh()
         owner = state.event_owner.get(pod_id)
-        visible = (
-            owner is not None
-            and owner[0] == cred["account_id"]
-            and (cred["visibility"] != "own" or owner[1] == cred["id"])
-        )
-        if not visible:
+        if owner is None or not state.sees(cred, *owner):
             raise ApiError(404, "pod_not_found", f"Pod {pod_id} not found")
         return json_response(list(state.events.get(pod_id, [])))
 

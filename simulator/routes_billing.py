@@ -75,9 +75,7 @@ def statement(state: State, request: Request) -> Response:
         rows = []
         for entry in state.billing_ledger.values():
             pod = entry["pod"]
-            if pod["account_id"] != cred["account_id"]:
-                continue
-            if (cred["visibility"] == "own" and pod["api_key_id"] != cred["id"]) or (
+            if not state.sees(cred, pod["account_id"], pod["api_key_id"]) or (
                 key_filter and pod["api_key_id"] != key_filter
             ):
                 continue

@@ -1,8 +1,8 @@
 """Pod repair (docs/upstream-api.md §17 "Pod repair and logs"): reboot and reset-gpu, and their lifecycle.
 
 Both act on a RUNNING pod the caller may manage (the same rule as schedule-removal), on the sim clock.
-A reboot turns the pod REBOOT_PENDING for ``start_seconds``, then RUNNING, or REBOOT_FAILED when a
-``reboot_failure`` rule fired. A GPU reset runs for RESET_GPU_SECONDS and then reads done (or failed for
+A reboot turns the pod REBOOT_PENDING for ``start_seconds``, then (`State.refresh`) RUNNING, or REBOOT_FAILED when
+a ``reboot_failure`` rule fired. A GPU reset runs for RESET_GPU_SECONDS and then reads done (or failed for
 every asked GPU when a ``reset_gpu_failure`` rule fired); one reset per pod per minute, else 429.
 """
 
@@ -14,8 +14,8 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
-from .errors import ApiError, field_error
-from .httpkit import after_commit_faults, before_commit_faults, json_body, json_response, pre_faults
+from .errors import ApiError, field_error, rate_limited
+from .httpkit import after_commit_faults, before_commit_faults, json_body, json_object, json_response, pre_faults
 from .seed import stable_uuid
 from .state import State
 
@@ -38,9 +38,7 @@ def _managed_running_pod(state: State, request: Request, pod_id: str) -> dict[st
 def reboot(state: State, request: Request, pod_id: str) -> Response:
     """Start a reboot: REBOOT_PENDING now, RUNNING (or REBOOT_FAILED) after start_seconds."""
     pre_faults(state, "reboot")
-    body = json_body(request)
-    if not isinstance(body, dict):
-        raise ApiError(422, "invalid_json", "Body must be a JSON object")
+    body = json_object(request)
     volume_id = body.get("volume_id")
     if volume_id is not None and not isinstance(volume_id, str):
         raise field_error("volume_id", "must be a string or absent")
@@ -82,13 +80,7 @@ def reset_gpu(state: State, request: Request, pod_id: str) -> Response:
         last = max((r["started_at"] for r in pod.setdefault("gpu_resets", {}).values()), default=None)
         if last is not None and now - last < RESET_GPU_INTERVAL:
             retry = max(1, math.ceil(last + RESET_GPU_INTERVAL - now))
-            raise ApiError(
-                429,
-                "rate_limited",
-                "GPU reset is limited to one per minute",
-                hint=f"Retry after {retry} s.",
-                headers={"Retry-After": str(retry)},
-            )
+            raise rate_limited("GPU reset is limited to one per minute", retry)
         failure = state.faults.take("reset_gpu_failure", "reset-gpu")
         request_id = str(uuid.uuid4())
         pod["gpu_resets"][request_id] = {"started_at": now, "indices": indices, "fails": bool(failure)}

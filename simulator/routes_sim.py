@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from werkzeug.wrappers import Request, Response
 
 from . import billing
 from .clock import iso
 from .errors import ApiError
 from .faults import ROUTES, FaultConfigError
-from .httpkit import json_body, json_response
+from .httpkit import json_object, json_response
 from .request_log import view
 from .state import State
 
@@ -31,22 +29,17 @@ CONFIG_TYPES: dict[str, tuple[type, ...]] = {
     "refuse_key_executors": (list,),
     "stalled_executors": (list,),
     "broken_executors": (list,),
+    # Nodes someone else holds (outside the dashboard): hidden from the offers and refused when rented.
+    "taken_executors": (list,),
 }
 EXECUTOR_LISTS = tuple(name for name in CONFIG_TYPES if name.endswith("_executors"))
-
-
-def _object(request: Request) -> dict[str, Any]:
-    body = json_body(request)
-    if not isinstance(body, dict):
-        raise ApiError(422, "invalid_json", "Body must be a JSON object")
-    return body
 
 
 def faults(state: State, request: Request) -> Response:
     """Show (GET), replace (POST) or clear (DELETE) the fault rules."""
     if request.method == "POST":
         try:
-            state.faults.configure(_object(request))
+            state.faults.configure(json_object(request))
         except FaultConfigError as exc:
             raise ApiError(422, "invalid_faults", str(exc)) from exc
     elif request.method == "DELETE":
@@ -57,7 +50,7 @@ def faults(state: State, request: Request) -> Response:
 def clock(state: State, request: Request) -> Response:
     """Show or advance the simulated clock."""
     if request.method == "POST":
-        seconds = _object(request).get("advance_seconds", 0)
+        seconds = json_object(request).get("advance_seconds", 0)
         if not isinstance(seconds, int | float) or isinstance(seconds, bool) or seconds < 0:
             raise ApiError(422, "validation_error", "advance_seconds must be a number >= 0")
         state.clock.advance(float(seconds))
@@ -70,7 +63,7 @@ def clock(state: State, request: Request) -> Response:
 def config(state: State, request: Request) -> Response:
     """Show or change runtime settings (start_seconds, pods_rate_limit_per_min, ...)."""
     if request.method == "POST":
-        body = _object(request)
+        body = json_object(request)
         if "balances" in body:  # not a setting: it sets the accounts' balances (simulator/billing.py)
             billing.set_balances(state, body.pop("balances"))
         for name, value in body.items():

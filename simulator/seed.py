@@ -230,8 +230,8 @@ def build_templates() -> list[dict[str, Any]]:
 
 
 def _api_key(
-    kid: str,
-    name: str,
+    kid: str | None,
+    name: str | None,
     secret: str,
     account: str,
     scopes: list[str],
@@ -239,7 +239,7 @@ def _api_key(
     customer_ref: str | None = None,
     budget: tuple[float, float] | None = None,
 ) -> dict[str, Any]:
-    """Return one API key credential; `budget` is (limit, already spent) in USD."""
+    """Return one API key credential (a session token has no id or name); `budget` is (limit, spent) in USD."""
     return {
         "kind": "api_key",
         "id": kid,
@@ -257,19 +257,12 @@ def _api_key(
 def build_accounts() -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
     """Return (accounts by id, credentials); the demo secrets are documented, not secret."""
     accounts = {
-        "acct-main": {
-            "id": "acct-main",
-            "email": "demo@sim.local",
-            "name": "Demo account",
-            "balance": 5000.0,
-        },
-        "acct-poor": {"id": "acct-poor", "email": "poor@sim.local", "name": "Poor account", "balance": 0.5},
-        "acct-other": {
-            "id": "acct-other",
-            "email": "other@sim.local",
-            "name": "Other account",
-            "balance": 5000.0,
-        },
+        account_id: {"id": account_id, "email": email, "name": name, "balance": balance}
+        for account_id, email, name, balance in (
+            ("acct-main", "demo@sim.local", "Demo account", 5000.0),
+            ("acct-poor", "poor@sim.local", "Poor account", 0.5),
+            ("acct-other", "other@sim.local", "Other account", 5000.0),
+        )
     }
 
     full = ["read", "rent", "manage"]
@@ -288,17 +281,7 @@ def build_accounts() -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
         ),
         _api_key("key-poor", "poor", "sim-poor-key", "acct-poor", full),
         _api_key("key-other", "other", "sim-other-key", "acct-other", full),
-        {
-            "kind": "bearer",
-            "id": None,
-            "name": None,
-            "secret": "sim-demo-token",
-            "account_id": "acct-main",
-            "scopes": ["read", "rent", "manage", "billing"],
-            "visibility": "account",
-            "customer_ref": None,
-            "max_budget_usd": None,
-            "spent_total_usd": 0.0,
-        },
+        # The portal's session token: no key id or name, every scope.
+        {**_api_key(None, None, "sim-demo-token", "acct-main", [*full, "billing"]), "kind": "bearer"},
     ]
     return accounts, creds

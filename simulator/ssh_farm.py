@@ -32,12 +32,7 @@ class PodServer(asyncssh.SSHServer):
         self.farm = farm
         self.pod_id = pod_id
 
-    def begin_auth(self, username: str) -> bool:
-        return True  # authentication is always required
-
-    def password_auth_supported(self) -> bool:
-        return False
-
+    # asyncssh's defaults: authentication is required, passwords are refused.
     def public_key_auth_supported(self) -> bool:
         return True
 

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import billing, event_log, repair
+from . import billing, event_log
 from .clock import Clock, iso
 from .errors import ApiError
 from .faults import FaultEngine
@@ -22,7 +22,6 @@ from .seed import PHASES, build_accounts, build_fabrics, build_templates, make_n
 from .ssh_farm import SshFarm
 
 CREATION_FAILED_TTL = 180.0  # upstream: a failed create is listed for about 3 minutes
-ETA_BASES = ["executor_history", "class_median", "cold_pull_estimate", "fleet_default"]
 ACTIVITY_LIMIT = 20_000  # rows of each account's event log (`GET /users/me/events`)
 REQUEST_LOG_LIMIT = 10_000  # recent calls of every route; rent calls are also kept in full
 
@@ -80,6 +79,7 @@ class State:
                 "refuse_key_executors": [],
                 "stalled_executors": [],
                 "broken_executors": [],
+                "taken_executors": [],  # held by someone else: not offered, not rentable (POST /_sim/config)
             }
             self.accounts, creds = build_accounts()
             self.creds_by_secret = {c["secret"]: c for c in creds}
@@ -110,6 +110,7 @@ class State:
             # Executors marked slow (POST /_sim/slow-executors): id -> extra start seconds and warning message.
             self.slow_executors: dict[str, dict[str, Any]] = {}
             self.next_port = 40000
+            self.machine_requests: list[dict[str, Any]] = []  # POST /machine-requests, per account
             if self.ssh_farm is not None:
                 self.ssh_farm.close_all()
 
@@ -175,7 +176,8 @@ class State:
             self.refresh()
             out = []
             for fab in self.fabrics:
-                free = [copy.deepcopy(n) for n in fab["nodes"] if n["id"] not in self.rented]
+                taken = set(self.config["taken_executors"])
+                free = [copy.deepcopy(n) for n in fab["nodes"] if n["id"] not in self.rented and n["id"] not in taken]
                 out.append(
                     {
                         "fabric_id": fab["fabric_id"],
@@ -220,6 +222,12 @@ class State:
         )
         event_log.record(self, pod, event_type, message, at, actor, detail)
 
+    def deletion_start(self, pod: dict[str, Any], now: float, actor: dict[str, Any] | None) -> None:
+        """Turn the pod DELETING for ``delete_seconds`` on behalf of ``actor`` (None: the platform)."""
+        pod.update(status="DELETING", updated_at=now, deleting_until=now + self.config["delete_seconds"])
+        pod["deleted_by"] = actor
+        self.add_event(pod, "deleting", "Pod deletion started", now, actor=actor)
+
     def remove_pod(self, pod: dict[str, Any]) -> None:
         """Drop a pod row and free its node."""
         self.pods.pop(pod["id"], None)
@@ -246,7 +254,14 @@ class State:
                 else:
                     pod["status"] = "RUNNING"
                     self.add_event(pod, "running", "Pod is running", pod["ready_at"])
-            repair.advance_reboot(self, pod, now)
+            if pod["status"] == "REBOOT_PENDING" and now >= pod["reboot_until"]:  # a reboot (routes_repair.py) ends
+                pod["updated_at"] = pod["reboot_until"]
+                if pod.get("reboot_fails"):
+                    pod["status"] = "REBOOT_FAILED"
+                    self.add_event(pod, "reboot_failed", pod["reboot_fails"], pod["reboot_until"])
+                else:
+                    pod["status"] = "RUNNING"
+                    self.add_event(pod, "running", "Pod is running after reboot", pod["reboot_until"])
             if pod["status"] == "DELETING" and now >= pod["deleting_until"]:
                 # Who asked for the removal; a scheduled one or a cut-off is the platform's.
                 self.add_event(pod, "removed", "Pod removed", pod["deleting_until"], actor=pod.get("deleted_by"))
@@ -258,18 +273,19 @@ class State:
         if self.ssh_farm is not None:
             self.ssh_farm.sync()
 
+    @staticmethod
+    def sees(cred: dict[str, Any], account_id: str, api_key_id: str | None) -> bool:
+        """Tell whether ``cred`` sees what a key of an account made: its account's, or only its own ("own")."""
+        return account_id == cred["account_id"] and (cred["visibility"] != "own" or api_key_id == cred["id"])
+
     def visible_pods(self, cred: dict[str, Any], api_key_id: str | None = None) -> list[dict[str, Any]]:
-        """Return the caller's pods (key visibility applies), oldest first."""
-        out = []
-        for pod in self.pods.values():
-            if pod["account_id"] != cred["account_id"]:
-                continue
-            if cred["visibility"] == "own" and pod["api_key_id"] != cred["id"]:
-                continue
-            if api_key_id and pod["api_key_id"] != api_key_id:
-                continue
-            out.append(pod)
-        return out
+        """Return the caller's pods (key visibility applies), oldest first; only one key's with ``api_key_id``."""
+        return [
+            pod
+            for pod in self.pods.values()
+            if self.sees(cred, pod["account_id"], pod["api_key_id"])
+            and (not api_key_id or pod["api_key_id"] == api_key_id)
+        ]
 
     def render_pod(self, pod: dict[str, Any]) -> dict[str, Any]:
         """Shape an internal pod as a GET /pods row."""
@@ -286,11 +302,13 @@ class State:
             eta = max(0, math.ceil(pod["ready_at"] - now))
             basis = pod["eta_basis"]
         running = status == "RUNNING"
+        # SSH answers on 127.0.0.1 while the ssh switch serves the pods, else on the executor.
+        ssh_host = "127.0.0.1" if self.config["ssh"] else executor["executor_ip_address"]
         return {
             "id": pod["id"],
             "pod_name": pod["pod_name"],
             "status": status,
-            "ssh_connect_cmd": f"ssh root@{self.ssh_host(executor)} -p {pod['port']}" if running else None,
+            "ssh_connect_cmd": f"ssh root@{ssh_host} -p {pod['port']}" if running else None,
             "ports_mapping": self.ports_mapping(pod),
             "created_at": iso(pod["created_at"]),
             "updated_at": iso(pod["updated_at"]),
@@ -318,10 +336,6 @@ class State:
             "customer_ref": pod["customer_ref"],
         }
 
-    def ssh_host(self, executor: dict[str, Any]) -> str:
-        """Return where a pod's SSH answers: 127.0.0.1 while the ssh switch serves it, else its executor."""
-        return "127.0.0.1" if self.config["ssh"] else executor["executor_ip_address"]
-
     @staticmethod
     def ports_mapping(pod: dict[str, Any]) -> dict[str, int]:
         """Return the pod's container-to-host ports: SSH, and Jupyter's 8888 when the order asked for it."""
@@ -345,9 +359,7 @@ class State:
     def pod_for(self, cred: dict[str, Any], pod_id: str) -> dict[str, Any]:
         """Return a pod the caller may see, else 404."""
         pod = self.pods.get(pod_id)
-        if pod is None or pod["account_id"] != cred["account_id"]:
-            raise ApiError(404, "pod_not_found", f"Pod {pod_id} not found")
-        if cred["visibility"] == "own" and pod["api_key_id"] != cred["id"]:
+        if pod is None or not self.sees(cred, pod["account_id"], pod["api_key_id"]):
             raise ApiError(404, "pod_not_found", f"Pod {pod_id} not found")
         return pod
 
@@ -358,14 +370,6 @@ class State:
             return False
         return "manage" in cred["scopes"] or (cred["id"] is not None and pod["api_key_id"] == cred["id"])
 
-    def eta_basis_for(self, fab: dict[str, Any]) -> str:
-        """Pick a stable eta_basis per fabric so every value shows up somewhere."""
-        return ETA_BASES[fab["index"] % len(ETA_BASES)]
-
     def template_by_id(self, template_id: str) -> dict[str, Any] | None:
         """Return the template with ``template_id``."""
         return next((t for t in self.templates if t["id"] == template_id), None)
-
-    def cluster_id_for(self) -> str:
-        """Return a fresh cluster id (random, so ids never repeat across resets)."""
-        return str(uuid.uuid4())

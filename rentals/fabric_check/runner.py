@@ -68,10 +68,6 @@ class FabricCheckResult:
     key_removed: dict[int, bool] = field(default_factory=dict)
     error: str = ""
 
-    def commands_for(self, rank: int) -> list[str]:
-        """Return the commands run on one member, in order."""
-        return [entry.detail for entry in self.audit if entry.rank == rank and entry.action == "run"]
-
     def as_record(self) -> dict[str, object]:
         """Return the result as JSON-ready data for the rental's timeline (pairs as a list, ranks as keys)."""
         return {

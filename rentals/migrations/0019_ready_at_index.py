@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("rentals", "0017_fabric_check"),
+        ("rentals", "0018_scheduled_start"),
     ]
 
     operations = [

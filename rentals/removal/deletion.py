@@ -61,19 +61,13 @@ def cluster_delete_attempt(*, rental_id: int) -> DeleteOutcome:
         return DeleteOutcome("not-due")
     outcome = rental_delete_cluster(rental_id=rental_id)
     attempts = Rental.objects.filter(pk=rental_id).values_list("delete_attempts", flat=True).first() or 0
-    now = timezone.now()
-    if outcome == "retry":
-        delay = delete_backoff(attempts=attempts + 1)
-        Rental.objects.filter(pk=rental_id, status=RentalStatus.TERMINATING).update(
-            next_delete_at=now + timedelta(seconds=delay), delete_attempts=F("delete_attempts") + 1
-        )
-        return DeleteOutcome(outcome, retry_in=delay)
-    if outcome == "started":
-        Rental.objects.filter(pk=rental_id, status=RentalStatus.TERMINATING).update(
-            next_delete_at=now + timedelta(seconds=RECHECK_AFTER_STARTED_SECONDS),
-            delete_attempts=F("delete_attempts") + 1,
-        )
-    return DeleteOutcome(outcome)
+    if outcome not in ("retry", "started"):
+        return DeleteOutcome(outcome)
+    delay = delete_backoff(attempts=attempts + 1) if outcome == "retry" else RECHECK_AFTER_STARTED_SECONDS
+    Rental.objects.filter(pk=rental_id, status=RentalStatus.TERMINATING).update(
+        next_delete_at=timezone.now() + timedelta(seconds=delay), delete_attempts=F("delete_attempts") + 1
+    )
+    return DeleteOutcome(outcome, retry_in=delay if outcome == "retry" else None)
 
 
 def due_for_delete(*, now_overdue: timedelta, unscheduled_after: timedelta) -> Q:

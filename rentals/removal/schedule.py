@@ -78,24 +78,7 @@ def rental_schedule_removal(
         )
     before = rental.removal_scheduled_at
     was = f" (was {before:%Y-%m-%d %H:%M} UTC)" if before else ""
-    with transaction.atomic():
-        rental_touch(rental_id=rental.pk, removal_scheduled_at=when)
-        RentalEvent.objects.create(
-            rental=rental,
-            **change_event(
-                actor=actor,
-                action="schedule_removal",
-                reason="",
-                message=f"Removal scheduled for {when:%Y-%m-%d %H:%M} UTC{was}.",
-                data={
-                    "action": "schedule_removal",  # also for members' changes: the adoption below looks for it
-                    "removal_scheduled_at": when.isoformat(),
-                    "previous": before.isoformat() if before else None,
-                },
-            ),
-        )
-        transaction.on_commit(lambda: enqueue_removal_push(rental.pk))
-    rental.removal_scheduled_at = when
+    _removal_change(rental, actor, "schedule_removal", when, f"Removal scheduled for {when:%Y-%m-%d %H:%M} UTC{was}.")
     return when
 
 
@@ -112,22 +95,26 @@ def rental_cancel_removal(*, rental: Rental, actor: User | None) -> bool:
             "cannot be cancelled; move it instead, or ask an operator.",
             code="over_max_hours",
         )
+    message = f"Scheduled removal cancelled (was {before:%Y-%m-%d %H:%M} UTC); the cluster runs until terminated."
+    _removal_change(rental, actor, "cancel_removal", None, message)
+    return True
+
+
+def _removal_change(rental: Rental, actor: User | None, action: str, when: datetime | None, message: str) -> None:
+    """Store the new removal time, record who changed it (and from what), and have the worker push it."""
+    before = rental.removal_scheduled_at
+    data = {
+        "action": action,  # also for members' changes: `removal_adopt_from_members` looks for it
+        "removal_scheduled_at": when.isoformat() if when else None,
+        "previous": before.isoformat() if before else None,
+    }
     with transaction.atomic():
-        rental_touch(rental_id=rental.pk, removal_scheduled_at=None)
+        rental_touch(rental_id=rental.pk, removal_scheduled_at=when)
         RentalEvent.objects.create(
-            rental=rental,
-            **change_event(
-                actor=actor,
-                action="cancel_removal",
-                reason="",
-                message=f"Scheduled removal cancelled (was {before:%Y-%m-%d %H:%M} UTC); the cluster runs until "
-                "terminated.",
-                data={"action": "cancel_removal", "removal_scheduled_at": None, "previous": before.isoformat()},
-            ),
+            rental=rental, **change_event(actor=actor, action=action, reason="", message=message, data=data)
         )
         transaction.on_commit(lambda: enqueue_removal_push(rental.pk))
-    rental.removal_scheduled_at = None
-    return True
+    rental.removal_scheduled_at = when
 
 
 def rental_removal_push(*, rental_id: int) -> int:

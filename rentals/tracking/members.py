@@ -55,14 +55,10 @@ TRACKED_STATES = (
 )
 
 
-def poller_name(credential_id: int) -> str:
-    return f"pods:{credential_id}"
-
-
 def pods_poll_lease(*, credential_id: int) -> bool:
     """Claim this interval's pod listing for the credential; return whether this caller got it."""
     now = timezone.now()
-    name = poller_name(credential_id)
+    name = f"pods:{credential_id}"  # the credential's poller: one Heartbeat row each
     Heartbeat.objects.get_or_create(name=name, defaults={"at": now - timedelta(days=1)})
     interval = timedelta(seconds=settings.POD_POLL_MIN_INTERVAL_SECONDS)
     # A conditional UPDATE: of several workers asking at once, exactly one gets this interval's listing.

@@ -102,13 +102,6 @@ def _removed_outside(rental: Rental, event: AccountEvent) -> None:
     _members_gone(rental, removed_at)
     if pods and pods <= removed:
         message = f"Removed outside the dashboard by {who}: every member was removed."
-        # The customer's page says why, beside its state.
-        shown: dict[str, Any] = {
-            "error_code": "removed_outside",
-            "error_message": message,
-            "error_hint": "",
-            "error_request_id": "",
-        }
         moved = rental_transition(
             rental_id=rental.pk,
             from_status=rental.status,
@@ -123,7 +116,7 @@ def _removed_outside(rental: Rental, event: AccountEvent) -> None:
                 to_status=RentalStatus.TERMINATED,
                 message=f"The cluster was removed outside the dashboard (by {who}); nothing is left to remove.",
                 data=data,
-                **shown,
+                **_shown(message),
             )
         return
     if rental.status != RentalStatus.DEGRADED:
@@ -131,7 +124,6 @@ def _removed_outside(rental: Rental, event: AccountEvent) -> None:
             f"A member (pod {event.pod_id}) was removed outside the dashboard by {who}. "
             "The other members keep running and billing."
         )
-        shown = {"error_code": "removed_outside", "error_message": message, "error_hint": "", "error_request_id": ""}
         rental_transition(
             rental_id=rental.pk,
             from_status=rental.status,
@@ -139,8 +131,13 @@ def _removed_outside(rental: Rental, event: AccountEvent) -> None:
             message=message,
             kind=RentalEvent.Kind.MEMBER,
             data=data,
-            **shown,
+            **_shown(message),
         )
+
+
+def _shown(message: str) -> dict[str, Any]:
+    """Return the error fields that make the customer's page say why, beside its state."""
+    return {"error_code": "removed_outside", "error_message": message, "error_hint": "", "error_request_id": ""}
 
 
 def _members_gone(rental: Rental, removed_at: dict[str, Any]) -> None:

@@ -50,6 +50,7 @@ import httpx
 from django.conf import settings
 
 from accounts.models import UpstreamCredential
+from rentals.models import RentAttempt
 from rentals.upstream import (
     parse,
     parse_billing,
@@ -58,6 +59,7 @@ from rentals.upstream import (
     parse_offers,
     parse_pods,
     parse_repair,
+    parse_requests,
 )
 from rentals.upstream.parse import Account, Features, Unparseable
 from rentals.upstream.parse_billing import Statement
@@ -66,6 +68,7 @@ from rentals.upstream.parse_events import AccountEvent
 from rentals.upstream.parse_offers import Fabric, TemplateRow
 from rentals.upstream.parse_pods import DeleteResult, PodEvent, PodRow
 from rentals.upstream.parse_repair import ResetStatus
+from rentals.upstream.parse_requests import MachineRequestAnswer
 
 MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}
@@ -167,14 +170,8 @@ class Auth:
         return f"Auth(scheme={self.scheme!r}, secret=<hidden>)"
 
 
-class Classification:
-    """What one rent answer proves (the values of RentAttempt.Classification)."""
-
-    CONFIRMED = "confirmed"
-    REFUSED = "refused"
-    INCONCLUSIVE = "inconclusive"
-    NEVER_SENT = "never_sent"
-    OUTCOME_UNKNOWN = "outcome_unknown"
+# What one rent answer proves: the values a `RentAttempt` stores.
+Classification = RentAttempt.Classification
 
 
 @dataclass(frozen=True)
@@ -456,14 +453,34 @@ class LiumClient:
             url = next_url
         raise UnsafeRedirect(f"More than {MAX_REDIRECTS} redirects; nothing was re-sent.")
 
-    def _read(self, method: str, path: str, parser: Any, *, body_max: int = ANSWER_BODY_MAX, **kwargs: Any) -> Any:
-        """Call, raise the error tree for a failure, and parse a 2xx with `parser` (MalformedAnswer if it fails)."""
+    def _read(
+        self,
+        method: str,
+        path: str,
+        parser: Callable[[Any], Any] | None,
+        *,
+        body_max: int = ANSWER_BODY_MAX,
+        json_body: Any = None,
+        **kwargs: Any,
+    ) -> Any:
+        """Call, raise the error tree for a failure, and parse a 2xx with `parser` (MalformedAnswer if it fails).
+
+        `json_body` is sent encoded as JSON. Without a parser, the 2xx body was read by `stream` as it arrived.
+        """
+        if json_body is not None:
+            kwargs.update(content=json.dumps(json_body).encode(), headers={"Content-Type": "application/json"})
         try:
             answer = self._call(method, path, body_max=body_max, **kwargs)
         except httpx.HTTPError as exc:
             raise UpstreamUnavailable(_describe_transport_error(exc)) from exc
+        except parse_pods.TooManyRows as exc:
+            raise ListingTooLarge(f"The pod listing was refused: {exc}", status=200) from exc
+        except Unparseable as exc:  # a streamed body
+            raise MalformedAnswer(f"The API's answer to {method} {path} cannot be read: {exc}", status=200) from exc
         if not 200 <= answer.status < 300:
             raise _error_for(answer)
+        if parser is None:
+            return answer.parsed
         try:
             return parser(answer.json())
         except Unparseable as exc:
@@ -499,22 +516,13 @@ class LiumClient:
         typed rows are held; one longer than POD_LISTING_MAX_PODS rows is refused whole (ListingTooLarge).
         """
         max_pods = int(settings.POD_LISTING_MAX_PODS)
-        try:
-            answer = self._call(
-                "GET",
-                "/pods",
-                body_max=max_pods * POD_ROW_BYTES_MAX,
-                stream=lambda chunks: parse_pods.pod_listing_stream(chunks, max_pods=max_pods),
-            )
-        except httpx.HTTPError as exc:
-            raise UpstreamUnavailable(_describe_transport_error(exc)) from exc
-        except parse_pods.TooManyRows as exc:
-            raise ListingTooLarge(f"The pod listing was refused: {exc}", status=200) from exc
-        except Unparseable as exc:
-            raise MalformedAnswer(f"The API's answer to GET /pods cannot be read: {exc}", status=200) from exc
-        if not 200 <= answer.status < 300:
-            raise _error_for(answer)
-        return answer.parsed
+        return self._read(
+            "GET",
+            "/pods",
+            None,
+            body_max=max_pods * POD_ROW_BYTES_MAX,
+            stream=lambda chunks: parse_pods.pod_listing_stream(chunks, max_pods=max_pods),
+        )
 
     def billing_statement(self, *, start_day: str, end_day: str) -> Statement:
         """Return the account's ledger per pod for [start_day, end_day] (UTC `YYYY-MM-DD`, inclusive)."""
@@ -532,14 +540,8 @@ class LiumClient:
 
     def schedule_removal(self, pod_id: str, at_iso: str) -> None:
         """Ask the upstream to remove one member at `at_iso` (safe to repeat); the answer's body is not read."""
-        body = json.dumps({"removal_scheduled_at": at_iso}).encode()
-        self._read(
-            "POST",
-            f"/pods/{quote(pod_id, safe='')}/schedule-removal",
-            lambda body: None,
-            content=body,
-            headers={"Content-Type": "application/json"},
-        )
+        path = f"/pods/{quote(pod_id, safe='')}/schedule-removal"
+        self._read("POST", path, lambda body: None, json_body={"removal_scheduled_at": at_iso})
 
     def cancel_removal(self, pod_id: str) -> None:
         """Cancel one member's scheduled removal (safe to repeat); the answer's body is not read."""
@@ -548,25 +550,13 @@ class LiumClient:
     def pod_reboot(self, pod_id: str) -> None:
         """Reboot one pod (`POST /pods/{id}/reboot`, body `{}`): it turns REBOOT_PENDING, then RUNNING or
         REBOOT_FAILED, as the pod listing shows; the answer's body is not read (§17). Not safe to repeat."""
-        self._read(
-            "POST",
-            f"/pods/{quote(pod_id, safe='')}/reboot",
-            lambda body: None,
-            content=b"{}",
-            headers={"Content-Type": "application/json"},
-        )
+        self._read("POST", f"/pods/{quote(pod_id, safe='')}/reboot", lambda body: None, json_body={})
 
     def pod_reset_gpu(self, pod_id: str, gpu_indices: list[int] | None = None) -> ResetStatus:
         """Start a reset of the pod's GPUs (None: all); 202 `{request_id, status: "running"}`. Lium allows one a
         minute per pod: a second one raises RateLimited (429). Sent once, never retried here (§17)."""
-        body = json.dumps({"gpu_indices": gpu_indices}).encode()
-        return self._read(
-            "POST",
-            f"/pods/{quote(pod_id, safe='')}/reset-gpu",
-            parse_repair.reset_status,
-            content=body,
-            headers={"Content-Type": "application/json"},
-        )
+        path = f"/pods/{quote(pod_id, safe='')}/reset-gpu"
+        return self._read("POST", path, parse_repair.reset_status, json_body={"gpu_indices": gpu_indices})
 
     def pod_reset_gpu_status(self, pod_id: str, request_id: str) -> ResetStatus:
         """Read a GPU reset: running, then done|failed|timeout with each GPU's result. A 409 listing `gpus` is
@@ -613,6 +603,19 @@ class LiumClient:
             "GET", "/users/me/events", parse_events.account_event_listing, body_max=LISTING_BODY_MAX, params=params
         )
 
+    def machine_request(self, *, machine_name: str, gpu_count: int | None = None) -> MachineRequestAnswer:
+        """Tell Lium that machines of this kind are wanted (`POST /machine-requests`): a demand signal, not an order."""
+        wanted: dict[str, Any] = {"machine_name": machine_name}
+        if gpu_count is not None:
+            wanted["gpu_count"] = gpu_count
+        return self._read(
+            "POST",
+            "/machine-requests",
+            parse_requests.machine_request_answer,
+            content=json.dumps(wanted).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+
     def rent_cluster(self, *, body: bytes, idempotency_key: str, customer_ref: str | None) -> RentResult:
         """Send the stored rent bytes with their key; classify whatever happens. Never raises."""
         headers = {"Content-Type": "application/json", "Idempotency-Key": idempotency_key}
@@ -655,15 +658,10 @@ def _read_capped(response: httpx.Response, *, deadline: float, limit: int) -> by
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:
         return None
-    chunks: list[bytes] = []
-    size = 0
-    for chunk in response.iter_bytes():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-        _time_left(deadline)
-    return b"".join(chunks)
+    try:
+        return b"".join(_chunks_capped(response, deadline=deadline, limit=limit))
+    except parse_pods.TooManyRows:
+        return None
 
 
 # --- Building clients ----------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from accounts.crypto import secret_decrypt
+from common.db_outage import through_outage
 from rentals.fabric_check.runner import FabricCheckResult, Limits, Member, fabric_check_run_sync
 from rentals.models import ClusterMember, FabricCheck, Rental, RentalEvent
 from rentals.ready_time import first_ready_fields
@@ -26,6 +27,7 @@ from rentals.upstream.parse import ssh_parts
 
 logger = logging.getLogger(__name__)
 S = FabricCheck.Status
+RECORD_THROUGH_OUTAGE_SECONDS = 120.0
 
 
 def fabric_check_claim(*, rental_id: int) -> bool:
@@ -61,7 +63,11 @@ def fabric_check_perform(*, rental_id: int) -> str:
         )
     except ValueError as exc:  # members the check refuses (fewer than two, a bad overlay IP) or a key no key opens
         return _record(check, None, error=str(exc))
-    return _record(check, result)
+    # The key is gone from the members now: a check run again could not log in. Write through a database restart
+    # or failover (two minutes at most), and never past shortly before another worker may take the check over.
+    takeover = (check.started_at or timezone.now()) + timedelta(seconds=settings.FABRIC_CHECK_STALE_SECONDS * 0.9)
+    seconds = min(RECORD_THROUGH_OUTAGE_SECONDS, max(0.0, (takeover - timezone.now()).total_seconds()))
+    return through_outage(lambda: _record(check, result), seconds=seconds)
 
 
 # States in which a pending check may still run: the order is on its way, or its members are starting.

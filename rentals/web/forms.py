@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from django import forms
@@ -14,6 +15,7 @@ from accounts.validators import parse_ssh_public_keys
 from rentals.offers import Template
 from rentals.order_service import OrderChoice
 from rentals.removal.policy import removal_policy_hint
+from rentals.scheduled import start_at_check
 from rentals.upstream.parse_offers import Fabric
 from rentals.validators import POD_NAME_HELP, validate_pod_name
 
@@ -24,6 +26,10 @@ class NodeSelectionField(forms.MultipleChoiceField):
     def validate(self, value: Any) -> None:
         if self.required and not value:
             raise ValidationError(self.error_messages["required"], code="required")
+
+
+# A browser's datetime-local value, or the same typed by hand (in UTC: the dashboard's time zone).
+START_AT_FORMATS = ["%Y-%m-%dT%H:%M", "%Y-%m-%d %H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S"]
 
 
 class RentForm(forms.Form):
@@ -70,6 +76,16 @@ class RentForm(forms.Form):
         help_text="We connect to every node over SSH with a key of our own, measure the all-reduce bandwidth and name "
         "a slow node; the key is removed afterwards. Ticked by default when your customer chose so.",
     )
+    start_at = forms.DateTimeField(
+        label="Start at (UTC)",
+        required=False,
+        input_formats=START_AT_FORMATS,
+        widget=forms.DateTimeInput(attrs={"type": "datetime-local"}, format="%Y-%m-%dT%H:%M"),
+        help_text="Optional: order now, send it then (at most 30 days ahead). Its nodes are checked again at that "
+        "time, with your budget and quotas; empty sends it now.",
+    )
+    # Opened from a preset: with a start time, the preset's cheapest matching nodes are picked again at that time.
+    preset_id = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
     # The seed's remaining fields, under "Advanced".
     volume_id = forms.UUIDField(label="Volume id", required=False)
     backup_log_id = forms.UUIDField(label="Restore from backup id", required=False)
@@ -120,6 +136,10 @@ class RentForm(forms.Form):
         else:
             del self.fields["saved_keys"]
 
+    def clean_start_at(self) -> datetime | None:
+        value = self.cleaned_data.get("start_at")
+        return start_at_check(value) if value is not None else None
+
     def clean_customer(self) -> Customer:
         return self.customers[self.cleaned_data["customer"]]
 
@@ -153,6 +173,8 @@ class RentForm(forms.Form):
             pod_name=data["pod_name"],
             public_keys=data["all_public_keys"],
             verify_fabric=data.get("verify_fabric", False),
+            start_at=data.get("start_at"),
+            preset_id=data.get("preset_id"),
             options={
                 "initial_port_count": data.get("initial_port_count"),
                 "termination_hours": data.get("termination_hours"),

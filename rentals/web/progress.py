@@ -43,6 +43,7 @@ FRAGMENT_CACHE, FRAGMENT_SECONDS = "fragments", 600
 STEP_LABELS = ["Queued", "Sent", "Rented", "Nodes starting {running}/{nodes}", "Ready"]
 # The step each status has reached (an index into STEP_LABELS).
 STEP_REACHED: dict[str, int] = {
+    RentalStatus.SCHEDULED: 0,
     RentalStatus.QUEUED: 0,
     RentalStatus.CANCELLED: 0,
     RentalStatus.SENDING: 1,

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from rentals.web import lifecycle as views_lifecycle
+from rentals.web import schedule as views_schedule
 from rentals.web import verification as views_verification
 from rentals.web import views
 from rentals.web.repair import member_repair
@@ -19,6 +20,7 @@ urlpatterns = [
     path("rentals/<uuid:public_id>/", views.rental_detail, name="rental_detail"),
     path("rentals/<uuid:public_id>/terminate/", views.rental_terminate, name="rental_terminate"),
     path("rentals/<uuid:public_id>/cancel/", views.rental_cancel, name="rental_cancel"),
+    path("rentals/<uuid:public_id>/reschedule/", views_schedule.rental_reschedule, name="rental_reschedule"),
     path(
         "rentals/<uuid:public_id>/schedule-removal/",
         views_lifecycle.rental_removal_schedule_form,

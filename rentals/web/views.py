@@ -30,6 +30,7 @@ from rentals.upstream import UpstreamError
 from rentals.upstream.parse_offers import Fabric
 from rentals.web import progress
 from rentals.web.forms import RentForm
+from rentals.web.prefill import rent_prefill_initial
 from rentals.web.summary import rent_summary_build
 
 
@@ -137,18 +138,17 @@ def rent(request: HttpRequest) -> HttpResponse:
         "may_set_customer_ref": is_operator(request.user),
         "saved_keys": list(SshPublicKey.objects.filter(user_id=request.user.pk or 0)),
     }
+    note = ""
     if request.method == "POST":
         form = RentForm(request.POST, **form_kwargs)
         if form.is_valid() and (rental := _rent_submit(request, form, offer)) is not None:
             return redirect("rentals:rental_detail", public_id=rental.public_id)
     else:
-        form = RentForm(initial=_cheapest_initial(request, offer.fabric), **form_kwargs)
-    spend = [
-        {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
-        for customer in customers
-        if customer.hourly_spend_cap_usd is not None
-    ]
-    context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "spend": spend, "customers": customers}
+        prefilled = rent_prefill_initial(request, offer.fabric)
+        form = RentForm(initial={**_cheapest_initial(request, offer.fabric), **prefilled}, **form_kwargs)
+        note = prefilled.get("note", "")
+    context = {"form": form, "fabric": offer.fabric, "listing": offer.listing, "customers": customers}
+    context["prefill_note"] = note
     context["renting_off_since"] = lium_switch.cluster_renting_off_since(credential=offer.credential)
     summary = rent_summary_build(
         offer.fabric, form, credential=offer.credential, template_id=form["template_id"].value()
@@ -180,7 +180,8 @@ def _rent_submit(request: HttpRequest, form: RentForm, offer: OrderOffer) -> Ren
     except OrderRefused as refused:
         form.add_error(refused.field if refused.field in form.fields else None, refused.message)
         return None
-    offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
+    if rental.start_at is None:  # a scheduled rental's nodes stay free for others until its time
+        offers.offers_take(credential=rental.credential, node_ids=rental.executor_ids)
     return rental
 
 
@@ -268,11 +269,9 @@ def rental_list(request: HttpRequest) -> HttpResponse:
     }
     if request.GET.get("fragment") == "rows":
         return render(request, "rentals/rental_list.html#rows", context)
-    context["spend"] = [
-        {"customer": customer, "current": selectors.customer_hourly_spend(customer=customer)}
-        for customer in selectors.customer_list_for_user(user=request.user)
-        if customer.hourly_spend_cap_usd is not None and not is_staff_reader(request.user)
-    ]
+    # Each of the member's customers shows what is left of its quotas (billing's `quota_left` tag); staff none.
+    staff = is_staff_reader(request.user)
+    context["quota_customers"] = [] if staff else list(selectors.customer_list_for_user(user=request.user))
     return render(request, "rentals/rental_list.html", context)
 
 

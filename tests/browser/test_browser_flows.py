@@ -260,7 +260,7 @@ def test_keyboard_reaches_login_and_rent_with_a_visible_focus(
         raise AssertionError(f"{selector} is not reachable with Tab")
 
     page.goto("/accounts/login/")
-    tab_to("#id_username")
+    tab_to("#id_login")
     assert focused_outline() not in ("none 0px", ""), "the focused username field shows a focus ring"
     page.keyboard.type("alice")
     page.keyboard.press("Tab")

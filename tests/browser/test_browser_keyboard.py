@@ -71,11 +71,11 @@ def test_a_keyboard_alone_rents_a_cluster_and_hears_it_rented(
     fabric_id = simulator.offers()[0]["fabric_id"]
 
     page.goto("/accounts/login/")
-    keys.tab_to("#id_username")
+    keys.tab_to(page.get_by_label("Username"))
     page.keyboard.type("alice")
-    keys.tab_to("#id_password")
+    keys.tab_to(page.get_by_label("Password"))
     page.keyboard.type("pw")
-    keys.tab_to("button[type=submit].primary")
+    keys.tab_to(page.get_by_role("button", name="Log in"))
     page.keyboard.press("Enter")
     page.wait_for_url("**/fabrics/")
 

@@ -52,9 +52,7 @@ def test_alice_rents_through_gunicorn_and_the_page_reaches_ready(
     with httpx.Client(base_url=gunicorn_url, timeout=20) as web:
         login = web.get("/accounts/login/").text
         token = field(login, r'name="csrfmiddlewaretoken" value="([^"]+)"')
-        response = web.post(
-            "/accounts/login/", data={"username": "alice", "password": "pw", "csrfmiddlewaretoken": token}
-        )
+        response = web.post("/accounts/login/", data={"login": "alice", "password": "pw", "csrfmiddlewaretoken": token})
         assert response.status_code == 302, "logged in"
         fabric_id = simulator.offers()[0]["fabric_id"]
         form = web.get("/rent/", params={"fabric": fabric_id, "cheapest": "2"}).text

@@ -29,9 +29,11 @@ def test_each_task_is_routed_to_its_queue_by_name() -> None:
     for name in (CLUSTER_DELETE, RECONCILE_LOOK, REMOVAL_PUSH, "rentals.tasks.rentals_sweep"):
         assert queue_of[name] == "housekeeping"
     assert queue_of["notifications.tasks.delivery_send"] == "housekeeping"
+    assert queue_of["presets.tasks.watches_scan"] == queue_of["presets.tasks.watch_demand_signal"] == "housekeeping"
     assert router.route({}, "some.unrouted.task")["queue"].name == "housekeeping"
     current_app.loader.import_default_modules()
-    ours = [name for name in current_app.tasks if name.startswith(("rentals.", "notifications.", "billing.", "ops."))]
+    apps = ("rentals.", "notifications.", "billing.", "ops.", "presets.")
+    ours = [name for name in current_app.tasks if name.startswith(apps)]
     assert sorted(ours) == sorted(settings.CELERY_TASK_ROUTES)  # a new task must be given its queue
 
 

@@ -34,7 +34,7 @@ def test_a_redelivered_task_resends_the_same_key_and_bytes_and_one_cluster_exist
     rental = submit(simulator, alice, acme)
 
     # The first worker claims the rental and sends it, then dies before recording the answer.
-    claim = engine.rental_claim(rental_id=rental.pk)
+    claim = engine.rental_claim(rental_id=rental.pk).claim
     assert claim is not None
     first = upstream.client_for(rental.credential).rent_cluster(
         body=bytes(claim.rental.request_body),

@@ -85,7 +85,7 @@ def test_only_the_checks_own_commands_run_and_each_is_audited(simulator: Simulat
     for rank in (0, 1):
         actions = [(entry.action, entry.outcome) for entry in result.audit if entry.rank == rank]
         assert actions == [("connect", "ok")] + [("run", "exit 0")] * 4
-        ran = result.commands_for(rank)
+        ran = [entry.detail for entry in result.audit if entry.rank == rank and entry.action == "run"]
         assert ran[0].startswith("cat > .lium-dashboard-fabric-check.py <<'PY'\n")
         assert ran[1] == (
             f"timeout 20 torchrun --nnodes 2 --nproc_per_node 8 --node_rank {rank} --master_addr 10.42.0.1 "

@@ -304,7 +304,7 @@ class EngineModel(RuleBasedStateMachine):
         rental = self.pick(data, *SENDABLE)
         self.answering(rent)
         with commits():
-            claim = engine.rental_claim(rental_id=rental.pk)
+            claim = engine.rental_claim(rental_id=rental.pk).claim
         if claim is not None:
             self.in_flight.append(InFlight(claim, self.send(claim)))
 
@@ -332,7 +332,7 @@ class EngineModel(RuleBasedStateMachine):
         rental = self.pick(data, *SENDABLE)
         self.answering(rent)
         with commits():
-            claim = engine.rental_claim(rental_id=rental.pk)
+            claim = engine.rental_claim(rental_id=rental.pk).claim
         if claim is not None and sent:
             self.send(claim)
         self.clock.advance(seconds=LEASE_SECONDS + 1)

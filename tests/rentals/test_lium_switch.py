@@ -154,3 +154,18 @@ def test_a_retrying_rental_is_not_held(shared_config, make_rental, fake_upstream
     switched_off(shared_config)
     fake_upstream.script.append(error(403, "multinode_clusters_disabled"))
     assert tasks.rental_send(rental.pk) == RentalStatus.REFUSED  # it may have reached Lium: Lium answers for it
+
+
+def test_a_scheduled_rental_sent_while_off_waits_from_its_start_not_from_when_it_was_ordered(
+    shared_config, make_rental, fake_upstream: FakeUpstream, clock: Clock, settings
+) -> None:
+    settings.LIUM_SWITCH_MAX_WAIT_SECONDS = 3600
+    rental = make_rental(status=RentalStatus.QUEUED, start_at=clock.now + timedelta(hours=3))  # as beat sends it
+    clock.advance(hours=1)
+    switched_off(shared_config)
+    for _ in range(120):  # off for two hours before its start time
+        clock.advance(minutes=1)
+        tasks.cluster_switch_read()
+    assert tasks.rental_send(rental.pk) is None, "held, not refused at once"
+    rental.refresh_from_db()
+    assert rental.status == RentalStatus.QUEUED

@@ -51,7 +51,7 @@ def test_a_claim_past_the_credential_cap_leaves_the_rental_queued_and_marked_wai
     in_flight(first)
     in_flight(second)
 
-    assert engine.rental_claim(rental_id=third.pk) is None
+    assert engine.rental_claim(rental_id=third.pk).claim is None
 
     third.refresh_from_db()
     assert third.status == RentalStatus.QUEUED and third.attempt_count == 0
@@ -65,7 +65,7 @@ def test_when_a_slot_frees_the_dispatcher_sends_the_waiting_rental_and_only_once
     first, second, third = (make_rental(pod_name=name, executors=nodes(name)) for name in ("a1", "a2", "a3"))
     in_flight(first)
     in_flight(second)
-    assert engine.rental_claim(rental_id=third.pk) is None
+    assert engine.rental_claim(rental_id=third.pk).claim is None
     enqueued.calls.clear()
 
     assert capacity.dispatch() == []  # no slot yet
@@ -73,7 +73,7 @@ def test_when_a_slot_frees_the_dispatcher_sends_the_waiting_rental_and_only_once
     assert capacity.dispatch() == [third.pk]
     assert capacity.dispatch() == []  # taken: a second dispatcher does not send it again
     assert sent(enqueued) == [third.pk]
-    claim = engine.rental_claim(rental_id=third.pk)
+    claim = engine.rental_claim(rental_id=third.pk).claim
     assert claim is not None and claim.rental.status == RentalStatus.SENDING
 
 
@@ -84,14 +84,14 @@ def test_the_freed_slot_goes_to_the_customer_with_fewest_calls_in_flight_not_the
     in_flight(burst[0])
     in_flight(burst[1])
     for rental in burst[2:]:
-        assert engine.rental_claim(rental_id=rental.pk) is None
+        assert engine.rental_claim(rental_id=rental.pk).claim is None
     other = make_rental(pod_name="b1", executors=nodes("b1"))
     Rental.objects.filter(pk=other.pk).update(customer=globex)
-    assert engine.rental_claim(rental_id=other.pk) is None  # the cap binds for Globex too
+    assert engine.rental_claim(rental_id=other.pk).claim is None  # the cap binds for Globex too
 
     finish(burst[0])
     # Acme's oldest waiting rental is older, but Acme has a call in flight and Globex none.
-    assert engine.rental_claim(rental_id=burst[2].pk) is None
+    assert engine.rental_claim(rental_id=burst[2].pk).claim is None
     assert capacity.dispatch() == [other.pk]
     in_flight(other)
     finish(burst[1])
@@ -105,12 +105,12 @@ def test_a_claim_that_jumps_the_fair_order_is_refused_even_with_a_slot_free(make
     Rental.objects.filter(pk=other.pk).update(customer=globex)
     in_flight(first)
     in_flight(second)
-    assert engine.rental_claim(rental_id=waiting.pk) is None
+    assert engine.rental_claim(rental_id=waiting.pk).claim is None
     finish(first)
 
     # One slot, and Globex (no call in flight) waits: Acme's late message must not take it.
-    assert engine.rental_claim(rental_id=waiting.pk) is None
-    assert engine.rental_claim(rental_id=other.pk) is not None
+    assert engine.rental_claim(rental_id=waiting.pk).claim is None
+    assert engine.rental_claim(rental_id=other.pk).claim is not None
 
 
 def test_the_global_cap_holds_across_credentials(make_rental, settings, acme) -> None:
@@ -125,9 +125,9 @@ def test_the_global_cap_holds_across_credentials(make_rental, settings, acme) ->
     elsewhere = make_rental(pod_name="c1", executors=nodes("c1"))
     Rental.objects.filter(pk=elsewhere.pk).update(credential=second_key)
 
-    assert engine.rental_claim(rental_id=elsewhere.pk) is None
+    assert engine.rental_claim(rental_id=elsewhere.pk).claim is None
     finish(first)
-    assert engine.rental_claim(rental_id=elsewhere.pk) is not None
+    assert engine.rental_claim(rental_id=elsewhere.pk).claim is not None
 
 
 def test_an_expired_lease_frees_its_slot(make_rental, caps) -> None:
@@ -136,7 +136,7 @@ def test_an_expired_lease_frees_its_slot(make_rental, caps) -> None:
     in_flight(second)
     Rental.objects.filter(pk=first.pk).update(lease_until=timezone.now() - timedelta(seconds=1))
 
-    assert engine.rental_claim(rental_id=third.pk) is not None
+    assert engine.rental_claim(rental_id=third.pk).claim is not None
 
 
 def test_a_finished_attempt_dispatches_the_next_waiting_rental(
@@ -145,9 +145,9 @@ def test_a_finished_attempt_dispatches_the_next_waiting_rental(
     first, second, third = (make_rental(pod_name=name, executors=nodes(name)) for name in ("a1", "a2", "a3"))
     in_flight(second)
     fake_upstream.script = [rented()]
-    claim = engine.rental_claim(rental_id=first.pk)
+    claim = engine.rental_claim(rental_id=first.pk).claim
     assert claim is not None
-    assert engine.rental_claim(rental_id=third.pk) is None  # both slots taken
+    assert engine.rental_claim(rental_id=third.pk).claim is None  # both slots taken
     Rental.objects.filter(pk=first.pk).update(
         status=RentalStatus.QUEUED, lease_token=None, lease_until=None, attempt_count=0
     )
@@ -164,7 +164,7 @@ def test_the_sweeper_dispatches_waiting_rentals_and_does_not_resend_them_blindly
     first, second, third = (make_rental(pod_name=name, executors=nodes(name)) for name in ("a1", "a2", "a3"))
     in_flight(first)
     in_flight(second)
-    assert engine.rental_claim(rental_id=third.pk) is None
+    assert engine.rental_claim(rental_id=third.pk).claim is None
     old = timezone.now() - timedelta(seconds=engine_settings.RENT_QUEUED_STUCK_SECONDS + 5)
     Rental.objects.filter(pk=third.pk).update(updated_at=old)
     enqueued.calls.clear()
@@ -184,7 +184,7 @@ def test_customers_are_interleaved_when_several_slots_free_at_once(make_rental, 
     for rental in acme_rentals[:2] + globex_rentals[:2]:
         in_flight(rental)
     for rental in acme_rentals[2:] + globex_rentals[2:]:
-        assert engine.rental_claim(rental_id=rental.pk) is None
+        assert engine.rental_claim(rental_id=rental.pk).claim is None
     for rental in acme_rentals[:2] + globex_rentals[:1]:
         finish(rental)
 
@@ -200,4 +200,4 @@ def test_the_back_of_one_customers_backlog_is_sent_while_slots_are_free(make_ren
     # restart, say); a free slot is not kept for rentals of the same customer that may never claim it.
     backlog = [make_rental(pod_name=f"a{i}", executors=nodes(f"a{i}")) for i in range(5)]
 
-    assert engine.rental_claim(rental_id=backlog[-1].pk) is not None
+    assert engine.rental_claim(rental_id=backlog[-1].pk).claim is not None

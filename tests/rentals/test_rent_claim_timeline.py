@@ -22,9 +22,9 @@ def test_a_second_worker_taking_over_a_dead_workers_lease_is_on_the_timeline(
     promising_backend, make_rental, clock: Clock
 ) -> None:
     rental = make_rental()
-    assert engine.rental_claim(rental_id=rental.pk) is not None  # this worker dies mid-call
+    assert engine.rental_claim(rental_id=rental.pk).claim is not None  # this worker dies mid-call
     clock.advance(seconds=61)
-    claim = engine.rental_claim(rental_id=rental.pk)
+    claim = engine.rental_claim(rental_id=rental.pk).claim
 
     assert claim is not None
     assert _claims(rental) == [{"attempt": 1, "lease_taken_over": False}, {"attempt": 2, "lease_taken_over": True}]
@@ -79,7 +79,7 @@ def test_a_worker_whose_rental_changed_since_it_read_it_takes_nothing(
         return admit(read, now=now)
 
     monkeypatch.setattr(capacity, "admit", admit_after_another_write)
-    assert engine.rental_claim(rental_id=rental.pk) is None
+    assert engine.rental_claim(rental_id=rental.pk).claim is None
     rental.refresh_from_db()
     assert rental.status == RentalStatus.QUEUED and rental.attempt_count == 0 and rental.lease_token is None
     assert promising_backend.rent_requests == []

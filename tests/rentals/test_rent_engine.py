@@ -55,13 +55,13 @@ def run_until_settled(rental: Rental, clock: Clock, capture, limit: int = 20) ->
 
 def test_claiming_a_queued_rental_takes_it_into_sending_under_a_lease(make_rental, clock: Clock) -> None:
     rental = make_rental()
-    claim = engine.rental_claim(rental_id=rental.pk)
+    claim = engine.rental_claim(rental_id=rental.pk).claim
     assert claim is not None and claim.number == 1
     rental.refresh_from_db()
     assert rental.status == RentalStatus.SENDING and rental.attempt_count == 1
     assert rental.lease_token == claim.token and rental.lease_until == clock.now + timedelta(seconds=60)
     assert rental.first_sent_at == clock.now == rental.last_sent_at
-    assert engine.rental_claim(rental_id=rental.pk) is None, "a second worker finds it held"
+    assert engine.rental_claim(rental_id=rental.pk).claim is None, "a second worker finds it held"
 
 
 def test_a_retrying_rental_is_not_claimed_before_it_is_due(
@@ -77,7 +77,7 @@ def test_a_retrying_rental_is_not_claimed_before_it_is_due(
     assert engine.rental_attempt(rental_id=rental.pk) is None
     assert fake_upstream.requests == []
     clock.advance(seconds=30)
-    assert engine.rental_claim(rental_id=rental.pk) is not None
+    assert engine.rental_claim(rental_id=rental.pk).claim is not None
 
 
 def test_a_cancelled_rental_is_never_sent(make_rental, alice, fake_upstream) -> None:
@@ -436,12 +436,12 @@ def test_claiming_an_expired_sending_lease_records_the_lost_attempt_and_marks_po
     promising_backend, make_rental, clock: Clock
 ) -> None:
     rental = make_rental()
-    dead = engine.rental_claim(rental_id=rental.pk)
+    dead = engine.rental_claim(rental_id=rental.pk).claim
     assert dead is not None
-    assert engine.rental_claim(rental_id=rental.pk) is None, "the lease still holds"
+    assert engine.rental_claim(rental_id=rental.pk).claim is None, "the lease still holds"
     clock.advance(seconds=61)
 
-    claim = engine.rental_claim(rental_id=rental.pk)
+    claim = engine.rental_claim(rental_id=rental.pk).claim
     assert claim is not None and claim.number == 2 and claim.token != dead.token
     rental.refresh_from_db()
     assert rental.status == RentalStatus.SENDING and rental.possibly_sent is True and rental.attempt_count == 2
@@ -454,9 +454,9 @@ def test_a_stale_worker_whose_lease_was_taken_over_cannot_settle(
     promising_backend, make_rental, clock: Clock, enqueued: Enqueued, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental()
-    stale = engine.rental_claim(rental_id=rental.pk)
+    stale = engine.rental_claim(rental_id=rental.pk).claim
     clock.advance(seconds=61)
-    current = engine.rental_claim(rental_id=rental.pk)
+    current = engine.rental_claim(rental_id=rental.pk).claim
     assert stale is not None and current is not None
 
     # The stale worker's answer finally arrives: it is kept on the record but moves nothing.
@@ -497,10 +497,10 @@ def test_a_worker_that_dies_during_the_last_allowed_attempt_is_settled_not_resen
         possibly_sent=True,
         next_attempt_at=clock.now,
     )
-    claim = engine.rental_claim(rental_id=rental.pk)
+    claim = engine.rental_claim(rental_id=rental.pk).claim
     assert claim is not None and claim.number == 5
     clock.advance(seconds=61)
-    assert engine.rental_claim(rental_id=rental.pk) is None, "no sixth attempt"
+    assert engine.rental_claim(rental_id=rental.pk).claim is None, "no sixth attempt"
     assert engine.rental_settle_expired(rental_id=rental.pk) == RentalStatus.UNKNOWN
     rental.refresh_from_db()
     assert rental.status == RentalStatus.UNKNOWN and rental.lease_token is None

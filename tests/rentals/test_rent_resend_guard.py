@@ -71,7 +71,7 @@ def test_a_lease_takeover_does_not_resend_without_the_promise(
     make_rental, fake_upstream: FakeUpstream, clock: Clock, no_promise, django_capture_on_commit_callbacks
 ) -> None:
     rental = make_rental()
-    assert engine.rental_claim(rental_id=rental.pk) is not None  # this worker dies mid-call
+    assert engine.rental_claim(rental_id=rental.pk).claim is not None  # this worker dies mid-call
     clock.advance(seconds=61)
 
     assert send(rental, django_capture_on_commit_callbacks) == RentalStatus.UNKNOWN
@@ -93,7 +93,7 @@ def test_a_retry_of_a_possibly_sent_order_is_not_sent_once_the_promise_is_gone(
         next_attempt_at=clock.now,
         possibly_sent=True,
     )
-    assert engine.rental_claim(rental_id=rental.pk) is None
+    assert engine.rental_claim(rental_id=rental.pk).claim is None
     assert engine.rental_attempt(rental_id=rental.pk) is None, "already settled by the claim"
     rental.refresh_from_db()
     assert rental.status == RentalStatus.UNKNOWN and fake_upstream.rent_requests == []
@@ -118,9 +118,9 @@ def test_a_lease_takeover_with_the_promise_is_a_listed_sending_to_sending_transi
     promising_backend, make_rental, clock: Clock
 ) -> None:
     rental = make_rental()
-    dead = engine.rental_claim(rental_id=rental.pk)
+    dead = engine.rental_claim(rental_id=rental.pk).claim
     clock.advance(seconds=61)
-    claim = engine.rental_claim(rental_id=rental.pk)
+    claim = engine.rental_claim(rental_id=rental.pk).claim
     assert dead is not None and claim is not None and claim.number == 2
     assert can_transition(RentalStatus.SENDING, RentalStatus.SENDING), "the takeover is a listed transition"
     takeover = RentalEvent.objects.filter(

@@ -17,6 +17,9 @@ ALLOWED = {(a, b) for a, b in ALL_PAIRS if can_transition(a, b)}
 
 # The design's state diagram, written out independently of `TRANSITIONS`, so a change there is noticed.
 EXPECTED_ALLOWED = {
+    (RentalStatus.SCHEDULED, RentalStatus.QUEUED),  # its start time came: sent through the normal engine
+    (RentalStatus.SCHEDULED, RentalStatus.CANCELLED),
+    (RentalStatus.SCHEDULED, RentalStatus.REFUSED),  # its nodes are gone, or a budget or quota refuses it then
     (RentalStatus.QUEUED, RentalStatus.SENDING),
     (RentalStatus.QUEUED, RentalStatus.CANCELLED),
     (RentalStatus.QUEUED, RentalStatus.REFUSED),  # Lium's cluster switch stayed off past the wait: never sent

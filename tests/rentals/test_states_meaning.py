@@ -1,7 +1,8 @@
 """Each state set of `rentals.states`, through the behaviour that reads it, for every state.
 
 HOLDS_CLUSTER_STATES: a customer can remove the cluster (and a budget stops it). FINAL_STATES: nothing more
-will happen, so it no longer counts in the customer's hourly spend and its page stops polling. IN_FLIGHT_STATES:
+will happen, so it no longer counts in the customer's hourly spend and its page stops polling. NOT_ACTIVE_STATES:
+the final ones and `scheduled`, which bills nothing (and counts in no quota) until its time. IN_FLIGHT_STATES:
 the page polls fast because a worker or the poller moves the rental on by itself. CUSTOMER_EXPLANATIONS: the
 words each state's page says.
 """
@@ -26,6 +27,7 @@ S = RentalStatus
 ALL = list(S)
 HOLDING = {S.RENTED, S.VERIFYING, S.CHECK_FAILED, S.READY, S.DEGRADED}
 FINAL = {S.REFUSED, S.FAILED, S.NOT_RENTED, S.CANCELLED, S.TERMINATED}
+NOT_ACTIVE = FINAL | {S.SCHEDULED}
 IN_FLIGHT = {S.QUEUED, S.SENDING, S.RETRYING, S.RENTED, S.VERIFYING, S.TERMINATING}
 
 
@@ -43,12 +45,14 @@ def test_the_customer_can_remove_the_cluster_exactly_while_one_may_be_held(make_
 
 
 @pytest.mark.parametrize("status", ALL)
-def test_only_a_final_rental_leaves_the_customers_hourly_spend(make_rental, acme, status: str) -> None:
+def test_only_a_final_or_scheduled_rental_stays_out_of_the_customers_hourly_spend(
+    make_rental, acme, status: str
+) -> None:
     make_rental(status=status, price_per_hour=Decimal("10.00"))
 
     spend = customer_hourly_spend(customer=acme)
 
-    assert spend == (Decimal(0) if status in FINAL else Decimal("10.00"))
+    assert spend == (Decimal(0) if status in NOT_ACTIVE else Decimal("10.00"))
 
 
 @pytest.mark.parametrize("status", sorted(set(ALL) - FINAL))

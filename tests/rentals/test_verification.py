@@ -144,3 +144,43 @@ def test_a_refused_delete_of_a_rental_whose_check_never_ran_does_not_claim_a_fai
     rental.refresh_from_db()
     assert rental.status != S.CHECK_FAILED
     assert FabricCheck.objects.get(rental=rental).status == "pending"
+
+
+def test_a_check_measured_while_the_database_restarts_is_recorded_once_it_is_back(
+    verified, monkeypatch: pytest.MonkeyPatch
+) -> None:  # type: ignore[no-untyped-def]
+    """The check ran and removed its key from every member, then the database was gone for a moment as the result
+    was written: the result is written once the database is back, not lost. (Run again, the check would find its
+    key refused everywhere and call a good fabric unmeasurable, its key 'left on' members that no longer have it.)"""
+    from django.db import OperationalError
+
+    from rentals.fabric_check.runner import FabricCheckResult, Member
+    from rentals.verification import perform
+
+    rental = verified(S.VERIFYING)
+    members = [Member(0, "10.0.0.1", "127.0.0.1", 2201), Member(1, "10.0.0.2", "127.0.0.1", 2202)]
+    monkeypatch.setattr(perform, "_members_of", lambda rental: members)
+    result = FabricCheckResult(status="passed", floor_gbps=400, bus_bandwidth_gbps=480, key_removed={0: True, 1: True})
+    runs: list[object] = []
+
+    def run_once(*args: object, **kwargs: object) -> FabricCheckResult:
+        runs.append(args)
+        return result
+
+    monkeypatch.setattr(perform, "fabric_check_run_sync", run_once)
+    real_move_on, failures = perform._move_on, [OperationalError("server closed the connection unexpectedly")]
+
+    def move_on_after_an_outage(*args: object, **kwargs: object) -> None:
+        if failures:
+            raise failures.pop()
+        real_move_on(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(perform, "_move_on", move_on_after_an_outage)
+    monkeypatch.setattr("common.db_outage.RETRY_PAUSE_SECONDS", 0)
+
+    assert tasks.rental_fabric_check(rental.pk) == "passed"
+
+    check = FabricCheck.objects.get(rental=rental)
+    assert len(runs) == 1 and failures == []
+    assert check.status == "passed" and check.keys_removed is True and check.private_key_encrypted == ""
+    assert Rental.objects.get(pk=rental.pk).status == S.READY

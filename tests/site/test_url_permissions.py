@@ -11,11 +11,13 @@ from collections.abc import Mapping
 import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
+from django.utils import timezone
 
 from accounts.models import SshPublicKey
 from api.keys import api_key_create
 from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
+from presets.models import CapacityWatch, Preset
 from rentals.models import ClusterMember, Rental
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
@@ -39,8 +41,40 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "metrics": {(ANON, "GET"): 200},
     "login": {(ANON, "GET"): 200},
     "logout": {(ALICE, "POST"): 302},
-    "password_change": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
-    "password_change_done": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
+    "password_change": {(ANON, "GET"): 302, (ALICE, "GET"): 302},  # to account_change_password
+    # django-allauth: one's own account (password, e-mail, two-factor, sessions); no public sign-up.
+    "account_login": {(ANON, "GET"): 200},
+    "account_logout": {(ALICE, "POST"): 302},
+    "account_inactive": {(ANON, "GET"): 200},
+    "account_signup": {(ANON, "GET"): 200, (ANON, "POST"): 200},  # "sign-up is closed"
+    "account_reauthenticate": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 200},
+    # Re-authentication is by password or two-factor, never a code e-mailed (ACCOUNT_REAUTHENTICATION_METHODS).
+    "account_request_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 403},
+    "account_confirm_reauthentication_code": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 403},
+    "account_email": {**MEMBER_PAGE, (BOB, "GET"): 200},
+    "account_email_verification_sent": {(ANON, "GET"): 200},
+    "account_confirm_email": {(ANON, "GET"): 200, (ALICE, "GET"): 200},  # an unknown key: "expired or invalid"
+    "account_change_password": MEMBER_PAGE,
+    "account_set_password": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302},  # alice has a password: change it
+    "account_reset_password": {(ANON, "GET"): 200, (ANON, "POST"): 200},
+    "account_reset_password_done": {(ANON, "GET"): 200},
+    "account_reset_password_from_key": {(ANON, "GET"): 200},  # an unknown key: "bad token"
+    "account_reset_password_from_key_done": {(ANON, "GET"): 200},
+    "account_confirm_login_code": {(ANON, "GET"): LOGIN},
+    "mfa_index": MEMBER_PAGE,
+    "mfa_authenticate": {(ANON, "GET"): 302},  # no sign-in in progress: back to sign-in
+    "mfa_reauthenticate": {(ANON, "GET"): LOGIN},
+    # Enrolling asks for the password again unless the sign-in was recent (test_account_mfa.py enrols).
+    "mfa_activate_totp": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 302, (ALICE, "POST"): 302},
+    "mfa_deactivate_totp": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 404},  # no TOTP to deactivate
+    "mfa_view_recovery_codes": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 404},
+    "mfa_generate_recovery_codes": {(ANON, "GET"): LOGIN},
+    "mfa_download_recovery_codes": {(ANON, "GET"): LOGIN, (ALICE, "GET"): 404},
+    "usersessions_list": {**MEMBER_PAGE, (BOB, "GET"): 200},
+    "socialaccount_connections": {(ANON, "GET"): LOGIN},
+    "socialaccount_login_cancelled": {(ANON, "GET"): 200},
+    "socialaccount_login_error": {(ANON, "GET"): 401},  # "third-party login failure"
+    "socialaccount_signup": {(ANON, "GET"): 302},  # no sign-in through a provider in progress
     "api:keys": MEMBER_PAGE,
     "api:key_revoke": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404},
     "accounts:ssh_keys": MEMBER_PAGE,
@@ -53,6 +87,7 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "rentals:rental_progress": RENTAL_READ,
     "rentals:rental_terminate": {**RENTAL_WRITE, (BOB, "GET"): 404, (SAM, "GET"): 403},
     "rentals:rental_cancel": RENTAL_WRITE,
+    "rentals:rental_reschedule": RENTAL_WRITE,
     "rentals:rental_schedule_removal": RENTAL_WRITE,
     "rentals:rental_cancel_removal": RENTAL_WRITE,
     # Member repair: a confirm page (GET), then the click (POST; `{}` has no click token: back to the rental page).
@@ -90,6 +125,8 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "api-v1:rental_create": {(ANON, "POST"): 401, (SAM, "POST"): 403},
     "api-v1:rental_get": API_READ,
     "api-v1:rental_terminate": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
+    "api-v1:rental_start_set": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 422},
+    "api-v1:rental_cancel": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403},
     # `{}` names neither hours nor a time: 422. DELETE (cancel) shares the path; tests/api covers it.
     "api-v1:rental_removal_set": {(ANON, "POST"): 401, (BOB, "POST"): 404, (SAM, "POST"): 403, (ALICE, "POST"): 422},
     "api-v1:rental_removal_cancel": {(ANON, "GET"): 405, (ALICE, "GET"): 405},
@@ -119,12 +156,38 @@ EXPECTED: dict[str, Mapping[tuple[str, str], object]] = {
     "billing:member_remove": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:member_admin": {**TEAM_WRITE, (OLGA, "POST"): 302},
     "billing:budget_set": {**TEAM_WRITE, (OLGA, "POST"): 302},
+    "billing:quota_set": {**TEAM_WRITE, (OLGA, "POST"): 302},
+    # A team's sign-in: require two-factor, a member's sessions (their addresses: managers only, not support).
+    "billing:two_factor_require": {**TEAM_WRITE, (OLGA, "POST"): 302, (ALICE, "GET"): 405},
+    "billing:member_sessions": {
+        (ANON, "GET"): LOGIN,
+        (ALICE, "GET"): 403,
+        (BOB, "GET"): 404,
+        (SAM, "GET"): 403,
+        (OLGA, "GET"): 200,
+    },
+    "billing:member_sessions_end": {**TEAM_WRITE, (OLGA, "POST"): 302, (OLGA, "GET"): 405},
     # The link lands on invite_landing (token kept in the session) and goes on to invite_accept, whose URL has none:
     # opened without a landing first, it says so.
     "billing:invite_landing": {(ANON, "GET"): 302, (ALICE, "GET"): 302, (BOB, "POST"): 302},
     "billing:invite_accept": {(ANON, "GET"): 410, (ALICE, "GET"): 410, (BOB, "POST"): 410},
     "billing:budgets": STAFF_PAGE,
     "api-v1:usage": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (BOB, "GET"): 200, (SAM, "GET"): 200},
+    # Presets and capacity watches: shared within Acme (alice's); support reads the lists and changes nothing.
+    # Using a preset or renting again reads offers (none at lium.invalid): back to the fabrics page.
+    "presets:preset_list": {**MEMBER_PAGE, (BOB, "GET"): 200, (SAM, "POST"): 403, (ALICE, "POST"): 200},
+    "presets:preset_from_rent_form": {(ANON, "POST"): LOGIN, (SAM, "POST"): 403, (ALICE, "GET"): 405},
+    "presets:preset_use": {(ANON, "GET"): LOGIN, (BOB, "GET"): 404, (SAM, "GET"): 404, (ALICE, "GET"): 302},
+    "presets:preset_delete": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404, (SAM, "POST"): 404},
+    "presets:rental_rent_again": {(ANON, "GET"): LOGIN, (BOB, "GET"): 404, (SAM, "GET"): 403, (ALICE, "GET"): 302},
+    "presets:watch_list": {**MEMBER_PAGE, (BOB, "GET"): 200, (SAM, "POST"): 403, (ALICE, "POST"): 200},
+    "presets:watch_cancel": {(ANON, "POST"): LOGIN, (BOB, "POST"): 404, (SAM, "POST"): 404, (ALICE, "POST"): 302},
+    "api-v1:preset_list": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (BOB, "GET"): 200, (SAM, "GET"): 200},
+    "api-v1:preset_create": {(ANON, "POST"): 401, (SAM, "POST"): 403, (ALICE, "POST"): 422},
+    "api-v1:preset_delete": {(ANON, "GET"): 405},
+    "api-v1:watch_list": {(ANON, "GET"): 401, (ALICE, "GET"): 200, (SAM, "GET"): 200},
+    "api-v1:watch_create": {(ANON, "POST"): 401, (SAM, "POST"): 403, (ALICE, "POST"): 422},
+    "api-v1:watch_cancel": {(ANON, "GET"): 405},
 }
 
 
@@ -169,7 +232,7 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
         user.username: api_key_create(user=user, name="k", scopes=["read", "rent", "manage"])
         for user in (alice, bob, sam, olga)
     }
-    return {
+    data = {
         "rental": rental,
         "ssh_key": ssh_key,
         "endpoint": endpoint,
@@ -179,7 +242,19 @@ def world(alice, bob, sam, olga, carol, monkeypatch):  # type: ignore[no-untyped
         "users": {ALICE: alice, BOB: bob, SAM: sam, OLGA: olga},
         "invitation": invitation,
         "carol_membership": carol.memberships.get(),
+        "preset": Preset.objects.create(
+            customer=rental.customer, name="acme-nightly", node_count=2, pod_name="job", ssh_public_keys=SSH_KEY
+        ),
     }
+    # The watch names Acme's preset, so its lists show Acme's data (tests/site/test_support_read_audit.py).
+    data["watch"] = CapacityWatch.objects.create(
+        customer=rental.customer,
+        node_count=2,
+        gpu_type="GB200-acme-watch",
+        expires_at=timezone.now(),
+        preset=data["preset"],
+    )
+    return data
 
 
 def add_members(rental: Rental) -> None:
@@ -202,6 +277,8 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
     kwargs = {
         "rentals:rental_env_file": {"public_id": public_id, "rank": 0},
         "api-v1:rental_removal_set": {"rental_id": public_id},
+        "api-v1:rental_start_set": {"rental_id": public_id},
+        "api-v1:rental_cancel": {"rental_id": public_id},
         "api-v1:rental_removal_cancel": {"rental_id": public_id},
         "rentals:member_reboot": {"public_id": public_id, "rank": 0},
         "rentals:member_reset_gpu": {"public_id": public_id, "rank": 0},
@@ -228,6 +305,7 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "rentals:rental_progress",
         "rentals:rental_terminate",
         "rentals:rental_cancel",
+        "rentals:rental_reschedule",
         "rentals:rental_schedule_removal",
         "rentals:rental_cancel_removal",
         "rentals:rental_check_keep",
@@ -241,11 +319,23 @@ def url_for(name: str, world) -> str:  # type: ignore[no-untyped-def]
         "billing:team": {"customer_id": customer_id},
         "billing:invite_create": {"customer_id": customer_id},
         "billing:budget_set": {"customer_id": customer_id},
+        "billing:quota_set": {"customer_id": customer_id},
         "rentals:customer_removal_policy": {"customer_id": customer_id},
         "billing:invite_revoke": {"customer_id": customer_id, "pk": world["invitation"].invitation.pk},
         "billing:member_remove": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:member_admin": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
+        "billing:two_factor_require": {"customer_id": customer_id},
+        "billing:member_sessions": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
+        "billing:member_sessions_end": {"customer_id": customer_id, "pk": world["carol_membership"].pk},
         "billing:invite_landing": {"token": world["invitation"].token},
+        "presets:preset_use": {"preset_id": world["preset"].pk},
+        "presets:preset_delete": {"preset_id": world["preset"].pk},
+        "presets:rental_rent_again": {"public_id": public_id},
+        "presets:watch_cancel": {"watch_id": world["watch"].pk},
+        "api-v1:preset_delete": {"preset_id": world["preset"].pk},
+        "api-v1:watch_cancel": {"watch_id": world["watch"].pk},
+        "account_confirm_email": {"key": "no-such-key"},
+        "account_reset_password_from_key": {"uidb36": "zz", "key": "no-such-key"},
     }.get(name)
     if name == "api-v1:api-not-found":
         return "/api/v1/no/such/thing"

@@ -13,6 +13,7 @@ from urllib.parse import urlencode
 import httpx
 import pytest
 from django.test import Client
+from django.utils import timezone
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
@@ -20,6 +21,7 @@ from accounts.models import SshPublicKey
 from api.keys import api_key_create
 from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
+from presets.models import CapacityWatch, Preset
 from rentals.models import Rental
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
@@ -31,7 +33,7 @@ from tests.web.offer_fakes import FABRIC, node
 pytestmark = pytest.mark.django_db
 
 # Not pages: the JSON API, probes whose 503 means "not ready", and the logout that would end the session.
-SKIPPED = {"readyz", "logout"}
+SKIPPED = {"readyz", "logout", "account_logout"}
 PAGES = sorted(name for name in project_url_names() if not name.startswith("api-v1:") and name not in SKIPPED)
 
 # The parameters each page reads (grep request.GET / request.POST and the forms' fields); every page also
@@ -60,8 +62,11 @@ NAMES_READ = {
     "ops:usage_csv": ["start", "end"],
     "ops:audit": ["user", "kind", "since", "until", "page"],
     "ops:pod_events": ["page"],
-    "login": ["username", "password", "next"],
-    "password_change": ["old_password", "new_password1", "new_password2"],
+    "login": ["login", "password", "next"],
+    "account_change_password": ["oldpassword", "password1", "password2"],
+    "account_email": ["email", "action_add", "action_remove", "action_primary", "action_send"],
+    "account_reset_password": ["email"],
+    "usersessions_list": ["action"],
 }
 ALL_NAMES = sorted({name for names in NAMES_READ.values() for name in names})
 
@@ -125,6 +130,10 @@ def world(alice, olga, carol, monkeypatch):  # type: ignore[no-untyped-def]
         "ssh_key": SshPublicKey.objects.create(user=alice, name="laptop", public_key=SSH_KEY),
         "api_key": api_key_create(user=alice, name="k", scopes=["read"])[0],
         "users": {"operator": olga, "customer": alice},
+        "preset": Preset.objects.create(
+            customer=rental.customer, name="p", node_count=2, pod_name="job", ssh_public_keys=SSH_KEY
+        ),
+        "watch": CapacityWatch.objects.create(customer=rental.customer, node_count=2, expires_at=timezone.now()),
     }
 
 

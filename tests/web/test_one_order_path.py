@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 from django.test import Client
 
 from api.keys import api_key_create
+from billing.models import CustomerQuota
 from rentals.models import Rental
 from rentals.offers import OfferListing, Template
 from rentals.ordering import RentOrder, rental_order_build
@@ -69,8 +70,7 @@ def test_the_form_and_the_api_save_the_same_order_for_the_same_choice(fake_offer
 
 
 def test_the_form_and_the_api_refuse_an_order_in_the_same_words(fake_offers, alice, acme, client_for) -> None:
-    acme.hourly_spend_cap_usd = Decimal("1.00")
-    acme.save()
+    CustomerQuota.objects.create(customer=acme, max_hourly_usd=Decimal("1.00"))
     client = client_for(alice)
     page = client.post(f"/rent/?fabric={FABRIC}", {**form_for(client), "executor_ids": ["n-1", "gone"]})
     _key, secret = api_key_create(user=alice, name="k", scopes=["read", "rent"])
@@ -87,7 +87,7 @@ def test_the_form_and_the_api_refuse_an_order_in_the_same_words(fake_offers, ali
         content_type="application/json",
         headers={"X-API-Key": secret},
     )
-    assert (api.status_code, api.json()["error"]["code"]) == (422, "spend_cap")
+    assert (api.status_code, api.json()["error"]["code"]) == (422, "quota_exceeded")
     assert api.json()["message"] in page.content.decode().replace("&#x27;", "'")
     assert not Rental.objects.exists()
 

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.test import Client
 
 from accounts.models import Membership
+from billing.models import CustomerQuota
 from rentals.models import Rental
 from rentals.ordering import RentOrder
 from rentals.services import rental_submit
@@ -186,11 +187,11 @@ def test_my_rentals_refreshes_in_flight_rows_until_none_is_left(rental, alice, c
     assert "hx-trigger" not in rows and "Refused" in rows, "nothing in flight: the list stops polling"
 
 
-def test_my_rentals_shows_the_spend_cap(rental, alice, acme, client_for) -> None:
-    acme.hourly_spend_cap_usd = 100
-    acme.save()
+def test_my_rentals_shows_what_is_left_of_the_quotas(rental, alice, acme, client_for) -> None:
+    CustomerQuota.objects.create(customer=acme, max_hourly_usd=100)
     html = client_for(alice).get("/rentals/").content.decode()
-    assert "Acme Research: clusters now cost $0.00/hour of a $100.00/hour spend cap." in html
+    assert "Acme Research's quotas:" in html
+    assert f"${100 - rental.price_per_hour:.2f} USD per hour left of $100.00" in html
 
 
 def test_my_rentals_pages_with_older_links_without_gaps_or_repeats(alice, acme, client_for, monkeypatch) -> None:

@@ -8,6 +8,7 @@ from decimal import Decimal
 import pytest
 
 from accounts.models import Customer, Membership, UpstreamCredential
+from billing.models import CustomerQuota
 from rentals.models import Rental
 from tests.conftest import SSH_KEY
 from tests.matching import must_search
@@ -77,15 +78,15 @@ def test_an_operator_renting_for_the_second_customer_sees_and_rents_its_accounts
     assert rental.price_per_hour == Decimal("80.00"), "priced with west's offers (2 nodes x 8 GPUs x $5)"
 
 
-def test_the_spend_cap_is_checked_with_the_chosen_accounts_prices(two_accounts, alice, client_for) -> None:
+def test_the_hourly_quota_is_checked_with_the_chosen_accounts_prices(two_accounts, alice, client_for) -> None:
     # Alice belongs to both customers; Globex caps spend below what west's nodes cost.
     globex = two_accounts["globex"]
     Membership.objects.create(user=alice, customer=globex)
-    Customer.objects.filter(pk=globex.pk).update(hourly_spend_cap_usd=Decimal("50"))
+    CustomerQuota.objects.create(customer=globex, max_hourly_usd=Decimal("50"))
     client = client_for(alice)
     response = client.post(f"/rent/?fabric={FABRIC}", order_for(client, globex))
     assert response.status_code == 200
-    assert "cap" in response.content.decode()
+    assert "Quota of USD per hour reached" in response.content.decode()
     assert not Rental.objects.exists()
 
 

@@ -7,6 +7,7 @@ from decimal import Decimal
 import pytest
 
 from accounts.models import SshPublicKey
+from billing.models import CustomerQuota
 from rentals.models import Rental
 from tests.conftest import SSH_KEY, Simulator
 from tests.web.test_rent_form import form_data
@@ -60,16 +61,15 @@ def test_the_summary_adds_up_the_selected_nodes(simulator: Simulator, alice, cli
     assert f"${per_hour * 24:.2f}/day" in html
 
 
-def test_an_order_above_the_spend_cap_is_refused_naming_cap_and_spend(
+def test_an_order_above_the_hourly_quota_is_refused_naming_quota_and_spend(
     simulator: Simulator, alice, acme, client_for, no_enqueue
 ) -> None:
-    acme.hourly_spend_cap_usd = Decimal("1.00")
-    acme.save()
+    CustomerQuota.objects.create(customer=acme, max_hourly_usd=Decimal("1.00"))
     client = client_for(alice)
     fabric_id = simulator.offers()[0]["fabric_id"]
     html = client.post(f"/rent/?fabric={fabric_id}", form_data(client, fabric_id)).content.decode()
-    assert "above its spend cap of $1.00/hour" in html
-    assert "already cost $0.00/hour" in html
+    assert "Quota of USD per hour reached" in html
+    assert "$0.00 in use, above its quota of $1.00 USD per hour" in html
     assert not Rental.objects.exists()
 
 

@@ -1,0 +1,33 @@
+"""How django-allauth fits this dashboard: no public sign-up, password guessing throttled by django-axes, the
+client address as the throttles see it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from allauth.account.adapter import DefaultAccountAdapter
+from django.http import HttpRequest
+
+from accounts.two_factor import enrolment_just_required
+from common.client_address import throttle_address
+
+
+class DashboardAccountAdapter(DefaultAccountAdapter):
+    def is_open_for_signup(self, request: HttpRequest) -> bool:
+        """Accounts come from operators (create_user, the admin) and customer invitations, never a sign-up form."""
+        return False
+
+    def pre_authenticate(self, request: HttpRequest, **credentials: Any) -> None:
+        """Leave password guessing to django-axes (per username+address and per address, `common.login_lockout`),
+        so one lock applies to the sign-in page and the admin alike; allauth's "login_failed" limit then counts
+        wrong two-factor codes only."""
+
+    def is_reauthentication_required(self, *, app: str, **kwargs: Any) -> bool:
+        """Someone sent to enrol in two-factor right after signing in is not asked for the password again."""
+        if app == "allauth.mfa" and enrolment_just_required(self.request):
+            return False
+        return super().is_reauthentication_required(app=app, **kwargs)
+
+    def get_client_ip(self, request: HttpRequest) -> str:
+        """The client's address behind TRUSTED_PROXY_COUNT proxies (the session list shows it)."""
+        return throttle_address(request) or "0.0.0.0"  # noqa: S104 - an unknown address, never a bind

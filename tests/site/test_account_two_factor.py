@@ -1,0 +1,144 @@
+"""Two-factor sign-in (django-allauth's TOTP and recovery codes): signing in with a code, a customer requiring it
+of its team, staff required to have it in production, and API keys unaffected."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from allauth.mfa.models import Authenticator
+from allauth.mfa.recovery_codes.internal.auth import RecoveryCodes
+from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
+from django.test import Client
+
+from accounts.models import AccountChange
+from api.keys import api_key_create
+from billing.models import CustomerAdmin
+from tests.site.test_production import PRODUCTION_ENV, manage
+
+pytestmark = pytest.mark.django_db
+
+
+def current_code(secret: str) -> str:
+    return format_hotp_value(hotp_value(secret, int(time.time()) // 30))
+
+
+def sign_in(username: str, password: str = "pw") -> tuple[Client, str]:  # noqa: S107 - the personas' password
+    """Post the sign-in form; return the client and where it was sent."""
+    client = Client()
+    response = client.post("/accounts/login/", {"login": username, "password": password})
+    return client, response.get("Location", "")
+
+
+def enrol(user) -> str:  # type: ignore[no-untyped-def]
+    secret = generate_totp_secret()
+    TOTP.activate(user, secret)
+    return secret
+
+
+def test_a_user_with_totp_signs_in_with_a_code_after_the_password(alice) -> None:  # type: ignore[no-untyped-def]
+    secret = enrol(alice)
+    client, location = sign_in("alice")
+    assert location == "/accounts/2fa/authenticate/", "the password alone does not sign in"
+    assert client.get("/rentals/").status_code == 302, "not signed in yet"
+    response = client.post("/accounts/2fa/authenticate/", {"code": current_code(secret)})
+    assert response.status_code == 302
+    assert client.get("/rentals/").status_code == 200
+
+
+def test_a_wrong_code_does_not_sign_in_and_guessing_is_stopped(alice) -> None:  # type: ignore[no-untyped-def]
+    enrol(alice)
+    client, _ = sign_in("alice")
+    answers = [client.post("/accounts/2fa/authenticate/", {"code": "000000"}) for _ in range(6)]
+    assert all(answer.status_code == 200 for answer in answers)
+    assert "Incorrect code" in answers[0].content.decode()
+    assert "Too many" in answers[-1].content.decode(), "5 wrong codes per user, then a pause"
+    assert client.get("/rentals/").status_code == 302
+
+
+def test_a_recovery_code_signs_in_once(alice) -> None:  # type: ignore[no-untyped-def]
+    enrol(alice)
+    code = RecoveryCodes.activate(alice).get_unused_codes()[0]
+    client, _ = sign_in("alice")
+    assert client.post("/accounts/2fa/authenticate/", {"code": code}).status_code == 302
+    assert client.get("/rentals/").status_code == 200
+    again, _ = sign_in("alice")
+    assert again.post("/accounts/2fa/authenticate/", {"code": code}).status_code == 200, "a used code is refused"
+
+
+# Transactional: allauth announces an added authenticator when the request's transaction commits.
+@pytest.mark.django_db(transaction=True)
+def test_a_team_requiring_two_factor_sends_a_member_without_it_to_enrol_at_sign_in(alice, carol, mailoutbox) -> None:  # type: ignore[no-untyped-def]
+    CustomerAdmin.objects.create(membership=alice.memberships.get())
+    admin = Client()
+    admin.force_login(alice)
+    acme = alice.memberships.get().customer
+    response = admin.post(f"/customers/{acme.pk}/team/two-factor/", {"require": "1"})
+    assert response.status_code == 302
+    acme.refresh_from_db()
+    assert acme.require_two_factor
+    assert AccountChange.objects.filter(actor=alice, what__contains="required two-factor").exists()
+
+    client, location = sign_in("carol")
+    assert location == "/"
+    page = client.get("/rentals/")
+    assert page.status_code == 302 and page["Location"] == "/accounts/2fa/totp/activate/", "enrol before anything"
+    assert client.get(f"/customers/{acme.pk}/team/")["Location"] == "/accounts/2fa/totp/activate/"
+    activate = client.get("/accounts/2fa/totp/activate/")
+    assert activate.status_code == 200, "enrolment itself is reachable (the sign-in was just now)"
+    secret = client.session["mfa.totp.secret"]
+    done = client.post("/accounts/2fa/totp/activate/", {"code": current_code(secret)})
+    assert done.status_code == 302
+    assert Authenticator.objects.filter(user=carol, type="totp").exists()
+    assert client.get("/rentals/").status_code == 200, "enrolled: every page again"
+    assert AccountChange.objects.filter(user=carol, what="added an authenticator app").exists()
+    assert any(mail.to == ["carol@example.com"] and "Authenticator" in mail.subject for mail in mailoutbox)
+
+
+def test_a_plain_member_cannot_require_two_factor(alice, carol) -> None:  # type: ignore[no-untyped-def]
+    client = Client()
+    client.force_login(carol)
+    acme = carol.memberships.get().customer
+    assert client.post(f"/customers/{acme.pk}/team/two-factor/", {"require": "1"}).status_code == 403
+    acme.refresh_from_db()
+    assert not acme.require_two_factor
+
+
+def test_without_the_requirement_nobody_is_sent_to_enrol(alice) -> None:  # type: ignore[no-untyped-def]
+    client, _ = sign_in("alice")
+    assert client.get("/rentals/").status_code == 200
+
+
+@pytest.mark.parametrize(("required", "sent_to_enrol"), [(True, True), (False, False)])
+def test_staff_must_enrol_at_their_first_sign_in_when_required(olga, sam, settings, required, sent_to_enrol) -> None:  # type: ignore[no-untyped-def]
+    # MFA_REQUIRED_FOR_STAFF is on in production (DASHBOARD_ENV=production), off by default elsewhere.
+    settings.MFA_REQUIRED_FOR_STAFF = required
+    for username in ("olga", "sam"):
+        client, _ = sign_in(username)
+        response = client.get("/ops/")
+        assert (response.status_code == 302 and response["Location"] == "/accounts/2fa/totp/activate/") is sent_to_enrol
+
+
+def test_staff_with_totp_are_not_sent_to_enrol(olga, settings) -> None:  # type: ignore[no-untyped-def]
+    settings.MFA_REQUIRED_FOR_STAFF = True
+    secret = enrol(olga)
+    client, _ = sign_in("olga")
+    client.post("/accounts/2fa/authenticate/", {"code": current_code(secret)})
+    assert client.get("/ops/").status_code == 200
+
+
+def test_api_keys_are_unaffected_by_two_factor(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    acme = alice.memberships.get().customer
+    acme.require_two_factor = True
+    acme.save()
+    enrol(alice)
+    _key, secret = api_key_create(user=alice, name="ci", scopes=["read"])
+    response = Client().get("/api/v1/rentals", headers={"X-API-Key": secret})
+    assert response.status_code == 200
+
+
+def test_production_requires_two_factor_of_staff_by_default() -> None:
+    code = "from django.conf import settings; print(settings.MFA_REQUIRED_FOR_STAFF)"
+    result = manage("shell", "-c", code, env=PRODUCTION_ENV)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip().splitlines()[-1] == "True"
