@@ -1,0 +1,305 @@
+"""Accessibility in a real browser: axe-core on every page for every persona, light and dark, and 375 px wide.
+
+axe-core is the copy bundled by `axe-playwright-python` (pinned in pyproject.toml); a serious or critical
+violation fails the test with each rule, its help text and the offending elements. The same pages are then
+opened 375 px wide, where the page itself must not scroll sideways (tables scroll in their own box). Screenshots
+of every page, light and dark, at 1280 and 375 px, land in test-artifacts/screenshots/.
+
+Rentals are made by the real engine, in-process, against the simulator (`rentals.enqueue._enqueue` is a no-op);
+the other states are set straight in the database, as the pages only read them.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import pytest
+from django.utils import timezone
+
+from tests.browser.conftest import PASSWORD, SCREENSHOTS, BrowserProblems
+from tests.conftest import SSH_KEY, Simulator
+
+try:
+    from axe_playwright_python.sync_playwright import Axe
+    from playwright.sync_api import Browser, BrowserContext, Page
+except ImportError:
+    if os.environ.get("CI") == "true":
+        raise
+    pytest.skip("browser tests need playwright and axe-playwright-python (uv sync)", allow_module_level=True)
+
+from accounts.models import SshPublicKey
+from api.keys import api_key_create
+from billing.invitations import admin_set, invitation_create
+from notifications.services import endpoint_create, endpoint_send_test
+from rentals import engine
+from rentals.models import ClusterMember, FabricCheck, Rental
+from rentals.ordering import RentOrder
+from rentals.services import rental_submit
+from rentals.tracking.members import credential_pods_sync
+
+pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transaction=True)]
+
+NARROW = 375
+FAILING_IMPACTS = ("serious", "critical")
+AXE = Axe()
+
+
+@dataclass(frozen=True)
+class Scheme:
+    name: str  # "light" or "dark": Playwright's color_scheme, which `prefers-color-scheme` reads
+    width: int
+
+
+SCHEMES = (Scheme("light", 1280), Scheme("dark", 1280), Scheme("light", NARROW), Scheme("dark", NARROW))
+
+
+@pytest.fixture
+def world(simulator: Simulator, monkeypatch: pytest.MonkeyPatch, acme, alice, bob, sam, olga, carol) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """Acme's rentals in several states (one really rented on the simulator, with members), alice as Acme's
+    admin with a saved key, an API key, a webhook with a delivery and an open invitation; an admin."""
+    from tests.conftest import _user
+
+    monkeypatch.setattr("rentals.enqueue._enqueue", lambda *args, **kwargs: None)
+    admin_set(membership=alice.memberships.get(), admin=True)
+    _user("admin", superuser=True)
+    offer = simulator.offers()[0]
+
+    def submit(pod_name: str, executors: list[str], fabric_id: str = "fab-a11y") -> Rental:
+        order = RentOrder(fabric_id=fabric_id, executor_ids=executors, pod_name=pod_name, public_keys=[SSH_KEY])
+        return rental_submit(user=alice, customer=acme, order=order, customer_ref="acme-team-7")
+
+    running = submit("train-ready", [node["id"] for node in offer["nodes"][:2]], offer["fabric_id"])
+    engine.rental_attempt(rental_id=running.pk)
+    running.refresh_from_db()
+    assert running.cluster_id, running.error_message
+    assert credential_pods_sync(credential_id=running.credential_id, force=True)
+    states: dict[str, dict[str, object]] = {
+        "queued": {},
+        "retrying": {"next_attempt_at": timezone.now() + timedelta(minutes=5)},
+    }
+    states |= {
+        "refused": {"error_message": "not enough free nodes", "error_request_id": "req-a11y"},
+        "unknown": {"error_message": "the answer was lost"},
+        "terminated": {"cluster_id": "cl-old", "rented_at": timezone.now() - timedelta(hours=3)},
+    }
+    rentals = {"rented": running}
+    for state, fields in states.items():
+        rental = submit(f"job-{state}", [f"{state}-a", f"{state}-b"])
+        Rental.objects.filter(pk=rental.pk).update(status=state, **fields)
+        rentals[state] = rental
+    rentals["ready"] = ready_with_members(submit("job-ready", ["ready-a", "ready-b"]))
+    rentals["check_failed"] = check_failed(submit("job-check", ["check-a", "check-b"]))
+    SshPublicKey.objects.create(user=alice, name="laptop", public_key=SSH_KEY)
+    api_key_create(user=alice, name="ci", scopes=["read"])
+    endpoint, _secret = endpoint_create(customer=acme, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice)
+    endpoint_send_test(endpoint=endpoint)
+    invitation = invitation_create(customer=acme, created_by=alice)
+    return {"rentals": rentals, "offer": offer, "endpoint": endpoint, "customer": acme, "invitation": invitation}
+
+
+def ready_with_members(rental: Rental) -> Rental:
+    """Make the rental ready with two running members (SSH, Jupyter, ports: the connect panel and repairs)."""
+    Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="cl-ready", rented_at=timezone.now())
+    for rank in (0, 1):
+        ClusterMember.objects.create(
+            rental=rental,
+            pod_id=f"pod-ready-{rank}",
+            rank=rank,
+            status="RUNNING",
+            overlay_ip=f"10.42.0.{rank + 1}",
+            ssh_command=f"ssh root@192.0.2.{rank + 1} -p 2200{rank}",
+            jupyter_url=f"http://192.0.2.{rank + 1}:38888/lab?token=t{rank}",
+            ports_mapping={"22": 22000 + rank, "8888": 38888},
+        )
+    return rental
+
+
+def check_failed(rental: Rental) -> Rental:
+    """Make the rental a verified one whose fabric check named rank 1 slow (the figures per pair, two buttons)."""
+    Rental.objects.filter(pk=rental.pk).update(status="check_failed", cluster_id="cl-check", verify_fabric=True)
+    FabricCheck.objects.create(
+        rental=rental,
+        status=FabricCheck.Status.FAILED,
+        public_key_line="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFakeFakeFakeFakeFakeFakeFakeFakeFakeFake check",
+        link_rate_gbps=400,
+        floor_gbps=2400,
+        bus_bandwidth_gbps=900,
+        pairs=[{"ranks": [0, 1], "bus_bandwidth_gbps": 900}],
+        slow_ranks=[1],
+        keys_removed=True,
+        finished_at=timezone.now(),
+    )
+    return rental
+
+
+def pages_for(persona: str, world: dict[str, Any]) -> dict[str, str]:
+    """Label -> URL of every HTML page the persona can open (the URL confs, less downloads, JSON and POSTs)."""
+    rentals, acme = world["rentals"], world["customer"]
+    rented = rentals["rented"].public_id
+    every_member = {
+        "fabrics": "/fabrics/",
+        "rent-form": f"/rent/?fabric={world['offer']['fabric_id']}&cheapest=2",
+        "rentals": "/rentals/",
+        "ssh-keys": "/profile/ssh-keys/",
+        "api-keys": "/profile/api-keys/",
+        "webhooks": "/profile/webhooks/",
+        "notifications": "/profile/notifications/",
+        "usage": "/usage/",
+        "password": "/accounts/password_change/",
+    }
+    acme_pages = {f"rental-{state}": f"/rentals/{rental.public_id}/" for state, rental in rentals.items()}
+    acme_pages |= {
+        "webhook": f"/profile/webhooks/{world['endpoint'].pk}/",
+        "team": f"/customers/{acme.pk}/team/",
+    }
+    staff = {
+        "ops-overview": "/ops/",
+        "ops-search": "/ops/search/?q=acme",
+        "ops-rental": f"/ops/rentals/{rented}/",
+        "ops-usage": "/ops/usage/",
+        "ops-audit": "/ops/audit/",
+        "ops-pod-events": "/ops/pod-events/",
+        "budgets": "/billing/budgets/",
+        "removal-policy": f"/customers/{acme.pk}/removal-policy/",
+    }
+    acting = {
+        "terminate-confirm": f"/rentals/{rented}/terminate/",
+        "reboot-confirm": f"/rentals/{rented}/members/0/reboot/",
+    }
+    if persona == "anonymous":
+        return {"login": "/accounts/login/", "invitation": f"/invite/{world['invitation'].token}/"}
+    if persona == "bob":
+        return every_member
+    if persona == "alice":
+        return every_member | acme_pages | acting
+    if persona == "sam":
+        return every_member | acme_pages | staff
+    ops_action = {"ops-action": f"/ops/rentals/{rentals['unknown'].public_id}/reconcile/"}
+    if persona == "admin":  # the Django admin's own pages too (its templates are Django's; they pass as they are)
+        ops_action |= {"django-admin": "/admin/", "django-admin-rentals": "/admin/rentals/rental/"}
+    return every_member | acme_pages | staff | acting | ops_action  # olga, admin
+
+
+@pytest.fixture
+def contexts(
+    browser: Browser, live_server: Any, browser_problems: BrowserProblems
+) -> Iterator[Callable[[str], dict[Scheme, Page]]]:
+    """`contexts("alice")` logs alice in once and returns a page per colour scheme and width, sharing the login."""
+    from django.core.cache import cache
+
+    cache.clear()
+    opened: list[BrowserContext] = []
+
+    def watch(page: Page) -> Page:
+        page.set_default_timeout(15_000)
+        page.on(
+            "console",
+            lambda m: browser_problems.add(f"console.{m.type}: {m.text} ({m.location.get('url')})")
+            if m.type == "error"
+            else None,
+        )
+        page.on("pageerror", lambda error: browser_problems.add(f"page error: {error}"))
+        page.on(
+            "response",
+            lambda r: browser_problems.add(f"HTTP {r.status} for {r.url}") if r.status >= 500 else None,
+        )
+        return page
+
+    def open_for(username: str) -> dict[Scheme, Page]:
+        first = browser.new_context(base_url=live_server.url)
+        opened.append(first)
+        if username != "anonymous":
+            login = watch(first.new_page())
+            login.goto("/accounts/login/")
+            login.get_by_label("Username").fill(username)
+            login.get_by_label("Password").fill(PASSWORD)
+            login.get_by_role("button", name="Log in").click()
+            login.wait_for_url("**/fabrics/")
+        state = first.storage_state()
+        pages = {}
+        for scheme in SCHEMES:
+            context = browser.new_context(
+                base_url=live_server.url,
+                storage_state=state,  # type: ignore[arg-type]
+                color_scheme=scheme.name,  # type: ignore[arg-type]
+                viewport={"width": scheme.width, "height": 900},
+            )
+            opened.append(context)
+            pages[scheme] = watch(context.new_page())
+        return pages
+
+    yield open_for
+    for context in opened:
+        context.close()
+    if browser_problems.items:
+        pytest.fail("the browser saw problems:\n" + "\n".join(browser_problems.items), pytrace=False)
+
+
+def serious_violations(page: Page) -> list[str]:
+    """axe-core's serious and critical violations on the page as it is, one readable block each."""
+    found = []
+    for violation in AXE.run(page).response["violations"]:
+        if violation["impact"] not in FAILING_IMPACTS:
+            continue
+        nodes = "\n".join(
+            f"      {' '.join(node['target'])}: {node.get('failureSummary', '').splitlines()[-1].strip()}"
+            for node in violation["nodes"][:8]
+        )
+        found.append(f"  {violation['id']} ({violation['impact']}): {violation['help']}\n{nodes}")
+    return found
+
+
+def show_form_errors(persona: str, page: Page, world: dict[str, Any]) -> str:
+    """Submit the persona's main form wrongly (a bad password; an order with a bad pod name), leaving its errors
+    on the page; return what was submitted."""
+    if persona == "anonymous":
+        page.goto("/accounts/login/")
+        page.get_by_label("Username").fill("nobody")
+        page.get_by_label("Password").fill("wrong")
+        page.get_by_role("button", name="Log in").click()
+        page.get_by_role("alert").wait_for()
+        return "login-errors"
+    page.goto(pages_for(persona, world)["rent-form"])
+    page.get_by_label("Pod name").fill("Not A Valid Name!")  # passes the browser's checks, not the server's
+    page.get_by_role("button", name="Rent cluster").click()
+    page.locator(".has-error").first.wait_for()
+    return "rent-form-errors"
+
+
+def page_width(page: Page) -> int:
+    return int(page.evaluate("document.scrollingElement.scrollWidth"))
+
+
+@pytest.mark.parametrize("persona", ["anonymous", "alice", "bob", "sam", "olga", "admin"])
+def test_every_page_passes_axe_light_and_dark_and_fits_375_px(persona: str, world, contexts, browser_problems) -> None:  # type: ignore[no-untyped-def]
+    browser_problems.allow(r"404 .*/favicon\.ico")  # the Django admin's pages name no icon: Chromium asks anyway
+    pages = contexts(persona)
+    problems: list[str] = []
+    for label, url in pages_for(persona, world).items():
+        for scheme, page in pages.items():
+            response = page.goto(url)
+            assert response is not None and response.status == 200, f"{persona} could not open {label} ({url})"
+            page.wait_for_load_state("networkidle")
+            name = f"a11y-{persona}-{label}-{scheme.name}-{scheme.width}"
+            page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+            if scheme.width == NARROW:
+                width = page_width(page)
+                if width > NARROW:
+                    problems.append(f"{label} ({url}), {scheme.name}: the page is {width} px wide at {NARROW} px")
+            else:
+                violations = serious_violations(page)
+                if violations:
+                    problems.append(f"{label} ({url}), {scheme.name}:\n" + "\n".join(violations))
+    if persona in ("anonymous", "bob"):  # forms showing their errors: one persona each is enough
+        for scheme, page in pages.items():
+            label = show_form_errors(persona, page, world)
+            page.screenshot(path=str(SCREENSHOTS / f"a11y-{persona}-{label}-{scheme.name}-{scheme.width}.png"))
+            found = [f"the page is {page_width(page)} px wide"] if page_width(page) > scheme.width else []
+            found += serious_violations(page) if scheme.width != NARROW else []
+            if found:
+                problems.append(f"{label}, {scheme.name} {scheme.width} px:\n" + "\n".join(found))
+    assert not problems, f"accessibility problems for {persona}:\n" + "\n".join(problems)
