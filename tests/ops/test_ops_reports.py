@@ -149,9 +149,9 @@ def many_rows(make_rental, globex, olga):  # type: ignore[no-untyped-def]
 def test_the_overview_runs_a_fixed_number_of_queries(many_rows, sam, client_for, django_assert_max_num_queries) -> None:
     client = client_for(sam)
     # The same at any size: session and user (3), the figures (counts 2, attention 1, upstream 2, the sweeper
-    # 1, the estimates' error 1), the runway panel (2), the statement panel (3: open notices, disagreeing pod-days,
-    # the last check).
-    with django_assert_max_num_queries(15):
+    # 1, the estimates' error 1), the charts (2: outcomes per hour, times to ready), the runway panel (2), the
+    # statement panel (3: open notices, disagreeing pod-days, the last check).
+    with django_assert_max_num_queries(17):
         html = client.get("/ops/").content.decode()
     assert 'data-testid="attention"' in html and "Stuck lease" in html and "Retrying for more than" in html
     assert "Queued for more than" not in html, "queued rentals are not stuck yet"
