@@ -18,7 +18,9 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_http_methods, require_POST
 from requests import RequestException
 
+from accounts.audit import account_change_record
 from accounts.models import Customer
+from accounts.users import request_user
 from billing.roles import may_manage_team
 from billing.selectors import customer_get_for_user
 from sso import services
@@ -47,10 +49,14 @@ def sso_config(request: HttpRequest, customer_id: int) -> HttpResponse:
         form = SsoConfigForm(request.POST, customer_id=customer.pk, existing=existing)
         if form.is_valid():
             try:
-                services.sso_config_save(customer=customer, **form.cleaned_data)
+                config = services.sso_config_save(customer=customer, **form.cleaned_data)
             except IntegrityError:  # another customer claimed one of the domains a moment ago
                 form.add_error("domains", "One of these domains was just claimed by another customer.")
             else:
+                domains = ", ".join(form.cleaned_data["domains"])
+                what = f"saved single sign-on of {customer.name}: {config.issuer_url} for {domains}"
+                what += " (mandatory)" if config.mandatory else ""
+                account_change_record(user=request_user(request), what=what, request=request)
                 messages.success(request, f"Single sign-on saved for {customer.name}.")
                 return redirect("sso:config", customer_id=customer.pk)
     else:
@@ -74,6 +80,8 @@ def sso_config(request: HttpRequest, customer_id: int) -> HttpResponse:
 def sso_config_remove(request: HttpRequest, customer_id: int) -> HttpResponse:
     customer = _managed_customer(request, customer_id)
     services.sso_config_delete(customer=customer)
+    what = f"removed single sign-on of {customer.name}"
+    account_change_record(user=request_user(request), what=what, request=request)
     messages.success(request, f"Single sign-on removed for {customer.name}: its people sign in with a password.")
     return redirect("sso:config", customer_id=customer.pk)
 

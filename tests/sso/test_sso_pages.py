@@ -9,6 +9,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 from allauth.socialaccount.models import SocialApp
 
+from accounts.models import AccountChange
 from billing.models import CustomerAdmin
 from sso.models import SsoConfig
 from sso.oidc.adapter import CustomerOidcAdapter
@@ -73,6 +74,18 @@ def test_a_plain_member_cannot_change_sso_and_an_operator_can(acme, carol, olga,
     assert client_for(olga).post(f"/customers/{acme.pk}/sso/", FORM).status_code == 302
     assert client_for(olga).post(f"/customers/{acme.pk}/sso/remove/").status_code == 302
     assert not SsoConfig.objects.exists()
+
+
+def test_saving_and_removing_sso_is_on_the_audit_trail_without_the_secret(acme, olga, client_for) -> None:  # type: ignore[no-untyped-def]
+    client = client_for(olga)
+    client.post(f"/customers/{acme.pk}/sso/", {**FORM, "mandatory": "on"})
+    client.post(f"/customers/{acme.pk}/sso/remove/")
+    saved, removed = AccountChange.objects.order_by("pk")
+    assert saved.actor == olga and "single sign-on of Acme" in saved.what and "acme.example" in saved.what
+    assert "mandatory" in saved.what and SECRET not in saved.what
+    assert removed.actor == olga and "removed single sign-on of Acme" in removed.what
+    audit = client.get("/ops/audit/").content.decode()
+    assert "single sign-on of Acme" in audit
 
 
 def test_sign_in_with_your_company_goes_to_the_domains_provider_with_pkce_state_and_nonce(
