@@ -26,7 +26,7 @@ OUTCOMES: tuple[tuple[str, str, frozenset[str]], ...] = (
         "Rented (ready, running or ended)",
         frozenset({S.RENTED, S.VERIFYING, S.READY, S.DEGRADED, S.CHECK_FAILED, S.TERMINATING, S.TERMINATED}),
     ),
-    ("pending", "Still being sent", frozenset({S.QUEUED, S.SENDING, S.RETRYING})),
+    ("pending", "Scheduled or still being sent", frozenset({S.SCHEDULED, S.QUEUED, S.SENDING, S.RETRYING})),
     ("refused", "Refused", frozenset({S.REFUSED})),
     ("failed", "Failed or not rented", frozenset({S.FAILED, S.NOT_RENTED})),
     ("unknown", "Unknown", frozenset({S.UNKNOWN})),

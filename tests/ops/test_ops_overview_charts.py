@@ -115,7 +115,7 @@ def test_the_overview_draws_both_charts_with_their_figures_and_tables(make_renta
     day, week = html.split('data-testid="outcome-chart"')[1:3]
     assert legend(day) == {
         "Rented (ready, running or ended)": 1,
-        "Still being sent": 0,
+        "Scheduled or still being sent": 0,
         "Refused": 1,
         "Failed or not rented": 0,
         "Unknown": 0,
