@@ -63,7 +63,7 @@ import sys
 
 distinct = set(json.load(open(sys.argv[1]))["distinct"])
 every = {"queued", "sending", "retrying", "rented", "verifying", "check_failed", "ready", "degraded", "refused",
-         "failed", "unknown", "not_rented", "cancelled", "terminating", "terminated"}
+         "failed", "unknown", "not_rented", "cancelled", "terminating", "terminated", "scheduled"}
 print(f"backup_restore_drill: rentals in {len(distinct)} states: {', '.join(sorted(distinct))}", file=sys.stderr)
 sys.exit(0 if every <= distinct else 1)
 PY

@@ -10,7 +10,8 @@ DRILL_STEP=real      with the workers up: rentals through the simulator (ready, 
 DRILL_STEP=inserted  with the workers stopped: the other states through the ORM. queued, sending (an expired
                      lease) and retrying on real free nodes, so the restored stack really sends them; refused,
                      failed, not_rented, cancelled, unknown, rented, verifying, check_failed, degraded, terminating
-                     with made-up nodes and clusters (their rows are what the backup must bring back).
+                     with made-up nodes and clusters, and scheduled a day ahead (their rows are what the backup
+                     must bring back; the scheduled one must still be waiting).
 DRILL_STEP=judge     after the restore, with the stack up again: every rental in flight at the backup settles, and
                      on what the simulator's ledger says (a held cluster: exactly the one the ledger has for its
                      key; nothing rented: none); no key was rented twice; the real ready rentals are still ready.
@@ -60,6 +61,7 @@ INSERTED_SETTLED = (
     "check_failed",
     "degraded",
     "terminating",
+    "scheduled",  # a day ahead: it must come back still waiting for its time
 )
 
 
@@ -153,11 +155,14 @@ def step_inserted() -> dict[str, Any]:
     for n, status in enumerate(INSERTED_SETTLED):
         rental = submit(f"drill-{status.replace('_', '-')}", "drill-fabric", [f"drill-node-{n}a", f"drill-node-{n}b"])
         fields: dict[str, Any] = {"status": status, **window}
+        if status == "scheduled":
+            fields = {"status": status, "start_at": now + timedelta(days=1)}
         if status in (*HOLDS, "terminating"):
             fields |= {"cluster_id": f"drill-cluster-{n}", "pod_ids": [f"drill-pod-{n}a", f"drill-pod-{n}b"]}
             fields |= {"rented_at": now}
         Rental.objects.filter(pk=rental.pk).update(**fields)
-        attempt(rental, "refused" if status == "refused" else "confirmed", 409 if status == "refused" else 200)
+        if status != "scheduled":  # never sent yet
+            attempt(rental, "refused" if status == "refused" else "confirmed", 409 if status == "refused" else 200)
     if not Delivery.objects.exists():  # the endpoint above makes one per transition; never leave the table empty
         event = Event.objects.create(type="rental.ready", customer=customer(), body="{}", created_at=now)
         Delivery.objects.create(event=event, kind="webhook", endpoint=WebhookEndpoint.objects.first(), give_up_at=now)
@@ -203,6 +208,9 @@ def step_judge() -> dict[str, Any]:
             problems.append(f"{rental.pod_name}: {rental.status}, yet the ledger has {clusters}")
         if rental.pod_name in REAL_READY and rental.status != "ready":
             problems.append(f"{rental.pod_name}: was ready at the backup, now {rental.status}")
+    waiting = Rental.objects.filter(pod_name="drill-scheduled").values_list("status", flat=True).first()
+    if waiting != "scheduled":
+        problems.append(f"drill-scheduled: was waiting for its time a day ahead, now {waiting}")
     result = {"in_flight_then": list(IN_FLIGHT), "now": found, "problems": problems, **states()}
     if problems:
         print(json.dumps(result), flush=True)
