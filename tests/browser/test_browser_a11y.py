@@ -211,7 +211,8 @@ def pages_for(persona: str, world: dict[str, Any]) -> dict[str, str]:
     }
     acting = {
         "terminate-confirm": f"/rentals/{rented}/terminate/",
-        "reboot-confirm": f"/rentals/{rented}/members/0/reboot/",
+        # the ready rental's: its members run (a rental still coming up has nothing to reboot and goes back)
+        "reboot-confirm": f"/rentals/{rentals['ready'].public_id}/members/0/reboot/",
     }
     if persona == "anonymous":
         return {
