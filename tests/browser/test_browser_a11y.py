@@ -93,7 +93,11 @@ def world(simulator: Simulator, monkeypatch: pytest.MonkeyPatch, acme, alice, bo
     states |= {
         "refused": {"error_message": "not enough free nodes", "error_request_id": "req-a11y"},
         "unknown": {"error_message": "the answer was lost"},
-        "terminated": {"cluster_id": "cl-old", "rented_at": timezone.now() - timedelta(hours=3)},
+        "terminated": {  # with a price: the usage page's spend per cluster draws
+            "cluster_id": "cl-old",
+            "rented_at": timezone.now() - timedelta(hours=3),
+            "price_per_hour": Decimal("12.50"),
+        },
     }
     rentals = {"rented": running}
     for state, fields in states.items():
@@ -131,7 +135,8 @@ def ready_with_members(rental: Rental) -> Rental:
         status="ready",
         cluster_id="cl-ready",
         gpu_type="H100",
-        first_sent_at=now - timedelta(minutes=3),
+        created_at=now - timedelta(minutes=4),
+        first_sent_at=now - timedelta(minutes=4),
         rented_at=now - timedelta(minutes=3),
         ready_at=now - timedelta(minutes=1),
     )
