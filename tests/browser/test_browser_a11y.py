@@ -230,8 +230,8 @@ def pages_for(persona: str, world: dict[str, Any]) -> dict[str, str]:
         return {"recovery-codes": "/accounts/2fa/recovery-codes/"} | every_member
     if persona == "alice":
         return every_member | acme_pages | managing | acting
-    if persona == "sam":
-        return every_member | acme_pages | staff
+    if persona == "sam":  # support reads only: the rent form sends it back to the fabrics
+        return {label: url for label, url in every_member.items() if label != "rent-form"} | acme_pages | staff
     ops_action = {"ops-action": f"/ops/rentals/{rentals['unknown'].public_id}/reconcile/"}
     if persona == "admin":  # the Django admin's own pages too (its templates are Django's; they pass as they are)
         ops_action |= {"django-admin": "/admin/", "django-admin-rentals": "/admin/rentals/rental/"}
