@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import timedelta
+from decimal import Decimal
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from django.utils import timezone
@@ -31,10 +32,16 @@ except ImportError:
         raise
     pytest.skip("browser tests need playwright and axe-playwright-python (uv sync)", allow_module_level=True)
 
+from allauth.mfa.recovery_codes.internal.auth import RecoveryCodes
+
 from accounts.models import SshPublicKey
 from api.keys import api_key_create
 from billing.invitations import admin_set, invitation_create
+from billing.models import CustomerQuota
+from billing.services import budget_set_by_operator
 from notifications.services import endpoint_create, endpoint_send_test
+from presets import watching
+from presets.models import Preset
 from rentals import engine
 from rentals.models import ClusterMember, FabricCheck, Rental
 from rentals.ordering import RentOrder
@@ -46,21 +53,22 @@ pytestmark = [pytest.mark.browser, pytest.mark.e2e, pytest.mark.django_db(transa
 NARROW = 375
 FAILING_IMPACTS = ("serious", "critical")
 AXE = Axe()
+# Pages that move on by design; every other page must be itself, not the sign-in or a "confirm your password" page.
+LANDS_ON = {"invitation": "/invite/"}  # the token goes into the session, out of the address bar
 
 
-@dataclass(frozen=True)
-class Scheme:
-    name: str  # "light" or "dark": Playwright's color_scheme, which `prefers-color-scheme` reads
-    width: int
-
-
-SCHEMES = (Scheme("light", 1280), Scheme("dark", 1280), Scheme("light", NARROW), Scheme("dark", NARROW))
+WIDTHS = (1280, NARROW)
+# Playwright's color_scheme, which `prefers-color-scheme` reads. The theme is CSS alone (site.css), so one load
+# per width serves both: the scheme is switched on the loaded page.
+COLOUR_SCHEMES = ("light", "dark")
 
 
 @pytest.fixture
 def world(simulator: Simulator, monkeypatch: pytest.MonkeyPatch, acme, alice, bob, sam, olga, carol) -> dict[str, Any]:  # type: ignore[no-untyped-def]
     """Acme's rentals in several states (one really rented on the simulator, with members), alice as Acme's
-    admin with a saved key, an API key, a webhook with a delivery and an open invitation; an admin."""
+    admin with a saved key, an API key, a webhook with a delivery and an open invitation; an admin. Acme has a
+    budget and quotas (the usage chart's budget line, the team page's quotas card), a preset and a capacity watch;
+    bob has recovery codes (no TOTP, so he still signs in with a password alone)."""
     from tests.conftest import _user
 
     monkeypatch.setattr("rentals.enqueue._enqueue", lambda *args, **kwargs: None)
@@ -80,11 +88,16 @@ def world(simulator: Simulator, monkeypatch: pytest.MonkeyPatch, acme, alice, bo
     states: dict[str, dict[str, object]] = {
         "queued": {},
         "retrying": {"next_attempt_at": timezone.now() + timedelta(minutes=5)},
+        "scheduled": {"start_at": timezone.now() + timedelta(hours=6)},
     }
     states |= {
         "refused": {"error_message": "not enough free nodes", "error_request_id": "req-a11y"},
         "unknown": {"error_message": "the answer was lost"},
-        "terminated": {"cluster_id": "cl-old", "rented_at": timezone.now() - timedelta(hours=3)},
+        "terminated": {  # with a price: the usage page's spend per cluster draws
+            "cluster_id": "cl-old",
+            "rented_at": timezone.now() - timedelta(hours=3),
+            "price_per_hour": Decimal("12.50"),
+        },
     }
     rentals = {"rented": running}
     for state, fields in states.items():
@@ -98,12 +111,35 @@ def world(simulator: Simulator, monkeypatch: pytest.MonkeyPatch, acme, alice, bo
     endpoint, _secret = endpoint_create(customer=acme, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice)
     endpoint_send_test(endpoint=endpoint)
     invitation = invitation_create(customer=acme, created_by=alice)
-    return {"rentals": rentals, "offer": offer, "endpoint": endpoint, "customer": acme, "invitation": invitation}
+    budget_set_by_operator(customer=acme, monthly_budget_usd=Decimal(5000), enforce=False, grace_hours=24)
+    CustomerQuota.objects.create(customer=acme, max_gpus=16, max_clusters=4, max_hourly_usd=Decimal(200))
+    preset = Preset.objects.create(customer=acme, name="nightly", node_count=2, pod_name="job", ssh_public_keys=SSH_KEY)
+    wanted = {"node_count": 2, "gpu_type": "H100", "max_price_per_node_hour": Decimal("17.5")}
+    watching.watch_create(customer=acme, created_by=alice, fields=wanted, preset=preset)
+    RecoveryCodes.activate(bob)
+    return {
+        "rentals": rentals,
+        "offer": offer,
+        "endpoint": endpoint,
+        "customer": acme,
+        "invitation": invitation,
+        "carol": carol.memberships.get(),
+    }
 
 
 def ready_with_members(rental: Rental) -> Rental:
-    """Make the rental ready with two running members (SSH, Jupyter, ports: the connect panel and repairs)."""
-    Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="cl-ready", rented_at=timezone.now())
+    """Make the rental ready with two running members (SSH, Jupyter, ports: the connect panel and repairs); its
+    times draw the ops overview's time-to-ready chart."""
+    now = timezone.now()
+    Rental.objects.filter(pk=rental.pk).update(
+        status="ready",
+        cluster_id="cl-ready",
+        gpu_type="H100",
+        created_at=now - timedelta(minutes=4),
+        first_sent_at=now - timedelta(minutes=4),
+        rented_at=now - timedelta(minutes=3),
+        ready_at=now - timedelta(minutes=1),
+    )
     for rank in (0, 1):
         ClusterMember.objects.create(
             rental=rental,
@@ -140,7 +176,13 @@ def pages_for(persona: str, world: dict[str, Any]) -> dict[str, str]:
     """Label -> URL of every HTML page the persona can open (the URL confs, less downloads, JSON and POSTs)."""
     rentals, acme = world["rentals"], world["customer"]
     rented = rentals["rented"].public_id
+    # allauth's pages first: its two-factor pages ask for the password again 5 minutes after `contexts` gave it
     every_member = {
+        "reauthenticate": "/accounts/reauthenticate/",
+        "account-email": "/accounts/email/",
+        "two-factor": "/accounts/2fa/",
+        "totp-activate": "/accounts/2fa/totp/activate/",
+        "sessions": "/accounts/sessions/",
         "fabrics": "/fabrics/",
         "rent-form": f"/rent/?fabric={world['offer']['fabric_id']}&cheapest=2",
         "rentals": "/rentals/",
@@ -149,12 +191,18 @@ def pages_for(persona: str, world: dict[str, Any]) -> dict[str, str]:
         "webhooks": "/profile/webhooks/",
         "notifications": "/profile/notifications/",
         "usage": "/usage/",
-        "password": "/accounts/password_change/",
+        "password": "/accounts/password/change/",
+        "presets": "/presets/",
+        "watches": "/watches/",
     }
     acme_pages = {f"rental-{state}": f"/rentals/{rental.public_id}/" for state, rental in rentals.items()}
     acme_pages |= {
         "webhook": f"/profile/webhooks/{world['endpoint'].pk}/",
-        "team": f"/customers/{acme.pk}/team/",
+        "team": f"/customers/{acme.pk}/team/",  # with its quotas card
+    }
+    managing = {  # the team's admins and operators, not support
+        "member-sessions": f"/customers/{acme.pk}/team/members/{world['carol'].pk}/sessions/",
+        "sso-config": f"/customers/{acme.pk}/sso/",
     }
     staff = {
         "ops-overview": "/ops/",
@@ -168,27 +216,33 @@ def pages_for(persona: str, world: dict[str, Any]) -> dict[str, str]:
     }
     acting = {
         "terminate-confirm": f"/rentals/{rented}/terminate/",
-        "reboot-confirm": f"/rentals/{rented}/members/0/reboot/",
+        # the ready rental's: its members run (a rental still coming up has nothing to reboot and goes back)
+        "reboot-confirm": f"/rentals/{rentals['ready'].public_id}/members/0/reboot/",
     }
     if persona == "anonymous":
-        return {"login": "/accounts/login/", "invitation": f"/invite/{world['invitation'].token}/"}
+        return {
+            "login": "/accounts/login/",
+            "invitation": f"/invite/{world['invitation'].token}/",
+            "password-reset": "/accounts/password/reset/",
+            "sso-start": "/accounts/sso/",
+        }
     if persona == "bob":
-        return every_member
+        return {"recovery-codes": "/accounts/2fa/recovery-codes/"} | every_member
     if persona == "alice":
-        return every_member | acme_pages | acting
-    if persona == "sam":
-        return every_member | acme_pages | staff
+        return every_member | acme_pages | managing | acting
+    if persona == "sam":  # support reads only: the rent form sends it back to the fabrics
+        return {label: url for label, url in every_member.items() if label != "rent-form"} | acme_pages | staff
     ops_action = {"ops-action": f"/ops/rentals/{rentals['unknown'].public_id}/reconcile/"}
     if persona == "admin":  # the Django admin's own pages too (its templates are Django's; they pass as they are)
         ops_action |= {"django-admin": "/admin/", "django-admin-rentals": "/admin/rentals/rental/"}
-    return every_member | acme_pages | staff | acting | ops_action  # olga, admin
+    return every_member | acme_pages | managing | staff | acting | ops_action  # olga, admin
 
 
 @pytest.fixture
 def contexts(
     browser: Browser, live_server: Any, browser_problems: BrowserProblems
-) -> Iterator[Callable[[str], dict[Scheme, Page]]]:
-    """`contexts("alice")` logs alice in once and returns a page per colour scheme and width, sharing the login."""
+) -> Iterator[Callable[[str], dict[int, Page]]]:
+    """`contexts("alice")` logs alice in once and returns a page per width, sharing the login."""
     from django.core.cache import cache
 
     cache.clear()
@@ -209,7 +263,7 @@ def contexts(
         )
         return page
 
-    def open_for(username: str) -> dict[Scheme, Page]:
+    def open_for(username: str) -> dict[int, Page]:
         first = browser.new_context(base_url=live_server.url)
         opened.append(first)
         if username != "anonymous":
@@ -219,17 +273,21 @@ def contexts(
             login.get_by_label("Password").fill(PASSWORD)
             login.get_by_role("button", name="Log in").click()
             login.wait_for_url("**/fabrics/")
+            # allauth's two-factor pages ask for the password again unless given in the last 5 minutes
+            login.goto("/accounts/reauthenticate/?next=/accounts/2fa/")
+            login.get_by_label("Password").fill(PASSWORD)
+            login.get_by_role("button", name="Confirm").click()
+            login.wait_for_url("**/accounts/2fa/")
         state = first.storage_state()
         pages = {}
-        for scheme in SCHEMES:
+        for width in WIDTHS:
             context = browser.new_context(
                 base_url=live_server.url,
                 storage_state=state,  # type: ignore[arg-type]
-                color_scheme=scheme.name,  # type: ignore[arg-type]
-                viewport={"width": scheme.width, "height": 900},
+                viewport={"width": width, "height": 900},
             )
             opened.append(context)
-            pages[scheme] = watch(context.new_page())
+            pages[width] = watch(context.new_page())
         return pages
 
     yield open_for
@@ -280,26 +338,33 @@ def test_every_page_passes_axe_light_and_dark_and_fits_375_px(persona: str, worl
     pages = contexts(persona)
     problems: list[str] = []
     for label, url in pages_for(persona, world).items():
-        for scheme, page in pages.items():
+        for width, page in pages.items():
             response = page.goto(url)
             assert response is not None and response.status == 200, f"{persona} could not open {label} ({url})"
+            landed = urlsplit(page.url).path
+            expected = LANDS_ON.get(label, urlsplit(url).path)
+            assert landed == expected, f"{persona} opening {label} ({url}) landed on {landed}"
             page.wait_for_load_state("networkidle")
-            name = f"a11y-{persona}-{label}-{scheme.name}-{scheme.width}"
-            page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-            if scheme.width == NARROW:
-                width = page_width(page)
-                if width > NARROW:
-                    problems.append(f"{label} ({url}), {scheme.name}: the page is {width} px wide at {NARROW} px")
-            else:
-                violations = serious_violations(page)
-                if violations:
-                    problems.append(f"{label} ({url}), {scheme.name}:\n" + "\n".join(violations))
+            for colours in COLOUR_SCHEMES:
+                page.emulate_media(color_scheme=colours)  # type: ignore[arg-type]
+                name = f"a11y-{persona}-{label}-{colours}-{width}"
+                page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+                if width == NARROW:
+                    wide = page_width(page)
+                    if wide > NARROW:
+                        problems.append(f"{label} ({url}), {colours}: the page is {wide} px wide at {NARROW} px")
+                else:
+                    violations = serious_violations(page)
+                    if violations:
+                        problems.append(f"{label} ({url}), {colours}:\n" + "\n".join(violations))
     if persona in ("anonymous", "bob"):  # forms showing their errors: one persona each is enough
-        for scheme, page in pages.items():
+        for width, page in pages.items():
             label = show_form_errors(persona, page, world)
-            page.screenshot(path=str(SCREENSHOTS / f"a11y-{persona}-{label}-{scheme.name}-{scheme.width}.png"))
-            found = [f"the page is {page_width(page)} px wide"] if page_width(page) > scheme.width else []
-            found += serious_violations(page) if scheme.width != NARROW else []
-            if found:
-                problems.append(f"{label}, {scheme.name} {scheme.width} px:\n" + "\n".join(found))
+            for colours in COLOUR_SCHEMES:
+                page.emulate_media(color_scheme=colours)  # type: ignore[arg-type]
+                page.screenshot(path=str(SCREENSHOTS / f"a11y-{persona}-{label}-{colours}-{width}.png"))
+                found = [f"the page is {page_width(page)} px wide"] if page_width(page) > width else []
+                found += serious_violations(page) if width != NARROW else []
+                if found:
+                    problems.append(f"{label}, {colours} {width} px:\n" + "\n".join(found))
     assert not problems, f"accessibility problems for {persona}:\n" + "\n".join(problems)
