@@ -20,9 +20,12 @@ Screenshots land in test-artifacts/compose/.
 from __future__ import annotations
 
 import argparse
+import base64
+import hmac
 import os
 import re
 import shlex
+import struct
 import subprocess
 import sys
 import time
@@ -86,6 +89,22 @@ def new_context(browser: Browser, base_url: str) -> BrowserContext:
     )
     context.set_default_timeout(20_000)
     return context
+
+
+def totp_code(secret: str) -> str:
+    """The authenticator app's current code for `secret` (RFC 6238: base32 key, 30 s steps, six digits)."""
+    key = base64.b32decode(secret.upper() + "=" * (-len(secret) % 8))
+    digest = hmac.new(key, struct.pack(">Q", int(time.time()) // 30), "sha1").digest()
+    offset = digest[-1] & 0x0F
+    return f"{(struct.unpack('>I', digest[offset : offset + 4])[0] & 0x7FFFFFFF) % 1_000_000:06d}"
+
+
+def totp_enrol(page: Page) -> None:
+    """Set up the authenticator app on the enrolment page a first sign-in of staff lands on in production."""
+    secret = page.locator("#authenticator_secret").input_value()
+    page.locator("input[name=code]").fill(totp_code(secret))
+    page.get_by_role("button", name="Activate").click()
+    expect(page.locator("input[name=code]")).to_have_count(0)
 
 
 def log_in(context: BrowserContext, problems: Problems, username: str, password: str, landing: str) -> Page:
@@ -209,7 +228,12 @@ def walk(args: argparse.Namespace) -> None:
             if args.restart_services:
                 rent_through_restarts(page, problems, args)
 
-            operator = log_in(new_context(browser, args.base_url), problems, args.operator, password, "**/fabrics/")
+            # Staff must have two-factor in production (MFA_REQUIRED_FOR_STAFF): the first sign-in enrols.
+            operator = log_in(
+                new_context(browser, args.base_url), problems, args.operator, password, "**/2fa/totp/activate/"
+            )
+            totp_enrol(operator)
+            say(f"operator {args.operator} set up two-factor at the first sign-in")
             operator.goto("/ops/")
             expect(operator.get_by_role("heading", name="Operations")).to_be_visible()
             operator.goto(second)
