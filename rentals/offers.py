@@ -84,13 +84,15 @@ def offers_get(*, credential: UpstreamCredential, refresh: bool = False) -> Offe
         cached = _shared_listing(credential)
         if cached is not None:
             return cached
+    asked_at = time.time()
     listing_key, stamp_key, taken_key = _keys(credential)
     with _refresh_locks_guard:
         lock = _refresh_locks.setdefault(listing_key, threading.Lock())
     with lock:
-        # Another thread may have refreshed while this one waited for the lock.
+        # Another thread may have refreshed while this one waited for the lock; a refresh takes only a listing
+        # fetched after it was asked for, never one from before a change it is meant to see.
         cached = _shared_listing(credential)
-        if cached is not None and (not refresh or cached.age_seconds < 1):
+        if cached is not None and (not refresh or cached.fetched_at > asked_at):
             return cached
         listing = OfferListing(fabrics=upstream.client_for(credential).list_offers(), fetched_at=time.time())
         # The listing before its stamp: a reader that sees the stamp finds the listing it names.

@@ -6,6 +6,7 @@ nodes taken since, so a just-ordered node disappears everywhere without another 
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -108,10 +109,44 @@ def test_a_node_ordered_a_moment_ago_stays_hidden_when_the_listing_is_refreshed(
     offering them again would send the next customer to a sure refusal."""
     offers.offers_get(credential=credential)
     offers.offers_take(credential=credential, node_ids=["n00"])
-    wall_clock.now += 2  # past the one-second single-flight window, well inside the hold
+    wall_clock.now += 2  # well inside the hold
     refreshed = offers.offers_get(credential=credential, refresh=True)
     assert upstream.calls == 2, "the refresh asked the upstream"
     assert "n00" not in free_ids(refreshed), "the fresh listing, which still lists it, must not offer it"
+
+
+def test_a_refresh_asked_after_a_change_reads_the_upstream_again(
+    credential, upstream: CountingUpstream, wall_clock: WallClock
+) -> None:
+    """A scheduled send refreshes to see whether its nodes were taken meanwhile (by another account, say): a listing
+    fetched a moment before that, however recent, cannot tell it (CI once sent such an order instead of refusing it)."""
+    offers.offers_get(credential=credential)
+    offers.offers_get(credential=credential, refresh=True)  # the same instant as the first fetch
+    assert upstream.calls == 2
+
+
+def test_refreshes_waiting_for_one_another_share_one_upstream_call(credential, upstream: CountingUpstream) -> None:
+    """Many threads asking for a refresh at once (single flight): the ones that waited take the listing fetched
+    while they waited."""
+    started = threading.Barrier(4)
+    slow_list = upstream.list_offers
+
+    def list_offers_slowly() -> list[Fabric]:
+        time.sleep(0.3)
+        return slow_list()
+
+    upstream.list_offers = list_offers_slowly  # type: ignore[method-assign]
+
+    def refresh() -> None:
+        started.wait()
+        offers.offers_get(credential=credential, refresh=True)
+
+    threads = [threading.Thread(target=refresh) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert upstream.calls == 1
 
 
 def test_taken_nodes_stay_hidden_as_long_as_the_listing_they_were_taken_from(
