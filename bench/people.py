@@ -37,7 +37,7 @@ def login(web: str, username: str) -> httpx.Client:
     response = client.post(
         "/accounts/login/",
         data={
-            "username": username,
+            "login": username,  # allauth's sign-in form (username or e-mail)
             "password": PASSWORD,
             "csrfmiddlewaretoken": client.cookies.get("csrftoken", ""),
         },
