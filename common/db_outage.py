@@ -1,7 +1,7 @@
 """A database that is gone for a moment (PostgreSQL restarting or failing over) answers 503 with Retry-After.
 
 Without this, a lost connection surfaced as a 500 ("something is broken") although trying again a few seconds
-later works: the pool drops the dead connection (CONN_HEALTH_CHECKS) and the next request gets a new one. The
+later works: the pool drops the dead connection (`common.db_pool`) and the next request gets a new one. The
 middleware catches what a view raises; `dashboard.views.server_error` what a middleware raised; the JSON API
 answers the same in its envelope (`api.errors`).
 """

@@ -136,11 +136,17 @@ DB_POOL_MAX_SIZE = env.int("DB_POOL_MAX_SIZE", 8, validate=NOT_NEGATIVE)
 # web process sets it short, so a request during a database outage is not held for long.
 DB_POOL_TIMEOUT_SECONDS = env.int("DB_POOL_TIMEOUT_SECONDS", 30, validate=POSITIVE)
 if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and DB_POOL_MAX_SIZE:
+    from common.db_pool import pooled_connection_check
+
     DATABASES["default"]["CONN_MAX_AGE"] = 0  # Django refuses persistent connections with a pool
+    # Django's backend, but the pool checks a connection before lending it with a round trip only when the
+    # server has closed it (`common.db_pool`), not on every loan.
+    DATABASES["default"]["ENGINE"] = "common.db.postgresql"
     DATABASES["default"].setdefault("OPTIONS", {})["pool"] = {
         "min_size": 1,
         "max_size": DB_POOL_MAX_SIZE,
         "timeout": DB_POOL_TIMEOUT_SECONDS,
+        "check": pooled_connection_check,
     }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The web server and the worker write to one file: wait for a lock instead of failing, keep readers

@@ -92,7 +92,7 @@ def postgres_settings(**env: str) -> dict[str, object]:
     code = (
         "import json; from dashboard import settings as s; d = s.DATABASES['default']; "
         "print(json.dumps({'checks': d.get('CONN_HEALTH_CHECKS'), 'pool': d.get('OPTIONS', {}).get('pool'),"
-        " 'max_age': d.get('CONN_MAX_AGE')}))"
+        " 'max_age': d.get('CONN_MAX_AGE')}, default=lambda f: f.__module__ + '.' + f.__name__))"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],
@@ -107,12 +107,13 @@ def postgres_settings(**env: str) -> dict[str, object]:
 
 
 def test_a_dead_connection_is_dropped_before_use_and_the_wait_for_one_is_bounded_by_a_setting() -> None:
-    """After a restart every pooled connection is dead: the pool checks each before lending it (Django's
-    CONN_HEALTH_CHECKS), so a task never fails on one; DB_POOL_TIMEOUT_SECONDS bounds how long a request waits
-    for a connection while the server is down (the web process sets it short: a quick 503, not a hang)."""
+    """After a restart every pooled connection is dead: the pool checks each before lending it
+    (`common.db_pool`, tested in test_pooled_connection_check.py), so a task never fails on one; unpooled, Django's
+    CONN_HEALTH_CHECKS does. DB_POOL_TIMEOUT_SECONDS bounds how long a request waits for a connection while the
+    server is down (the web process sets it short: a quick 503, not a hang)."""
     pooled = postgres_settings()
-    assert pooled["checks"] is True
     assert isinstance(pooled["pool"], dict) and pooled["pool"]["timeout"] == 30
+    assert pooled["pool"]["check"] == "common.db_pool.pooled_connection_check"
     assert postgres_settings(DB_POOL_TIMEOUT_SECONDS="3")["pool"]["timeout"] == 3  # type: ignore[index]
     unpooled = postgres_settings(DB_POOL_MAX_SIZE="0", DB_CONN_MAX_AGE="60")
     assert unpooled["checks"] is True and unpooled["max_age"] == 60
