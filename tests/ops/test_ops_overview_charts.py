@@ -41,6 +41,11 @@ def test_one_busy_hour_stacks_its_outcomes_from_the_bottom() -> None:
     assert unknown.y + unknown.height == refused.y and unknown.y == 8  # five is the axis' top
     assert rented.height == pytest.approx(3 * refused.height)
     assert busy.x == chart.bars[21].x  # the 22nd of 24 hours, the current one last
+    # Drawn as one path per outcome, a closed rectangle per bar.
+    w = chart.bar_width
+    assert chart.paths == [
+        (seg.outcome, f"M{busy.x} {seg.y}h{w}v{seg.height}h-{w}Z") for seg in (rented, refused, unknown)
+    ]
 
 
 def test_the_week_labels_midnights_and_counts_every_hour() -> None:
@@ -123,7 +128,8 @@ def test_the_overview_draws_both_charts_with_their_figures_and_tables(make_renta
     }
     assert legend(week)["Unknown"] == 1 and legend(week)["Rented (ready, running or ended)"] == 1
     assert 'role="img" aria-label="Rentals per hour by outcome, last 24 hours (UTC): rented' in day
-    assert len(re.findall(r'<rect class="o-', week.split("</svg>")[0])) == 3
+    drawn = re.findall(r'<path class="o-(\w+)" d="([^"]+)"', week.split("</svg>")[0])
+    assert [(outcome, shape.count("Z")) for outcome, shape in drawn] == [("rented", 1), ("refused", 1), ("unknown", 1)]
     rows = re.findall(r"<tr><td>\d{4}-\d\d-\d\d \d\d:00</td>((?:<td class=\"num\">\d+</td>)+)", day)
     assert sorted(re.findall(r">(\d+)<", row) for row in rows) == [
         ["0", "0", "1", "0", "0", "0", "1"],
