@@ -194,8 +194,7 @@ def _form_input(payload: Schema, **extra: Any) -> dict[str, Any]:
 @router.post("", response={201: PresetOut, **ERRORS}, summary="Save a preset")
 def preset_create(request: HttpRequest) -> HttpResponse:
     """Save a named rent form for your customer (shared with its members); its nodes are picked when used."""
-    require_scope(request, "rent")
-    require_writer(request)
+    require_writer(request, "rent")
     payload = json_body(request.body, PresetIn)
     customer = customer_for(request, payload.customer)
     form_input = _form_input(payload, ssh_public_keys="\n".join(payload.ssh_public_keys))
@@ -222,8 +221,7 @@ def preset_list(request: HttpRequest) -> HttpResponse:
 
 @router.delete("/{preset_id}", response={204: None, **ERRORS}, summary="Delete a preset")
 def preset_delete(request: HttpRequest, preset_id: int) -> HttpResponse:
-    require_scope(request, "rent")
-    require_writer(request)
+    require_writer(request, "rent")
     try:
         preset = selectors.preset_get_for_user(user=request.user, pk=preset_id, change=True)
     except Http404 as exc:
@@ -235,8 +233,7 @@ def preset_delete(request: HttpRequest, preset_id: int) -> HttpResponse:
 @watch_router.post("", response={201: WatchOut, **ERRORS}, summary="Start a capacity watch")
 def watch_create(request: HttpRequest) -> HttpResponse:
     """Watch for N free nodes on one fabric (or what a preset asks); `capacity.available` fires once on a match."""
-    require_scope(request, "rent")
-    require_writer(request)
+    require_writer(request, "rent")
     payload = json_body(request.body, WatchIn)
     customer = customer_for(request, payload.customer)
     preset = None
@@ -276,8 +273,7 @@ def watch_list(request: HttpRequest) -> HttpResponse:
 @watch_router.delete("/{watch_id}", response={204: None, **ERRORS}, summary="Cancel a capacity watch")
 def watch_cancel(request: HttpRequest, watch_id: int) -> HttpResponse:
     """End an active watch (an ended one stays as it ended)."""
-    require_scope(request, "rent")
-    require_writer(request)
+    require_writer(request, "rent")
     try:
         watch = selectors.watch_get_for_user(user=request.user, pk=watch_id, change=True)
     except Http404 as exc:

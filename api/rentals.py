@@ -45,9 +45,7 @@ router = Router()
 StatusFilter = Literal[tuple(RentalStatus.values)]  # type: ignore[valid-type]
 
 
-def _aware(value: datetime | None, name: str) -> datetime | None:
-    if value is None:
-        return None
+def _aware(value: datetime, name: str) -> datetime:
     try:
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
@@ -87,12 +85,10 @@ def rental_list(
         except DjangoValidationError as exc:
             raise ApiError(422, "validation_error", f"customer_ref: {exc.messages[0]}") from exc
         rentals = rentals.filter(customer_ref=customer_ref)
-    after = _aware(created_after, "created_after")
-    before = _aware(created_before, "created_before")
-    if after is not None:
-        rentals = rentals.filter(created_at__gte=after)
-    if before is not None:
-        rentals = rentals.filter(created_at__lt=before)
+    if created_after is not None:
+        rentals = rentals.filter(created_at__gte=_aware(created_after, "created_after"))
+    if created_before is not None:
+        rentals = rentals.filter(created_at__lt=_aware(created_before, "created_before"))
     rentals = rentals.order_by("-created_at", "-id")
     if cursor:
         try:
@@ -116,6 +112,15 @@ def rental_for(request: HttpRequest, rental_id: str) -> Rental:
     except Http404 as exc:
         raise ApiError(404, "not_found", "No such rental.") from exc
     return _with_details(Rental.objects.select_related("customer")).get(pk=rental.pk)
+
+
+def rental_to_change(request: HttpRequest, rental_id: str) -> Rental:
+    """Return the rental if this key's user may change it (scope, role and customer checked)."""
+    require_writer(request, "manage")
+    rental, user = rental_for(request, rental_id), request_user(request)
+    if not is_operator(user) and not rental.customer.memberships.filter(user_id=user.pk).exists():
+        raise ApiError(403, "forbidden", "You may not change this rental.")
+    return rental
 
 
 @router.get(
@@ -147,11 +152,7 @@ def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
     409 `cluster_not_known_yet`: wait until its nodes appear and try again, or, when they have not appeared
     within the grace (its `explanation` says so), ask support to reconcile it.
     """
-    require_scope(request, "manage")
-    require_writer(request)
-    rental, user = rental_for(request, rental_id), request_user(request)
-    if not is_operator(user) and not rental.customer.memberships.filter(user_id=user.pk).exists():
-        raise ApiError(403, "forbidden", "You may not change this rental.")
+    rental, user = rental_to_change(request, rental_id), request_user(request)
     if rental.status == RentalStatus.TERMINATING:
         return json_response(rental_dict(rental), status=202)
     try:
@@ -205,8 +206,7 @@ def rental_create(
     ),
 ) -> HttpResponse:
     """Save an all-or-nothing cluster order; a worker sends it to Lium. Poll `GET /rentals/{id}` for progress."""
-    require_scope(request, "rent")
-    require_writer(request)
+    require_writer(request, "rent")
     raw = request.body
     record = None
     if idempotency_key is not None:

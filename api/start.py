@@ -18,8 +18,7 @@ from pydantic import ConfigDict, Field
 from accounts.users import request_user
 from api.bodies import json_body
 from api.errors import ApiError
-from api.removal import _changeable
-from api.rentals import rental_for
+from api.rentals import rental_for, rental_to_change
 from api.representations import json_response, rental_dict
 from api.schemas import ERRORS, RentalOut
 from rentals import scheduled, services
@@ -48,7 +47,7 @@ START_BODY = {
 )
 def rental_start_set(request: HttpRequest, rental_id: str) -> HttpResponse:
     """Move the start time of a rental that is still `scheduled`."""
-    rental = _changeable(request, rental_id)
+    rental = rental_to_change(request, rental_id)
     data = json_body(request.body, StartIn)
     try:
         moved = scheduled.rental_reschedule(rental=rental, start_at=data.start_at, actor=request_user(request))
@@ -73,7 +72,7 @@ def rental_start_set(request: HttpRequest, rental_id: str) -> HttpResponse:
 )
 def rental_cancel(request: HttpRequest, rental_id: str) -> HttpResponse:
     """Cancel a `scheduled` or `queued` rental: nothing is rented."""
-    rental = _changeable(request, rental_id)
+    rental = rental_to_change(request, rental_id)
     if not services.rental_cancel(rental=rental, actor=request_user(request), reason="Requested through the API."):
         raise ApiError(409, "not_cancellable", f"A rental in state '{rental.status}' was sent already.")
     return json_response(rental_dict(rental_for(request, rental_id)))

@@ -165,8 +165,7 @@ CREATE_BODY = {
 )
 def webhook_create(request: HttpRequest) -> HttpResponse:
     """Register a URL for signed events; the answer holds the `whsec_` secret, which is never shown again."""
-    require_scope(request, "manage")
-    require_writer(request)
+    require_writer(request, "manage")
     # Read after the scope and role checks, so a refusal never depends on what was sent.
     payload = json_body(request.body, WebhookCreateIn)
     customer = _resolve_customer(request, payload.customer)
@@ -202,8 +201,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
 @router.delete("/{webhook_id}", response={204: None, **ERRORS}, summary="Delete a webhook endpoint")
 def webhook_delete(request: HttpRequest, webhook_id: int) -> HttpResponse:
     """Delete an endpoint: it receives nothing more."""
-    require_scope(request, "manage")
-    require_writer(request)
+    require_writer(request, "manage")
     services.endpoint_delete(endpoint=_endpoint_for(request, webhook_id, manage=True))
     return HttpResponse(status=204)
 
@@ -211,8 +209,7 @@ def webhook_delete(request: HttpRequest, webhook_id: int) -> HttpResponse:
 @router.post("/{webhook_id}/test", response={202: DeliveryOut, **ERRORS}, summary="Send a test event")
 def webhook_test(request: HttpRequest, webhook_id: int) -> HttpResponse:
     """Send a `webhook.test` event to this endpoint; follow it in its deliveries."""
-    require_scope(request, "manage")
-    require_writer(request)
+    require_writer(request, "manage")
     endpoint = _endpoint_for(request, webhook_id, manage=True)
     _refuse_disabled(endpoint)
     _throttle(request, endpoint)
@@ -262,8 +259,7 @@ def webhook_deliveries(request: HttpRequest, webhook_id: int) -> HttpResponse:
 )
 def webhook_redeliver(request: HttpRequest, webhook_id: int, delivery_id: int) -> HttpResponse:
     """Send a delivery's event again, with the same `webhook-id`."""
-    require_scope(request, "manage")
-    require_writer(request)
+    require_writer(request, "manage")
     endpoint = _endpoint_for(request, webhook_id, manage=True)
     try:
         delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_id)
