@@ -64,7 +64,7 @@ def json_object(request: Request) -> dict[str, Any]:
     return body
 
 
-def pre_faults(state: State, route: str, *, releasing: bool = False) -> None:
+def pre_faults(state: State, route: str) -> None:
     """Apply latency and rate_limit rules; both leave the world untouched."""
     rule = state.faults.take("latency", route)
     if rule:
