@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.forms import Form
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
@@ -187,8 +187,7 @@ def customer_for(request: HttpRequest, wanted: int | str | None) -> Customer:
 
 
 def _form_input(payload: Schema, **extra: Any) -> dict[str, Any]:
-    data = {name: value for name, value in payload.model_dump().items() if value is not None}
-    return {**data, **extra}
+    return {**payload.model_dump(exclude_none=True), **extra}
 
 
 @router.post("", response={201: PresetOut, **ERRORS}, summary="Save a preset")
@@ -200,9 +199,7 @@ def preset_create(request: HttpRequest) -> HttpResponse:
     form_input = _form_input(payload, ssh_public_keys="\n".join(payload.ssh_public_keys))
     if not payload.enable_jupyter:
         form_input.pop("enable_jupyter", None)  # an unchecked box is an absent field, as in a form post
-    form = PresetForm(form_input)
-    _form_data(form)
-    fields = form.preset_fields()
+    fields = _form_data(PresetForm(form_input))
     try:
         preset = services.preset_create(customer=customer, created_by=request.user, fields=fields)  # type: ignore[arg-type]
     except DjangoValidationError as exc:
@@ -222,10 +219,7 @@ def preset_list(request: HttpRequest) -> HttpResponse:
 @router.delete("/{preset_id}", response={204: None, **ERRORS}, summary="Delete a preset")
 def preset_delete(request: HttpRequest, preset_id: int) -> HttpResponse:
     require_writer(request, "rent")
-    try:
-        preset = selectors.preset_get_for_user(user=request.user, pk=preset_id, change=True)
-    except Http404 as exc:
-        raise ApiError(404, "not_found", "No such preset.") from exc
+    preset = selectors.preset_get_for_user(user=request.user, pk=preset_id, change=True)
     services.preset_delete(preset=preset)
     return HttpResponse(status=204)
 
@@ -248,12 +242,12 @@ def watch_create(request: HttpRequest) -> HttpResponse:
     form = WatchForm(
         form_input, max_hours=settings.CAPACITY_WATCH_MAX_HOURS, default_hours=settings.CAPACITY_WATCH_DEFAULT_HOURS
     )
-    _form_data(form)
+    fields = _form_data(form)
     try:
         watch = watching.watch_create(
             customer=customer,
             created_by=request.user,  # type: ignore[arg-type]
-            fields=form.watch_fields(),
+            fields=fields,
             preset=preset,
         )
     except DjangoValidationError as exc:
@@ -274,9 +268,6 @@ def watch_list(request: HttpRequest) -> HttpResponse:
 def watch_cancel(request: HttpRequest, watch_id: int) -> HttpResponse:
     """End an active watch (an ended one stays as it ended)."""
     require_writer(request, "rent")
-    try:
-        watch = selectors.watch_get_for_user(user=request.user, pk=watch_id, change=True)
-    except Http404 as exc:
-        raise ApiError(404, "not_found", "No such watch.") from exc
+    watch = selectors.watch_get_for_user(user=request.user, pk=watch_id, change=True)
     watching.watch_cancel(watch=watch)
     return HttpResponse(status=204)

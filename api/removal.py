@@ -15,7 +15,7 @@ from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictInt
 
-from api.bodies import json_body
+from api.bodies import body_schema, json_body
 from api.errors import ApiError
 from api.rentals import rental_for, rental_to_change
 from api.representations import json_response, rental_dict
@@ -34,11 +34,6 @@ class RemovalIn(Schema):
     at: datetime | None = Field(None, description="ISO-8601 with a zone, e.g. 2030-01-01T12:00:00Z.")
 
 
-REMOVAL_BODY = {
-    "requestBody": {"required": True, "content": {"application/json": {"schema": RemovalIn.model_json_schema()}}}
-}
-
-
 def _refused(exc: DjangoValidationError) -> ApiError:
     """Word a refused change: 409 when the rental's state forbids it, else 422 naming what to change."""
     code = exc.code or "invalid_removal"
@@ -52,7 +47,7 @@ def _refused(exc: DjangoValidationError) -> ApiError:
     response={200: RentalOut, **ERRORS},
     tags=["rentals"],
     summary="Schedule or move a rental's removal",
-    openapi_extra=REMOVAL_BODY,
+    openapi_extra=body_schema(RemovalIn),
     operation_id="api_v1_rental_removal_set",
 )
 def rental_removal_set(request: HttpRequest, rental_id: str) -> HttpResponse:

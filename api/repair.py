@@ -17,7 +17,7 @@ from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictStr
 
 from accounts.users import request_user
-from api.bodies import json_body
+from api.bodies import body_schema, json_body
 from api.errors import ApiError
 from api.rentals import rental_to_change
 from api.representations import json_response
@@ -56,9 +56,7 @@ class RepairOut(Schema):
     replayed: bool
 
 
-REPAIR_BODY = {
-    "requestBody": {"required": False, "content": {"application/json": {"schema": RepairIn.model_json_schema()}}}
-}
+REPAIR_BODY = body_schema(RepairIn, required=False)
 
 
 def _ask(request: HttpRequest, rental_id: str, rank: str, action: str) -> HttpResponse:

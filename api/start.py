@@ -16,7 +16,7 @@ from ninja import Router, Schema
 from pydantic import ConfigDict, Field
 
 from accounts.users import request_user
-from api.bodies import json_body
+from api.bodies import body_schema, json_body
 from api.errors import ApiError
 from api.rentals import rental_for, rental_to_change
 from api.representations import json_response, rental_dict
@@ -32,17 +32,12 @@ class StartIn(Schema):
     start_at: datetime = Field(..., description="ISO-8601 with a zone, in the future, at most SCHEDULE_MAX_DAYS ahead.")
 
 
-START_BODY = {
-    "requestBody": {"required": True, "content": {"application/json": {"schema": StartIn.model_json_schema()}}}
-}
-
-
 @router.post(
     "/rentals/{rental_id}/start",
     response={200: RentalOut, **ERRORS},
     tags=["rentals"],
     summary="Move a scheduled rental's start",
-    openapi_extra=START_BODY,
+    openapi_extra=body_schema(StartIn),
     operation_id="api_v1_rental_start_set",
 )
 def rental_start_set(request: HttpRequest, rental_id: str) -> HttpResponse:
