@@ -85,8 +85,9 @@ def require_scope(request: HttpRequest, scope: str) -> ApiKey:
     return key
 
 
-def require_writer(request: HttpRequest) -> None:
-    """Refuse every write to support (read everything, change nothing), whatever the key's scopes."""
+def require_writer(request: HttpRequest, scope: str) -> None:
+    """Require `scope`, then refuse every write to support (read everything, change nothing) whatever the scopes."""
+    require_scope(request, scope)
     user = request.user
     if is_staff_reader(user) and not is_operator(user):
         raise ApiError(

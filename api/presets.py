@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.forms import Form
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictBool, StrictInt, StrictStr
 
@@ -187,23 +187,19 @@ def customer_for(request: HttpRequest, wanted: int | str | None) -> Customer:
 
 
 def _form_input(payload: Schema, **extra: Any) -> dict[str, Any]:
-    data = {name: value for name, value in payload.model_dump().items() if value is not None}
-    return {**data, **extra}
+    return {**payload.model_dump(exclude_none=True), **extra}
 
 
 @router.post("", response={201: PresetOut, **ERRORS}, summary="Save a preset")
 def preset_create(request: HttpRequest) -> HttpResponse:
     """Save a named rent form for your customer (shared with its members); its nodes are picked when used."""
-    require_scope(request, "rent")
-    require_writer(request)
+    require_writer(request, "rent")
     payload = json_body(request.body, PresetIn)
     customer = customer_for(request, payload.customer)
     form_input = _form_input(payload, ssh_public_keys="\n".join(payload.ssh_public_keys))
     if not payload.enable_jupyter:
         form_input.pop("enable_jupyter", None)  # an unchecked box is an absent field, as in a form post
-    form = PresetForm(form_input)
-    _form_data(form)
-    fields = form.preset_fields()
+    fields = _form_data(PresetForm(form_input))
     try:
         preset = services.preset_create(customer=customer, created_by=request.user, fields=fields)  # type: ignore[arg-type]
     except DjangoValidationError as exc:
@@ -222,12 +218,8 @@ def preset_list(request: HttpRequest) -> HttpResponse:
 
 @router.delete("/{preset_id}", response={204: None, **ERRORS}, summary="Delete a preset")
 def preset_delete(request: HttpRequest, preset_id: int) -> HttpResponse:
-    require_scope(request, "rent")
-    require_writer(request)
-    try:
-        preset = selectors.preset_get_for_user(user=request.user, pk=preset_id, change=True)
-    except Http404 as exc:
-        raise ApiError(404, "not_found", "No such preset.") from exc
+    require_writer(request, "rent")
+    preset = selectors.preset_get_for_user(user=request.user, pk=preset_id, change=True)
     services.preset_delete(preset=preset)
     return HttpResponse(status=204)
 
@@ -235,8 +227,7 @@ def preset_delete(request: HttpRequest, preset_id: int) -> HttpResponse:
 @watch_router.post("", response={201: WatchOut, **ERRORS}, summary="Start a capacity watch")
 def watch_create(request: HttpRequest) -> HttpResponse:
     """Watch for N free nodes on one fabric (or what a preset asks); `capacity.available` fires once on a match."""
-    require_scope(request, "rent")
-    require_writer(request)
+    require_writer(request, "rent")
     payload = json_body(request.body, WatchIn)
     customer = customer_for(request, payload.customer)
     preset = None
@@ -251,12 +242,12 @@ def watch_create(request: HttpRequest) -> HttpResponse:
     form = WatchForm(
         form_input, max_hours=settings.CAPACITY_WATCH_MAX_HOURS, default_hours=settings.CAPACITY_WATCH_DEFAULT_HOURS
     )
-    _form_data(form)
+    fields = _form_data(form)
     try:
         watch = watching.watch_create(
             customer=customer,
             created_by=request.user,  # type: ignore[arg-type]
-            fields=form.watch_fields(),
+            fields=fields,
             preset=preset,
         )
     except DjangoValidationError as exc:
@@ -276,11 +267,7 @@ def watch_list(request: HttpRequest) -> HttpResponse:
 @watch_router.delete("/{watch_id}", response={204: None, **ERRORS}, summary="Cancel a capacity watch")
 def watch_cancel(request: HttpRequest, watch_id: int) -> HttpResponse:
     """End an active watch (an ended one stays as it ended)."""
-    require_scope(request, "rent")
-    require_writer(request)
-    try:
-        watch = selectors.watch_get_for_user(user=request.user, pk=watch_id, change=True)
-    except Http404 as exc:
-        raise ApiError(404, "not_found", "No such watch.") from exc
+    require_writer(request, "rent")
+    watch = selectors.watch_get_for_user(user=request.user, pk=watch_id, change=True)
     watching.watch_cancel(watch=watch)
     return HttpResponse(status=204)

@@ -10,20 +10,16 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated
 
-from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictInt
 
-from accounts.roles import is_operator
-from api.auth import require_scope, require_writer
-from api.bodies import json_body
+from api.bodies import body_schema, json_body
 from api.errors import ApiError
-from api.rentals import rental_for
+from api.rentals import rental_for, rental_to_change
 from api.representations import json_response, rental_dict
 from api.schemas import ERRORS, RentalOut
-from rentals.models import Rental
 from rentals.removal import schedule as removal_schedule
 
 router = Router()
@@ -36,22 +32,6 @@ class RemovalIn(Schema):
 
     hours: Annotated[StrictInt, Field(ge=1, le=720)] | None = None
     at: datetime | None = Field(None, description="ISO-8601 with a zone, e.g. 2030-01-01T12:00:00Z.")
-
-
-REMOVAL_BODY = {
-    "requestBody": {"required": True, "content": {"application/json": {"schema": RemovalIn.model_json_schema()}}}
-}
-
-
-def _changeable(request: HttpRequest, rental_id: str) -> Rental:
-    """Return the rental if this key's user may change it (scope, role and customer checked)."""
-    require_scope(request, "manage")
-    require_writer(request)
-    rental = rental_for(request, rental_id)
-    user: User = request.user  # type: ignore[assignment]
-    if not is_operator(user) and not rental.customer.memberships.filter(user_id=user.pk).exists():
-        raise ApiError(403, "forbidden", "You may not change this rental.")
-    return rental
 
 
 def _refused(exc: DjangoValidationError) -> ApiError:
@@ -67,12 +47,12 @@ def _refused(exc: DjangoValidationError) -> ApiError:
     response={200: RentalOut, **ERRORS},
     tags=["rentals"],
     summary="Schedule or move a rental's removal",
-    openapi_extra=REMOVAL_BODY,
+    openapi_extra=body_schema(RemovalIn),
     operation_id="api_v1_rental_removal_set",
 )
 def rental_removal_set(request: HttpRequest, rental_id: str) -> HttpResponse:
     """Remove every member `hours` from now or `at` a time; the same time twice is one schedule."""
-    rental = _changeable(request, rental_id)
+    rental = rental_to_change(request, rental_id)
     data = json_body(request.body, RemovalIn)
     try:
         removal_schedule.rental_schedule_removal(rental=rental, actor=request.user, hours=data.hours, at=data.at)  # type: ignore[arg-type]
@@ -90,7 +70,7 @@ def rental_removal_set(request: HttpRequest, rental_id: str) -> HttpResponse:
 )
 def rental_removal_cancel(request: HttpRequest, rental_id: str) -> HttpResponse:
     """Cancel the scheduled removal (nothing scheduled: nothing to do); the cluster then runs until terminated."""
-    rental = _changeable(request, rental_id)
+    rental = rental_to_change(request, rental_id)
     try:
         removal_schedule.rental_cancel_removal(rental=rental, actor=request.user)  # type: ignore[arg-type]
     except DjangoValidationError as exc:

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.core.exceptions import ValidationError as DjangoValidationError
 from django.db import transaction
 from django.db.models import QuerySet
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
 from ninja import Header, Query, Router
 
@@ -25,12 +25,12 @@ from accounts.roles import is_operator
 from accounts.users import request_user
 from api import idempotency
 from api.auth import require_scope, require_writer
-from api.bodies import json_body
+from api.bodies import body_schema, json_body
 from api.errors import ApiError, error_response
 from api.fabrics import upstream_refusal
 from api.representations import dumps, json_response, rental_dict
 from api.schemas import ERRORS, RentalCreateIn, RentalListOut, RentalOut
-from rentals import offers, selectors, services
+from rentals import offers, ordering, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.explanations import members_grace_text
@@ -45,9 +45,7 @@ router = Router()
 StatusFilter = Literal[tuple(RentalStatus.values)]  # type: ignore[valid-type]
 
 
-def _aware(value: datetime | None, name: str) -> datetime | None:
-    if value is None:
-        return None
+def _aware(value: datetime, name: str) -> datetime:
     try:
         if value.tzinfo is None:
             return value.replace(tzinfo=UTC)
@@ -87,12 +85,10 @@ def rental_list(
         except DjangoValidationError as exc:
             raise ApiError(422, "validation_error", f"customer_ref: {exc.messages[0]}") from exc
         rentals = rentals.filter(customer_ref=customer_ref)
-    after = _aware(created_after, "created_after")
-    before = _aware(created_before, "created_before")
-    if after is not None:
-        rentals = rentals.filter(created_at__gte=after)
-    if before is not None:
-        rentals = rentals.filter(created_at__lt=before)
+    if created_after is not None:
+        rentals = rentals.filter(created_at__gte=_aware(created_after, "created_after"))
+    if created_before is not None:
+        rentals = rentals.filter(created_at__lt=_aware(created_before, "created_before"))
     rentals = rentals.order_by("-created_at", "-id")
     if cursor:
         try:
@@ -111,11 +107,17 @@ def rental_for(request: HttpRequest, rental_id: str) -> Rental:
         public_id = uuid.UUID(rental_id)
     except (ValueError, TypeError, AttributeError) as exc:
         raise ApiError(404, "not_found", "No such rental.") from exc
-    try:
-        rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    except Http404 as exc:
-        raise ApiError(404, "not_found", "No such rental.") from exc
+    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)  # Http404: the 404 envelope
     return _with_details(Rental.objects.select_related("customer")).get(pk=rental.pk)
+
+
+def rental_to_change(request: HttpRequest, rental_id: str) -> Rental:
+    """Return the rental if this key's user may change it (scope, role and customer checked)."""
+    require_writer(request, "manage")
+    rental, user = rental_for(request, rental_id), request_user(request)
+    if not is_operator(user) and not rental.customer.memberships.filter(user_id=user.pk).exists():
+        raise ApiError(403, "forbidden", "You may not change this rental.")
+    return rental
 
 
 @router.get(
@@ -147,11 +149,7 @@ def rental_terminate(request: HttpRequest, rental_id: str) -> HttpResponse:
     409 `cluster_not_known_yet`: wait until its nodes appear and try again, or, when they have not appeared
     within the grace (its `explanation` says so), ask support to reconcile it.
     """
-    require_scope(request, "manage")
-    require_writer(request)
-    rental, user = rental_for(request, rental_id), request_user(request)
-    if not is_operator(user) and not rental.customer.memberships.filter(user_id=user.pk).exists():
-        raise ApiError(403, "forbidden", "You may not change this rental.")
+    rental, user = rental_to_change(request, rental_id), request_user(request)
     if rental.status == RentalStatus.TERMINATING:
         return json_response(rental_dict(rental), status=202)
     try:
@@ -180,20 +178,12 @@ def _cluster_unknown_hint(rental: Rental) -> str:
     return f"Its nodes usually appear within {grace}; try again once GET /api/v1/rentals/{{id}} shows a cluster_id."
 
 
-RENTAL_CREATE_BODY = {
-    "requestBody": {
-        "required": True,
-        "content": {"application/json": {"schema": RentalCreateIn.model_json_schema()}},
-    }
-}
-
-
 @router.post(
     "/rentals",
     response={201: RentalOut, **ERRORS},
     tags=["rentals"],
     summary="Rent a cluster",
-    openapi_extra=RENTAL_CREATE_BODY,
+    openapi_extra=body_schema(RentalCreateIn),
     operation_id="api_v1_rental_create",
 )
 def rental_create(
@@ -205,8 +195,7 @@ def rental_create(
     ),
 ) -> HttpResponse:
     """Save an all-or-nothing cluster order; a worker sends it to Lium. Poll `GET /rentals/{id}` for progress."""
-    require_scope(request, "rent")
-    require_writer(request)
+    require_writer(request, "rent")
     raw = request.body
     record = None
     if idempotency_key is not None:
@@ -248,7 +237,7 @@ def _order_save(request: HttpRequest, raw: bytes, record: Any) -> tuple[Rental, 
         template_id=data.template_id,
         pod_name=data.pod_name,
         public_keys=data.ssh_public_keys,
-        options=data.model_dump(include=ORDER_OPTIONS),
+        options=data.model_dump(include=set(ordering.OPTIONS)),
         verify_fabric=data.verify_fabric,
         start_at=data.start_at,
     )
@@ -263,15 +252,6 @@ def _order_save(request: HttpRequest, raw: bytes, record: Any) -> tuple[Rental, 
         if record is not None:
             idempotency.idempotency_finish(record=record, status=201, body=body)
     return rental, body
-
-
-ORDER_OPTIONS = {
-    "initial_port_count",
-    "termination_hours",
-    "enable_jupyter",
-    "enable_volume_encryption",
-    "enable_backups",
-}
 
 
 def order_refusal(exc: OrderRefused) -> ApiError:

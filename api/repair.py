@@ -17,9 +17,9 @@ from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictStr
 
 from accounts.users import request_user
-from api.bodies import json_body
+from api.bodies import body_schema, json_body
 from api.errors import ApiError
-from api.removal import _changeable
+from api.rentals import rental_to_change
 from api.representations import json_response
 from api.schemas import ERRORS
 from rentals import repair
@@ -56,13 +56,11 @@ class RepairOut(Schema):
     replayed: bool
 
 
-REPAIR_BODY = {
-    "requestBody": {"required": False, "content": {"application/json": {"schema": RepairIn.model_json_schema()}}}
-}
+REPAIR_BODY = body_schema(RepairIn, required=False)
 
 
 def _ask(request: HttpRequest, rental_id: str, rank: str, action: str) -> HttpResponse:
-    rental = _changeable(request, rental_id)
+    rental = rental_to_change(request, rental_id)
     data = json_body(request.body, RepairIn) if request.body.strip() else RepairIn()
     user = request_user(request)
     key = request.headers.get("Idempotency-Key", "").strip()[:64]

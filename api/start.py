@@ -16,10 +16,9 @@ from ninja import Router, Schema
 from pydantic import ConfigDict, Field
 
 from accounts.users import request_user
-from api.bodies import json_body
+from api.bodies import body_schema, json_body
 from api.errors import ApiError
-from api.removal import _changeable
-from api.rentals import rental_for
+from api.rentals import rental_for, rental_to_change
 from api.representations import json_response, rental_dict
 from api.schemas import ERRORS, RentalOut
 from rentals import scheduled, services
@@ -33,22 +32,17 @@ class StartIn(Schema):
     start_at: datetime = Field(..., description="ISO-8601 with a zone, in the future, at most SCHEDULE_MAX_DAYS ahead.")
 
 
-START_BODY = {
-    "requestBody": {"required": True, "content": {"application/json": {"schema": StartIn.model_json_schema()}}}
-}
-
-
 @router.post(
     "/rentals/{rental_id}/start",
     response={200: RentalOut, **ERRORS},
     tags=["rentals"],
     summary="Move a scheduled rental's start",
-    openapi_extra=START_BODY,
+    openapi_extra=body_schema(StartIn),
     operation_id="api_v1_rental_start_set",
 )
 def rental_start_set(request: HttpRequest, rental_id: str) -> HttpResponse:
     """Move the start time of a rental that is still `scheduled`."""
-    rental = _changeable(request, rental_id)
+    rental = rental_to_change(request, rental_id)
     data = json_body(request.body, StartIn)
     try:
         moved = scheduled.rental_reschedule(rental=rental, start_at=data.start_at, actor=request_user(request))
@@ -73,7 +67,7 @@ def rental_start_set(request: HttpRequest, rental_id: str) -> HttpResponse:
 )
 def rental_cancel(request: HttpRequest, rental_id: str) -> HttpResponse:
     """Cancel a `scheduled` or `queued` rental: nothing is rented."""
-    rental = _changeable(request, rental_id)
+    rental = rental_to_change(request, rental_id)
     if not services.rental_cancel(rental=rental, actor=request_user(request), reason="Requested through the API."):
         raise ApiError(409, "not_cancellable", f"A rental in state '{rental.status}' was sent already.")
     return json_response(rental_dict(rental_for(request, rental_id)))

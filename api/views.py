@@ -21,22 +21,19 @@ from api.models import ApiKey
 def api_keys(request: HttpRequest) -> HttpResponse:
     """List the user's keys and create one; a new key's full text is rendered once, in this response only."""
     new_key = None
-    if request.method == "POST":
-        form = ApiKeyForm(request.POST)
-        if form.is_valid():
-            try:
-                _key, new_key = api_key_create(
-                    user=request_user(request),
-                    name=form.cleaned_data["name"],
-                    scopes=form.cleaned_data["scopes"],
-                    expires_at=form.expires_at(),
-                )
-            except ValidationError as exc:
-                form.add_error(None, exc)
-            else:
-                form = ApiKeyForm()
-    else:
-        form = ApiKeyForm()
+    form = ApiKeyForm(request.POST if request.method == "POST" else None)
+    if form.is_valid():
+        try:
+            _key, new_key = api_key_create(
+                user=request_user(request),
+                name=form.cleaned_data["name"],
+                scopes=form.cleaned_data["scopes"],
+                expires_at=form.expires_at(),
+            )
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            form = ApiKeyForm()
     response = render(
         request,
         "api/api_keys.html",

@@ -11,7 +11,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from django.core.exceptions import ValidationError as DjangoValidationError
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse
 from ninja import Router, Schema
 from pydantic import ConfigDict, Field, StrictStr
 
@@ -19,7 +19,7 @@ from accounts.audit import support_read_record
 from accounts.models import Customer
 from accounts.roles import is_operator
 from api.auth import require_scope, require_writer
-from api.bodies import json_body
+from api.bodies import body_schema, json_body
 from api.errors import ApiError
 from api.representations import json_response
 from api.schemas import CustomerId, CustomerName, CustomerOut, ErrorOut
@@ -143,30 +143,21 @@ def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Custome
 
 
 def _endpoint_for(request: HttpRequest, webhook_id: int, *, manage: bool = False) -> WebhookEndpoint:
-    try:
-        endpoint = selectors.endpoint_get_for_user(user=request.user, pk=webhook_id)
-    except Http404 as exc:
-        raise ApiError(404, "not_found", "No such webhook endpoint.") from exc
+    endpoint = selectors.endpoint_get_for_user(user=request.user, pk=webhook_id)
     if manage and not selectors.may_manage_endpoints(user=request.user, customer_id=endpoint.customer_id):
         raise ApiError(403, "forbidden", "You may not change this webhook endpoint.")
     return endpoint
-
-
-CREATE_BODY = {
-    "requestBody": {"required": True, "content": {"application/json": {"schema": WebhookCreateIn.model_json_schema()}}}
-}
 
 
 @router.post(
     "",
     response={201: WebhookCreatedOut, **ERRORS},
     summary="Register a webhook endpoint",
-    openapi_extra=CREATE_BODY,
+    openapi_extra=body_schema(WebhookCreateIn),
 )
 def webhook_create(request: HttpRequest) -> HttpResponse:
     """Register a URL for signed events; the answer holds the `whsec_` secret, which is never shown again."""
-    require_scope(request, "manage")
-    require_writer(request)
+    require_writer(request, "manage")
     # Read after the scope and role checks, so a refusal never depends on what was sent.
     payload = json_body(request.body, WebhookCreateIn)
     customer = _resolve_customer(request, payload.customer)
@@ -202,8 +193,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
 @router.delete("/{webhook_id}", response={204: None, **ERRORS}, summary="Delete a webhook endpoint")
 def webhook_delete(request: HttpRequest, webhook_id: int) -> HttpResponse:
     """Delete an endpoint: it receives nothing more."""
-    require_scope(request, "manage")
-    require_writer(request)
+    require_writer(request, "manage")
     services.endpoint_delete(endpoint=_endpoint_for(request, webhook_id, manage=True))
     return HttpResponse(status=204)
 
@@ -211,17 +201,16 @@ def webhook_delete(request: HttpRequest, webhook_id: int) -> HttpResponse:
 @router.post("/{webhook_id}/test", response={202: DeliveryOut, **ERRORS}, summary="Send a test event")
 def webhook_test(request: HttpRequest, webhook_id: int) -> HttpResponse:
     """Send a `webhook.test` event to this endpoint; follow it in its deliveries."""
-    require_scope(request, "manage")
-    require_writer(request)
+    require_writer(request, "manage")
     endpoint = _endpoint_for(request, webhook_id, manage=True)
-    _refuse_disabled(endpoint)
-    _throttle(request, endpoint)
+    _refuse_manual_send(request, endpoint)
     delivery = services.endpoint_send_test(endpoint=endpoint)
     return json_response(_delivery_dict(delivery), status=202)
 
 
-def _refuse_disabled(endpoint: WebhookEndpoint) -> None:
-    """A disabled endpoint receives nothing: say so rather than make a delivery that fails at once."""
+def _refuse_manual_send(request: HttpRequest, endpoint: WebhookEndpoint) -> None:
+    """Refuse a test send or redelivery to a disabled endpoint (it receives nothing: say so rather than make a
+    delivery that fails at once; checked first, so a refusal spends no throttle budget), or over the throttle."""
     if endpoint.disabled_at is not None:
         raise ApiError(
             409,
@@ -229,9 +218,6 @@ def _refuse_disabled(endpoint: WebhookEndpoint) -> None:
             f"This endpoint is disabled ({endpoint.disabled_reason or 'by a team change'}): it receives nothing.",
             hint="Delete it and register a new endpoint to receive events again.",
         )
-
-
-def _throttle(request: HttpRequest, endpoint: WebhookEndpoint) -> None:
     assert request.user.pk is not None  # authenticated by the key (require_scope ran first)
     wait = throttles.manual_send_retry_after(user_id=request.user.pk, endpoint_id=endpoint.pk)
     if wait is not None:
@@ -262,14 +248,9 @@ def webhook_deliveries(request: HttpRequest, webhook_id: int) -> HttpResponse:
 )
 def webhook_redeliver(request: HttpRequest, webhook_id: int, delivery_id: int) -> HttpResponse:
     """Send a delivery's event again, with the same `webhook-id`."""
-    require_scope(request, "manage")
-    require_writer(request)
+    require_writer(request, "manage")
     endpoint = _endpoint_for(request, webhook_id, manage=True)
-    try:
-        delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_id)
-    except Http404 as exc:
-        raise ApiError(404, "not_found", "No such delivery.") from exc
-    _refuse_disabled(endpoint)
-    _throttle(request, endpoint)
+    delivery = selectors.delivery_get_for_endpoint(endpoint=endpoint, pk=delivery_id)
+    _refuse_manual_send(request, endpoint)
     again = services.delivery_redeliver(delivery=delivery)
     return json_response(_delivery_dict(Delivery.objects.select_related("event").get(pk=again.pk)), status=202)

@@ -23,19 +23,7 @@ from billing.models import (
     StatementLine,
 )
 from billing.services import budget_set_by_operator
-
-
-class RecordAdmin(admin.ModelAdmin):
-    """Shown, never added, changed or deleted."""
-
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
+from common.read_only_admin import RecordAdmin
 
 
 class CustomerBudgetAdminForm(forms.ModelForm):

@@ -180,13 +180,9 @@ LOGOUT_REDIRECT_URL = "login"
 ACCOUNT_ADAPTER = "accounts.allauth_adapter.DashboardAccountAdapter"
 ACCOUNT_LOGIN_METHODS = {"username", "email"}
 ACCOUNT_SIGNUP_FIELDS = ["email*", "username*", "password1*", "password2*"]
-ACCOUNT_UNIQUE_EMAIL = True
 ACCOUNT_EMAIL_VERIFICATION = "optional"  # a new address is confirmed before it replaces the old one
 ACCOUNT_CHANGE_EMAIL = True  # one address per person: confirming a new one replaces the old
 ACCOUNT_EMAIL_NOTIFICATIONS = True  # password, e-mail and two-factor changes are e-mailed to the user
-ACCOUNT_LOGOUT_ON_PASSWORD_CHANGE = False
-ACCOUNT_SESSION_REMEMBER = None
-ACCOUNT_PASSWORD_RESET_BY_CODE_ENABLED = False
 ACCOUNT_EMAIL_SUBJECT_PREFIX = "[Lium clusters] "
 ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if PRODUCTION else "http"
 # Password guessing stays django-axes' (above: per username+address and per address, 15 minutes), so allauth's
@@ -200,7 +196,6 @@ MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")
 # Operators and support read every customer's clusters: in production their first sign-in without TOTP sends
 # them to enrol before anything else (`accounts.mfa_required`).
 MFA_REQUIRED_FOR_STAFF = env.bool("MFA_REQUIRED_FOR_STAFF", PRODUCTION)
-SOCIALACCOUNT_ONLY = False
 # Customers' single sign-on: each customer's provider is an allauth app built from `sso.SsoConfig` (its secret
 # decrypted in memory only), and the sign-in form refuses passwords where a customer made SSO mandatory.
 SOCIALACCOUNT_ADAPTER = "sso.adapter.CustomerSsoAdapter"
@@ -209,10 +204,7 @@ USERSESSIONS_ADAPTER = "accounts.user_sessions.DashboardUserSessionsAdapter"  # 
 # A session is recorded at sign-in only: tracking every request would cost a write on each poll.
 USERSESSIONS_TRACK_ACTIVITY = False
 
-LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
-USE_I18N = True
-USE_TZ = True
 
 STATIC_URL = "static/"
 STATIC_ROOT = BASE_DIR / "staticfiles"
@@ -343,6 +335,5 @@ if PRODUCTION:
     SECURE_SSL_REDIRECT = _ssl_redirect
     # Probes from a load balancer often speak plain HTTP inside the network.
     SECURE_REDIRECT_EXEMPT = [r"^healthz$", r"^readyz$"]
-    SECURE_CONTENT_TYPE_NOSNIFF = True
     if _trust_forwarded_proto:
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

@@ -2,6 +2,7 @@
 
 from allauth.account import views as account_views
 from django.contrib import admin
+from django.contrib.auth.decorators import login_required
 from django.urls import include, path
 from django.views.generic import RedirectView
 
@@ -13,7 +14,8 @@ urlpatterns = [
     # First: the customer pages, whose first pattern is the URL open rental pages poll all day (Django tries
     # the patterns in order).
     path("", include("rentals.web.urls")),
-    path("", views.home, name="home"),
+    # Home sends people to where they work: the fabrics to rent from.
+    path("", login_required(RedirectView.as_view(pattern_name="rentals:fabric_list")), name="home"),
     path("healthz", views.healthz, name="healthz"),
     path("readyz", views.readyz, name="readyz"),
     path("metrics", metrics_view, name="metrics"),

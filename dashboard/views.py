@@ -1,20 +1,12 @@
-"""Site-wide views: the home redirect, the liveness probe, and the 500 handler."""
+"""Site-wide views: the liveness and readiness probes, and the 500 handler."""
 
 import sys
 
-from django.contrib.auth.decorators import login_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import redirect
 from django.views import defaults
 
 from common.db_outage import database_lost, outage_response
 from dashboard import health
-
-
-@login_required
-def home(request: HttpRequest) -> HttpResponse:
-    """Send people to where they work: the fabrics to rent from."""
-    return redirect("rentals:fabric_list")
 
 
 def healthz(request: HttpRequest) -> JsonResponse:

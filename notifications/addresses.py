@@ -8,6 +8,7 @@ then connects to the address that was checked, never resolving the name a second
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import socket
 from dataclasses import dataclass
@@ -70,10 +71,8 @@ def url_syntax_check(url: str) -> SplitResult:
 
 
 def _resolve(host: str, port: int) -> list[IPAddress]:
-    try:
+    with contextlib.suppress(ValueError):  # not an address: a name to resolve
         return [ipaddress.ip_address(host.strip("[]"))]
-    except ValueError:
-        pass
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (OSError, UnicodeError) as exc:

@@ -19,12 +19,6 @@ from notifications.models import WebhookEndpoint
 READ_ONLY = "Support can look at webhooks but not change them."
 
 
-def _no_store(response: HttpResponse) -> HttpResponse:
-    # The page may carry a secret shown once: never cache it.
-    response["Cache-Control"] = "no-store"
-    return response
-
-
 @login_required
 @require_http_methods(["GET", "POST"])
 def webhook_list(request: HttpRequest) -> HttpResponse:
@@ -50,13 +44,10 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
             form = WebhookEndpointForm(customers=customers)
     endpoints = selectors.endpoint_list_for_user(user=request.user)
     support_read_record(user=request.user, customer_ids=[e.customer_id for e in endpoints], what="webhook endpoints")
-    return _no_store(
-        render(
-            request,
-            "notifications/webhooks.html",
-            {"form": form, "may_add": may_add, "endpoints": endpoints, "new_secret": new_secret},
-        )
-    )
+    context = {"form": form, "may_add": may_add, "endpoints": endpoints, "new_secret": new_secret}
+    response = render(request, "notifications/webhooks.html", context)
+    response["Cache-Control"] = "no-store"  # the page may carry a secret shown once: never cache it
+    return response
 
 
 @login_required

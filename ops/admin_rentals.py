@@ -9,6 +9,7 @@ from django.core.exceptions import ValidationError
 from django.urls import reverse
 
 from accounts.roles import is_operator
+from common.read_only_admin import ReadOnlyAdmin
 from ops.services import ops_reconcile  # the same look, rules and timeline record as the ops page
 from rentals import services
 from rentals.models import ClusterMember, Rental, RentalEvent, RentAttempt
@@ -79,7 +80,9 @@ class ClusterMemberInline(admin.TabularInline):
 
 
 @admin.register(Rental)
-class RentalAdmin(admin.ModelAdmin):
+class RentalAdmin(ReadOnlyAdmin):
+    # Read-only: a save would write back status, lease and version as read, behind rentals.transitions.
+    # The actions still act, each through its service.
     list_display = ["pod_name", "status", "customer", "customer_ref", "node_count", "replayed", "created_at"]
     list_filter = ["status", "customer", "credential", "replayed", "possibly_sent", "created_at"]
     # No action here sends an order again: a replay goes through the ops page and the engine's claim, which
@@ -90,14 +93,6 @@ class RentalAdmin(admin.ModelAdmin):
     readonly_fields = [f.name for f in Rental._meta.fields if f.name != "request_body"]
     exclude = ["request_body"]
     inlines = [RentAttemptInline, ClusterMemberInline]
-
-    def has_add_permission(self, request) -> bool:  # type: ignore[no-untyped-def]
-        return False
-
-    def has_change_permission(self, request, obj=None) -> bool:  # type: ignore[no-untyped-def]
-        # Read-only: a save would write back status, lease and version as read, behind rentals.transitions.
-        # The actions above still act, each through its service.
-        return False
 
 
 @admin.register(RentalEvent)

@@ -105,11 +105,11 @@ def rental_timeline(request: HttpRequest, public_id: Any) -> HttpResponse:
     """Everything that happened to one rental, its stored request and its key's windows."""
     rental = _rental(public_id)
     user = request_user(request)
-    if not is_operator(user):
+    operator = is_operator(user)
+    if not operator:
         support_view_record(rental=rental, user=user)
     now = timezone.now()
     finding = selectors.latest_finding(rental=rental)
-    operator = is_operator(user)
     attention = rental_attention_reason(rental=rental, now=now)
     return render(
         request,

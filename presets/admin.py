@@ -3,20 +3,10 @@ watch's state changes only by its conditional UPDATE, `presets.watching`)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from django.contrib import admin
-from django.http import HttpRequest
 
+from common.read_only_admin import ReadOnlyAdmin, RecordAdmin
 from presets.models import CapacityWatch, Preset
-
-
-class ReadOnlyAdmin(admin.ModelAdmin):
-    def has_add_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
-
-    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False
 
 
 @admin.register(Preset)
@@ -27,9 +17,6 @@ class PresetAdmin(ReadOnlyAdmin):
 
 
 @admin.register(CapacityWatch)
-class CapacityWatchAdmin(ReadOnlyAdmin):
+class CapacityWatchAdmin(RecordAdmin):
     list_display = ("pk", "customer", "gpu_type", "node_count", "auto_rent", "status", "expires_at", "ended_at")
     list_filter = ("status", "auto_rent", "customer")
-
-    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
-        return False

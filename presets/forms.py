@@ -41,6 +41,10 @@ class NodeWantFields(forms.Form):
     def clean_gpu_type(self) -> str:
         return str(self.cleaned_data["gpu_type"]).replace("\x00", "").strip()
 
+    def model_fields(self) -> dict[str, Any]:
+        """Return the model's fields (call after is_valid())."""
+        return dict(self.cleaned_data)
+
 
 class PresetForm(NodeWantFields):
     """A named rent form: its nodes are picked when it is used."""
@@ -76,12 +80,6 @@ class PresetForm(NodeWantFields):
     def clean_ssh_public_keys(self) -> str:
         return "\n".join(parse_ssh_public_keys(self.cleaned_data["ssh_public_keys"]))
 
-    def preset_fields(self) -> dict[str, Any]:
-        """Return the model's fields (call after is_valid())."""
-        data = dict(self.cleaned_data)
-        data["fabric_type"] = data.get("fabric_type") or ""
-        return data
-
 
 class WatchForm(NodeWantFields):
     """A capacity watch: what to look for (or a preset), for how long, and whether to rent by itself."""
@@ -102,8 +100,3 @@ class WatchForm(NodeWantFields):
         hours.max_value = max_hours  # type: ignore[attr-defined]
         hours.validators.append(MaxValueValidator(max_hours, f"Watch for at most {max_hours} hours."))
         hours.help_text = f"1 to {max_hours}; empty for {default_hours}."
-
-    def watch_fields(self) -> dict[str, Any]:
-        data = dict(self.cleaned_data)
-        data["fabric_type"] = data.get("fabric_type") or ""
-        return data

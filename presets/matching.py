@@ -63,16 +63,11 @@ def listing_for_customer(customer: object) -> tuple[OfferListing | None, str]:
         return None, f"The Lium API could not list the fabrics right now ({exc}). Try again in a moment."
 
 
-def nodes_pick(want: NodeWant, listing: OfferListing, *, fabric_id: str | None = None) -> tuple[NodePick | None, str]:
-    """Return the fabric and nodes that cost least in total for `want` (ties: the fabric id), or (None, why).
-
-    With `fabric_id` only that fabric is looked at.
-    """
+def nodes_pick(want: NodeWant, listing: OfferListing) -> tuple[NodePick | None, str]:
+    """Return the fabric and nodes that cost least in total for `want` (ties: the fabric id), or (None, why)."""
     best: NodePick | None = None
     most = 0
     for fabric in listing.fabrics:
-        if fabric_id is not None and fabric.fabric_id != fabric_id:
-            continue
         fitting = _fitting_nodes(want, fabric)
         most = max(most, len(fitting))
         if len(fitting) < want.node_count:

@@ -11,19 +11,36 @@ from presets.wants import NodeWant
 FABRIC_TYPES = [("", "any"), ("infiniband", "InfiniBand"), ("roce", "RoCE")]
 
 
-class Preset(models.Model):
+class NodeWantFields(models.Model):
+    """What nodes a preset or a watch asks for: "" or None means any."""
+
+    gpu_type = models.CharField(max_length=100, blank=True)
+    node_count = models.PositiveSmallIntegerField()
+    fabric_type = models.CharField(max_length=16, blank=True, choices=FABRIC_TYPES)
+    min_link_rate_gbps = models.PositiveIntegerField(null=True, blank=True)
+    max_price_per_node_hour = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
+
+    class Meta:
+        abstract = True
+
+    @property
+    def want(self) -> NodeWant:
+        return NodeWant(
+            node_count=self.node_count,
+            gpu_type=self.gpu_type,
+            fabric_type=self.fabric_type,
+            min_link_rate_gbps=self.min_link_rate_gbps,
+            max_price_per_node_hour=self.max_price_per_node_hour,
+        )
+
+
+class Preset(NodeWantFields):
     """What the rent form asks for, minus the nodes: they are picked when it is used (`presets.matching`)."""
 
     customer = models.ForeignKey(Customer, on_delete=models.CASCADE, related_name="presets")
     name = models.CharField(max_length=100)
     created_by = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="+")
     created_at = models.DateTimeField(auto_now_add=True)
-    # What nodes to pick: "" means any.
-    gpu_type = models.CharField(max_length=100, blank=True)
-    node_count = models.PositiveSmallIntegerField()
-    fabric_type = models.CharField(max_length=16, blank=True, choices=FABRIC_TYPES)
-    min_link_rate_gbps = models.PositiveIntegerField(null=True, blank=True)
-    max_price_per_node_hour = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
     # The rest of the order, as the rent form has it.
     pod_name = models.CharField(max_length=63)
     template_id = models.CharField(max_length=100, blank=True)  # "": the newest cluster template
@@ -40,21 +57,11 @@ class Preset(models.Model):
         return self.name
 
     @property
-    def want(self) -> NodeWant:
-        return NodeWant(
-            node_count=self.node_count,
-            gpu_type=self.gpu_type,
-            fabric_type=self.fabric_type,
-            min_link_rate_gbps=self.min_link_rate_gbps,
-            max_price_per_node_hour=self.max_price_per_node_hour,
-        )
-
-    @property
     def public_keys(self) -> list[str]:
         return [line for line in self.ssh_public_keys.splitlines() if line.strip()]
 
 
-class CapacityWatch(models.Model):
+class CapacityWatch(NodeWantFields):
     """ "Tell me (or rent) when N nodes of GPU X are free on one fabric at most $Y a node-hour", until `expires_at`.
 
     It ends once: `fired` (matched; `rental` set when it rented by itself), `expired` or `cancelled`; the
@@ -73,11 +80,6 @@ class CapacityWatch(models.Model):
     preset = models.ForeignKey(Preset, null=True, blank=True, on_delete=models.SET_NULL, related_name="watches")
     created_at = models.DateTimeField(auto_now_add=True)
     expires_at = models.DateTimeField()
-    gpu_type = models.CharField(max_length=100, blank=True)
-    node_count = models.PositiveSmallIntegerField()
-    fabric_type = models.CharField(max_length=16, blank=True, choices=FABRIC_TYPES)
-    min_link_rate_gbps = models.PositiveIntegerField(null=True, blank=True)
-    max_price_per_node_hour = models.DecimalField(max_digits=10, decimal_places=4, null=True, blank=True)
     auto_rent = models.BooleanField(default=False)  # needs a preset: its pod name, keys and options
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.ACTIVE, db_index=True)
     ended_at = models.DateTimeField(null=True, blank=True)
@@ -92,13 +94,3 @@ class CapacityWatch(models.Model):
 
     def __str__(self) -> str:
         return f"{self.node_count} x {self.gpu_type or 'any GPU'}"
-
-    @property
-    def want(self) -> NodeWant:
-        return NodeWant(
-            node_count=self.node_count,
-            gpu_type=self.gpu_type,
-            fabric_type=self.fabric_type,
-            min_link_rate_gbps=self.min_link_rate_gbps,
-            max_price_per_node_hour=self.max_price_per_node_hour,
-        )

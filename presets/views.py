@@ -57,7 +57,7 @@ def preset_list(request: HttpRequest) -> HttpResponse:
     elif request.method == "POST":
         raise PermissionDenied("Support can look but not change presets: that needs a customer membership.")
     if request.method == "POST" and form is not None and form.is_valid():
-        fields = form.preset_fields()
+        fields = form.model_fields()
         customer = fields.pop("customer")
         try:
             preset = services.preset_create(customer=customer, created_by=request_user(request), fields=fields)

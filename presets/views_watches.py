@@ -71,7 +71,7 @@ def watch_list(request: HttpRequest) -> HttpResponse:
         initial = {"preset": request.GET.get("preset", "")}
         form = WatchPageForm(data, initial=initial, customers=customers, presets=presets)
     if request.method == "POST" and form is not None and form.is_valid():
-        fields = form.watch_fields()
+        fields = form.model_fields()
         customer, preset = fields.pop("customer"), fields.pop("preset")
         try:
             watch = watching.watch_create(

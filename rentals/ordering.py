@@ -40,6 +40,8 @@ class RentOrder:
     price_per_hour: Decimal = Decimal(0)
 
 
+# The order's options beside its nodes, keys and template, named as the rent form and the API name them.
+OPTIONS = ("initial_port_count", "termination_hours", "enable_jupyter", "enable_volume_encryption", "enable_backups")
 ADVANCED_FIELDS = ("volume_id", "backup_log_id", "restore_path", "skip_add_agent_ssh_key", "ncu_profiling")
 
 

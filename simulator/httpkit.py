@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import socket
@@ -37,12 +38,10 @@ def drop(environ: dict[str, Any]) -> None:
     sock = environ.get("werkzeug.socket")
     if sock is None:
         return
-    try:
+    with contextlib.suppress(OSError):
         # SO_LINGER 0 turns close into an RST; shutdown makes Werkzeug's own write fail quietly.
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         sock.shutdown(socket.SHUT_RDWR)
-    except OSError:
-        pass
 
 
 def json_body(request: Request) -> Any:
@@ -64,7 +63,7 @@ def json_object(request: Request) -> dict[str, Any]:
     return body
 
 
-def pre_faults(state: State, route: str, *, releasing: bool = False) -> None:
+def pre_faults(state: State, route: str) -> None:
     """Apply latency and rate_limit rules; both leave the world untouched."""
     rule = state.faults.take("latency", route)
     if rule:

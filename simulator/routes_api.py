@@ -258,6 +258,10 @@ def pod_events(state: State, request: Request, pod_id: str) -> Response:
         return json_response(list(state.events.get(pod_id, [])))
 
 
+# What `GET /users/me` says of the calling API key (a session token has none).
+API_KEY_FIELDS = ("id", "name", "scopes", "visibility", "customer_ref", "max_budget_usd", "spent_total_usd")
+
+
 def users_me(state: State, request: Request) -> Response:
     """Describe the caller's account, balance and credential."""
     cred = _auth(state, request, "users")
@@ -270,16 +274,6 @@ def users_me(state: State, request: Request) -> Response:
                 "email": acct["email"],
                 "name": acct["name"],
                 "balance": billing.balance(state, acct["id"]),
-                "api_key": None
-                if cred["id"] is None
-                else {
-                    "id": cred["id"],
-                    "name": cred["name"],
-                    "scopes": cred["scopes"],
-                    "visibility": cred["visibility"],
-                    "customer_ref": cred["customer_ref"],
-                    "max_budget_usd": cred["max_budget_usd"],
-                    "spent_total_usd": cred["spent_total_usd"],
-                },
+                "api_key": None if cred["id"] is None else {key: cred[key] for key in API_KEY_FIELDS},
             }
         )

@@ -8,14 +8,9 @@ from rentals.estimates import duration_text
 from rentals.models import ClusterMember
 
 register = template.Library()
+register.filter("ready_in", duration_text)  # "~18 s", "~2 min" from 90 s, "any moment now" at 0, "" when unknown
 
 STARTING = ("PENDING", "REBOOT_PENDING")  # Lium sends phase and estimate only in these states (upstream-api.md §8)
-
-
-@register.filter
-def ready_in(seconds: int | None) -> str:
-    """Say a time to ready: "~18 s", "~2 min" from 90 s, "any moment now" at 0, "" when unknown."""
-    return duration_text(seconds)
 
 
 @register.filter

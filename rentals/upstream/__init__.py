@@ -61,14 +61,7 @@ from rentals.upstream import (
     parse_repair,
     parse_requests,
 )
-from rentals.upstream.parse import Account, Features, Unparseable
-from rentals.upstream.parse_billing import Statement
-from rentals.upstream.parse_estimate import DeploymentEstimate
-from rentals.upstream.parse_events import AccountEvent
-from rentals.upstream.parse_offers import Fabric, TemplateRow
-from rentals.upstream.parse_pods import DeleteResult, PodEvent, PodRow
-from rentals.upstream.parse_repair import ResetStatus
-from rentals.upstream.parse_requests import MachineRequestAnswer
+from rentals.upstream.parse import Unparseable
 
 MAX_REDIRECTS = 5
 CLIENT_HEADERS = {"X-Source": "dashboard", "User-Agent": "lium-cluster-dashboard/0.1"}
@@ -149,6 +142,7 @@ class DeadlineExceeded(httpx.TimeoutException):
     """The call as a whole (every hop and the whole body) did not finish within its deadline."""
 
 
+REJECTED_OF_STATUS = {401: AuthenticationFailed, 403: PermissionDenied, 404: NotFound, 409: Conflict}
 NO_AUTH = "none"  # the shared config is public: no credential is sent to it
 
 
@@ -327,13 +321,7 @@ def _error_for(answer: Answer) -> UpstreamError:
         return RateLimited(detail.message, retry_after=parse_retry_after(answer), **kwargs)
     if status >= 500 or status < 400:
         return UpstreamUnavailable(f"Server error: {status}. {detail.message}", **kwargs)
-    error_class: type[UpstreamError] = {
-        401: AuthenticationFailed,
-        403: PermissionDenied,
-        404: NotFound,
-        409: Conflict,
-    }.get(status, UpstreamRejected)
-    return error_class(detail.message, **kwargs)
+    return REJECTED_OF_STATUS.get(status, UpstreamRejected)(detail.message, **kwargs)
 
 
 # --- The client -------------------------------------------------------------------------------------------
@@ -492,24 +480,24 @@ class LiumClient:
 
     # Reads and writes ----------------------------------------------------------------------------------
 
-    def version(self) -> Features:
+    def version(self) -> parse.Features:
         """Return the optional features of `GET /version` (e.g. `rent_idempotency`)."""
         return self._read("GET", "/version", parse.features)
 
-    def me(self) -> Account:
+    def me(self) -> parse.Account:
         """Return the account (`GET /users/me`), with its USD `balance` (None when not given)."""
         return self._read("GET", "/users/me", parse.account)
 
-    def list_offers(self) -> list[Fabric]:
+    def list_offers(self) -> list[parse_offers.Fabric]:
         """Return the fabric offers: groups of free nodes on one RDMA fabric."""
         return self._read(
             "GET", "/executors/infiniband-clusters", parse_offers.offer_listing, body_max=LISTING_BODY_MAX
         )
 
-    def list_templates(self) -> list[TemplateRow]:
+    def list_templates(self) -> list[parse_offers.TemplateRow]:
         return self._read("GET", "/templates", parse_offers.template_listing, body_max=LISTING_BODY_MAX)
 
-    def list_pods(self) -> list[PodRow]:
+    def list_pods(self) -> list[parse_pods.PodRow]:
         """Return the caller's pods; clusters are found here only, by `cluster_id`. Never [] for a bad body.
 
         The listing is parsed row by row while it arrives (a large account's runs to tens of MB), so only the
@@ -524,7 +512,7 @@ class LiumClient:
             stream=lambda chunks: parse_pods.pod_listing_stream(chunks, max_pods=max_pods),
         )
 
-    def billing_statement(self, *, start_day: str, end_day: str) -> Statement:
+    def billing_statement(self, *, start_day: str, end_day: str) -> parse_billing.Statement:
         """Return the account's ledger per pod for [start_day, end_day] (UTC `YYYY-MM-DD`, inclusive)."""
         return self._read(
             "GET",
@@ -534,7 +522,7 @@ class LiumClient:
             params={"start_day": start_day, "end_day": end_day},
         )
 
-    def delete_cluster(self, cluster_id: str) -> DeleteResult:
+    def delete_cluster(self, cluster_id: str) -> parse_pods.DeleteResult:
         """Remove every member of a cluster; the answer has one row per member (none: MalformedAnswer)."""
         return self._read("DELETE", f"/clusters/{quote(cluster_id, safe='')}", parse_pods.delete_result)
 
@@ -552,13 +540,13 @@ class LiumClient:
         REBOOT_FAILED, as the pod listing shows; the answer's body is not read (§17). Not safe to repeat."""
         self._read("POST", f"/pods/{quote(pod_id, safe='')}/reboot", lambda body: None, json_body={})
 
-    def pod_reset_gpu(self, pod_id: str, gpu_indices: list[int] | None = None) -> ResetStatus:
+    def pod_reset_gpu(self, pod_id: str, gpu_indices: list[int] | None = None) -> parse_repair.ResetStatus:
         """Start a reset of the pod's GPUs (None: all); 202 `{request_id, status: "running"}`. Lium allows one a
         minute per pod: a second one raises RateLimited (429). Sent once, never retried here (§17)."""
         path = f"/pods/{quote(pod_id, safe='')}/reset-gpu"
         return self._read("POST", path, parse_repair.reset_status, json_body={"gpu_indices": gpu_indices})
 
-    def pod_reset_gpu_status(self, pod_id: str, request_id: str) -> ResetStatus:
+    def pod_reset_gpu_status(self, pod_id: str, request_id: str) -> parse_repair.ResetStatus:
         """Read a GPU reset: running, then done|failed|timeout with each GPU's result. A 409 listing `gpus` is
         the official client's "a GPU failed": returned as a failed reset."""
         path = f"/pods/{quote(pod_id, safe='')}/reset-gpu/{quote(request_id, safe='')}"
@@ -570,7 +558,7 @@ class LiumClient:
                 raise
             return failed
 
-    def pod_events(self, pod_id: str) -> list[PodEvent]:
+    def pod_events(self, pod_id: str) -> list[parse_pods.PodEvent]:
         """Return what happened to one pod, oldest first; [] when the upstream knows no such pod (404)."""
         try:
             return self._read(
@@ -581,7 +569,7 @@ class LiumClient:
 
     def deployment_estimate(
         self, executor_id: str, template_id: str, *, budget_seconds: float | None = None
-    ) -> DeploymentEstimate:
+    ) -> parse_estimate.DeploymentEstimate:
         """Return how long a pod of `template_id` is expected to take to start on `executor_id` (§17)."""
         params = {"executor_id": executor_id, "template_id": template_id}
         return self._read(
@@ -596,25 +584,17 @@ class LiumClient:
         """Return Lium's cluster switch (`multinode_clusters_enabled` of `GET /v1/shared-config`); None: absent."""
         return self._read("GET", "/v1/shared-config", parse_events.cluster_switch)
 
-    def account_events(self, *, since: str | None, limit: int) -> list[AccountEvent]:
+    def account_events(self, *, since: str | None, limit: int) -> list[parse_events.AccountEvent]:
         """Return the account's events since `since` (ISO, inclusive upstream), oldest first (no cursor upstream)."""
         params = {"limit": str(limit), **({"since": since} if since else {})}
         return self._read(
             "GET", "/users/me/events", parse_events.account_event_listing, body_max=LISTING_BODY_MAX, params=params
         )
 
-    def machine_request(self, *, machine_name: str, gpu_count: int | None = None) -> MachineRequestAnswer:
+    def machine_request(self, *, machine_name: str) -> parse_requests.MachineRequestAnswer:
         """Tell Lium that machines of this kind are wanted (`POST /machine-requests`): a demand signal, not an order."""
-        wanted: dict[str, Any] = {"machine_name": machine_name}
-        if gpu_count is not None:
-            wanted["gpu_count"] = gpu_count
-        return self._read(
-            "POST",
-            "/machine-requests",
-            parse_requests.machine_request_answer,
-            content=json.dumps(wanted).encode(),
-            headers={"Content-Type": "application/json"},
-        )
+        wanted = {"machine_name": machine_name}
+        return self._read("POST", "/machine-requests", parse_requests.machine_request_answer, json_body=wanted)
 
     def rent_cluster(self, *, body: bytes, idempotency_key: str, customer_ref: str | None) -> RentResult:
         """Send the stored rent bytes with their key; classify whatever happens. Never raises."""
@@ -694,16 +674,6 @@ def _rewrites_to_get(status: int, method: str, *, keep_method: bool) -> bool:
     return rewrite
 
 
-class _RefuseAllCookies(http.cookiejar.DefaultCookiePolicy):
-    """Neither store nor send any cookie: one client serves every credential, so a jar would mix them."""
-
-    def set_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
-        return False
-
-    def return_ok(self, cookie: http.cookiejar.Cookie, request: Any) -> bool:
-        return False
-
-
 def new_http_client(*, transport: httpx.BaseTransport | None = None) -> httpx.Client:
     """Return an `httpx.Client` configured as the upstream needs: no cookies, no redirects, our timeouts."""
     return httpx.Client(
@@ -712,7 +682,8 @@ def new_http_client(*, transport: httpx.BaseTransport | None = None) -> httpx.Cl
         # No connection cap: RENT_INFLIGHT_PER_CREDENTIAL and RENT_INFLIGHT_GLOBAL (and the worker's threads)
         # bound the calls in flight; httpx's default of 100 connections was a hidden third cap.
         limits=httpx.Limits(max_connections=None, max_keepalive_connections=20),
-        cookies=http.cookiejar.CookieJar(policy=_RefuseAllCookies()),
+        # Neither store nor send any cookie (no domain is allowed): one client serves every credential.
+        cookies=http.cookiejar.CookieJar(policy=http.cookiejar.DefaultCookiePolicy(allowed_domains=[])),
         transport=transport,
     )
 

@@ -8,6 +8,7 @@ confirm or contradict our cost on evidence that is not there.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -37,10 +38,8 @@ class Statement:
 def day_of(value: Any, what: str) -> date:
     """Read a UTC day `YYYY-MM-DD`; raise Unparseable naming `what`."""
     if isinstance(value, str) and len(value) == 10:
-        try:
+        with contextlib.suppress(ValueError):
             return date.fromisoformat(value)
-        except ValueError:
-            pass
     raise Unparseable(f"{what} is not a day (YYYY-MM-DD).")
 
 

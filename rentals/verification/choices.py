@@ -15,7 +15,7 @@ import uuid
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from rentals import services
+from rentals import ordering, services
 from rentals.audit import change_event
 from rentals.models import FabricCheck, Rental
 from rentals.order_service import OrderChoice, OrderRefused, order_check, order_offer, order_save
@@ -24,13 +24,6 @@ from rentals.states import RentalStatus
 from rentals.transitions import rental_transition
 
 RENT_AGAIN_NAMESPACE = uuid.UUID("6f1b1f0e-2f7a-4c55-9a57-27b1e0c7a3d1")
-BODY_OPTIONS = (
-    "initial_port_count",
-    "termination_hours",
-    "enable_jupyter",
-    "enable_volume_encryption",
-    "enable_backups",
-)
 
 
 def fabric_check_keep(*, rental: Rental, actor: User | None) -> bool:
@@ -97,6 +90,6 @@ def _choice_without_slow(rental: Rental, check: FabricCheck, user: User) -> Orde
         template_id=body.get("template_id"),
         pod_name=f"{rental.pod_name[:57]}-again",  # not the old name: reconciliation tells orders apart by it
         public_keys=keys,
-        options={name: body[name] for name in BODY_OPTIONS if name in body},
+        options={name: body[name] for name in ordering.OPTIONS if name in body},
         verify_fabric=True,
     )

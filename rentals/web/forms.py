@@ -12,6 +12,7 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Customer, SshPublicKey
 from accounts.validators import parse_ssh_public_keys
+from rentals import ordering
 from rentals.offers import Template
 from rentals.order_service import OrderChoice
 from rentals.removal.policy import removal_policy_hint
@@ -176,11 +177,7 @@ class RentForm(forms.Form):
             start_at=data.get("start_at"),
             preset_id=data.get("preset_id"),
             options={
-                "initial_port_count": data.get("initial_port_count"),
-                "termination_hours": data.get("termination_hours"),
-                "enable_jupyter": data.get("enable_jupyter", False),
-                "enable_volume_encryption": data.get("enable_volume_encryption", True),
-                "enable_backups": data.get("enable_backups", True),
+                **{name: data[name] for name in ordering.OPTIONS},
                 "advanced": {
                     "volume_id": str(data["volume_id"]) if data.get("volume_id") else None,
                     "backup_log_id": str(data["backup_log_id"]) if data.get("backup_log_id") else None,

@@ -36,6 +36,14 @@ def _may_act(request: HttpRequest) -> bool:
     return is_operator(request.user) or not is_staff_reader(request.user)
 
 
+def rental_to_change(request: HttpRequest, public_id: uuid.UUID | str) -> Rental:
+    """Return the rental through the scoped selector (404 for another customer's); 403 when support asks."""
+    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
+    if not _may_act(request):
+        raise PermissionDenied(SUPPORT_READS_ONLY)
+    return rental
+
+
 def _whole_hours(raw: object) -> int | None:
     """Return the posted whole hours 1-720, or None for anything else."""
     text = str(raw or "").strip()
@@ -49,9 +57,7 @@ def _whole_hours(raw: object) -> int | None:
 @require_POST
 def rental_removal_schedule_form(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Remove every member `hours` from now, or extend the scheduled removal by `extend_hours`."""
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request):
-        raise PermissionDenied(SUPPORT_READS_ONLY)
+    rental = rental_to_change(request, public_id)
     extend = "extend_hours" in request.POST
     hours = _whole_hours(request.POST.get("extend_hours" if extend else "hours"))
     if hours is None:
@@ -75,9 +81,7 @@ def rental_removal_schedule_form(request: HttpRequest, public_id: uuid.UUID) -> 
 @require_POST
 def rental_removal_cancel_form(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Cancel the scheduled removal: the cluster then runs until terminated."""
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request):
-        raise PermissionDenied(SUPPORT_READS_ONLY)
+    rental = rental_to_change(request, public_id)
     try:
         cancelled = removal_schedule.rental_cancel_removal(rental=rental, actor=request_user(request))
     except ValidationError as exc:

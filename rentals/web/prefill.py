@@ -14,24 +14,13 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
+from rentals.ordering import OPTIONS
 from rentals.upstream.parse_offers import Fabric
 
 SESSION_KEY = "rent_prefill"
 KEPT = 5  # the latest prefills a session keeps (a few tabs opened from presets)
-FIELDS = (
-    "executor_ids",
-    "pod_name",
-    "template_id",
-    "initial_port_count",
-    "termination_hours",
-    "enable_jupyter",
-    "enable_volume_encryption",
-    "enable_backups",
-    "verify_fabric",
-    "ssh_public_keys",
-    "preset_id",
-    "note",
-)
+# The rent form's fields a prefill may set: the order's options and these.
+FIELDS = {"executor_ids", "pod_name", "template_id", "verify_fabric", "ssh_public_keys", "preset_id", "note", *OPTIONS}
 
 
 def rent_prefill_url(request: HttpRequest, *, customer_id: int, fabric_id: str, initial: dict[str, Any]) -> str:

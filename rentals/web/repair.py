@@ -11,14 +11,14 @@ import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from accounts.users import request_user
-from rentals import repair, selectors
-from rentals.web.lifecycle import SUPPORT_READS_ONLY, _may_act
+from rentals import repair
+from rentals.web.lifecycle import rental_to_change
 
 ACTION_OF_URL = {"reboot": repair.REBOOT, "reset-gpu": repair.RESET_GPU}
 
@@ -27,9 +27,7 @@ ACTION_OF_URL = {"reboot": repair.REBOOT, "reset-gpu": repair.RESET_GPU}
 @require_http_methods(["GET", "POST"])
 def member_repair(request: HttpRequest, public_id: uuid.UUID, rank: int, action: str) -> HttpResponse:
     """Confirm (GET), then ask (POST) a reboot or a GPU reset of the member of `rank`."""
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request):
-        raise PermissionDenied(SUPPORT_READS_ONLY)
+    rental = rental_to_change(request, public_id)
     kind = ACTION_OF_URL[action]
     back = redirect("rentals:rental_detail", public_id=rental.public_id)
     if request.method == "GET":

@@ -8,15 +8,15 @@ import uuid
 from django import forms
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from accounts.roles import is_operator, is_staff_reader
 from accounts.users import request_user
-from rentals import scheduled, selectors
+from rentals import scheduled
 from rentals.web.forms import START_AT_FORMATS
+from rentals.web.lifecycle import rental_to_change
 
 
 class RescheduleForm(forms.Form):
@@ -27,9 +27,7 @@ class RescheduleForm(forms.Form):
 @require_POST
 def rental_reschedule(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Move a scheduled rental's start time (members and operators; support reads only)."""
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if is_staff_reader(request.user) and not is_operator(request.user):
-        raise PermissionDenied("Support can look but not change rentals.")
+    rental = rental_to_change(request, public_id)
     form = RescheduleForm(request.POST)
     if not form.is_valid():
         messages.error(request, "Give the new start time as a date and time in UTC (YYYY-MM-DD HH:MM).")

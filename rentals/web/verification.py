@@ -7,26 +7,22 @@ import uuid
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from accounts.users import request_user
-from rentals import selectors
 from rentals.order_service import OrderRefused
 from rentals.upstream import UpstreamError
 from rentals.verification.choices import fabric_check_keep, fabric_check_rent_again
-from rentals.web.lifecycle import SUPPORT_READS_ONLY, _may_act
+from rentals.web.lifecycle import rental_to_change
 
 
 @login_required
 @require_POST
 def rental_check_keep(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Keep a cluster whose fabric check failed: ready, marked unverified."""
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request):
-        raise PermissionDenied(SUPPORT_READS_ONLY)
+    rental = rental_to_change(request, public_id)
     if fabric_check_keep(rental=rental, actor=request_user(request)):
         messages.success(request, "Kept as it is: the cluster is ready, marked unverified.")
     else:
@@ -38,9 +34,7 @@ def rental_check_keep(request: HttpRequest, public_id: uuid.UUID) -> HttpRespons
 @require_POST
 def rental_check_rent_again(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     """Terminate a cluster whose check failed and rent again without its slow node(s); show the new rental."""
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request):
-        raise PermissionDenied(SUPPORT_READS_ONLY)
+    rental = rental_to_change(request, public_id)
     try:
         again = fabric_check_rent_again(rental=rental, user=request_user(request))
     except OrderRefused as exc:

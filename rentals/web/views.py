@@ -30,6 +30,7 @@ from rentals.upstream import UpstreamError
 from rentals.upstream.parse_offers import Fabric
 from rentals.web import progress
 from rentals.web.forms import RentForm
+from rentals.web.lifecycle import _may_act, rental_to_change
 from rentals.web.prefill import rent_prefill_initial
 from rentals.web.summary import rent_summary_build
 
@@ -311,9 +312,7 @@ def _rental_progress_checked(request: HttpRequest, public_id: uuid.UUID) -> Http
 @require_http_methods(["GET", "POST"])
 def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
     """Confirm (GET), then remove (POST) the rental's cluster: the customer's own, or any for operators."""
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request):
-        raise PermissionDenied("Support can look but not change rentals.")
+    rental = rental_to_change(request, public_id)
     if request.method == "GET":
         return render(request, "rentals/terminate_confirm.html", {"rental": rental})
     try:
@@ -330,9 +329,7 @@ def rental_terminate(request: HttpRequest, public_id: str) -> HttpResponse:
 @require_POST
 def rental_cancel(request: HttpRequest, public_id: str) -> HttpResponse:
     """Cancel a rental that has not been sent yet."""
-    rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
-    if not _may_act(request):
-        raise PermissionDenied("Support can look but not change rentals.")
+    rental = rental_to_change(request, public_id)
     if services.rental_cancel(rental=rental, actor=request_user(request), reason=_reason(request)):
         messages.success(request, "Cancelled. Nothing was rented.")
     else:
@@ -346,12 +343,3 @@ REASON_MAX_LENGTH = 1000
 def _reason(request: HttpRequest) -> str:
     """Return the posted reason fit for the timeline: no NUL (PostgreSQL refuses it), at most 1000 characters."""
     return str(request.POST.get("reason", "")).replace("\x00", "")[:REASON_MAX_LENGTH]
-
-
-def _may_act(request: HttpRequest) -> bool:
-    """Return whether the user may change a rental they can see: members and operators yes, support no.
-
-    Callers have already fetched the rental through the scoped selector, so a non-staff user who got
-    this far is a member of the rental's customer.
-    """
-    return is_operator(request.user) or not is_staff_reader(request.user)
