@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
+from functools import cached_property
 from typing import Any
 
 from rentals.upstream.parse import (
@@ -76,7 +77,7 @@ class Fabric:
     def gpus_per_node(self) -> int:
         return self.nodes[0].gpu_count if self.nodes else 0
 
-    @property
+    @cached_property  # read four times per fabric on the fabrics page (sort, filter, row): once per listing
     def cheapest_node_hour(self) -> Decimal | None:
         return min((node.price_per_hour for node in self.nodes), default=None)
 
