@@ -17,6 +17,8 @@ from psycopg_pool import ConnectionPool
 
 def pooled_connection_check(conn: psycopg.Connection) -> None:
     """Raise when `conn` is dead (the pool then opens another); a connection with nothing to read costs nothing."""
-    readable, _, _ = select.select([conn.fileno()], [], [], 0)
-    if readable:
+    # poll, not select: a process with hundreds of threads holds sockets numbered past select's 1024.
+    socket = select.poll()
+    socket.register(conn.fileno(), select.POLLIN)
+    if socket.poll(0):
         ConnectionPool.check_connection(conn)

@@ -49,3 +49,25 @@ def test_a_live_quiet_connection_is_lent_without_a_round_trip() -> None:
     with mock.patch.object(ConnectionPool, "check_connection") as round_trip:
         backend_pid()
     round_trip.assert_not_called()
+
+
+def test_a_connection_with_a_high_file_number_is_checked_without_error() -> None:
+    """A rent worker's hundreds of threads hold many sockets, so a connection's file number passes 1024, which
+    `select.select` refuses: the check must not fail every connection then (it made the pool time out: 503s)."""
+    import os
+    import resource
+
+    from common.db_pool import pooled_connection_check
+
+    if resource.getrlimit(resource.RLIMIT_NOFILE)[0] < 1200:
+        pytest.skip("needs at least 1,200 open files (ulimit -n)")
+    params = {k: v for k, v in connection.get_connection_params().items() if k not in ("cursor_factory", "context")}
+    fillers = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    try:
+        with psycopg.connect(**params, autocommit=True) as high:  # type: ignore[arg-type]
+            assert high.fileno() > 1024
+            pooled_connection_check(high)
+            assert high.execute("SELECT 1").fetchone() == (1,)
+    finally:
+        for filler in fillers:
+            os.close(filler)
