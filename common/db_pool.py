@@ -18,7 +18,7 @@ from psycopg_pool import ConnectionPool
 def pooled_connection_check(conn: psycopg.Connection) -> None:
     """Raise when `conn` is dead (the pool then opens another); a connection with nothing to read costs nothing."""
     # poll, not select: a process with hundreds of threads holds sockets numbered past select's 1024.
-    socket = select.poll()
-    socket.register(conn.fileno(), select.POLLIN)
-    if socket.poll(0):
+    waiting = select.poll()
+    waiting.register(conn.fileno(), select.POLLIN)
+    if waiting.poll(0):
         ConnectionPool.check_connection(conn)
