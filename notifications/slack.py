@@ -1,5 +1,6 @@
 """Slack as a webhook flavour: an endpoint of kind `slack` is a Slack incoming-webhook URL, and gets the same events
-as a Slack message (`{"text": …}`, mrkdwn, with a link to the rental's page) instead of the event's JSON.
+as a Slack message (`{"text": …}`, mrkdwn, with a link: the rental's page; a watch's rent form on the nodes it
+found; the usage page for a budget threshold) instead of the event's JSON.
 
 The message is made from the event's stored body at each attempt, so every retry sends the same bytes; delivery,
 retries and the delivery log are the outbox's own (`notifications.delivery`).
@@ -9,7 +10,7 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import urlencode, urlsplit
 
 from django.conf import settings
 from django.urls import reverse
@@ -44,16 +45,29 @@ def slack_message(*, event_type: str, body: str) -> str:
     rental = data.get("rental")
     if event_type == ev.WEBHOOK_TEST:
         text = "Test event from the Lium clusters dashboard: this Slack webhook works."
+    elif event_type == ev.CAPACITY_AVAILABLE:
+        # What the watch found, and the rental it placed (auto-rent) or the rent form on the nodes found.
+        text = f"*{_escaped(title)}*: {_escaped(data.get('message', ''))} "
+        if isinstance(rental, dict):
+            text += _rental_link(rental)
+        else:
+            text += f"<{_escaped(data.get('rent_url', ''))}|Open the rent form on them>"
     elif isinstance(rental, dict):
-        link = settings.SITE_URL.rstrip("/") + reverse("rentals:rental_detail", args=[rental["id"]])
         customer = (rental.get("customer") or {}).get("name", "")
-        text = f"*{_escaped(title)}*: <{link}|{_escaped(rental.get('pod_name', rental['id']))}>"
+        text = f"*{_escaped(title)}*: {_rental_link(rental)}"
         text += f" ({_escaped(customer)}), now {_escaped(rental.get('status', ''))}."
     elif event_type == ev.BUDGET_THRESHOLD:
         who, month = _escaped(data.get("customer_ref") or "your team"), _escaped(data.get("month"))
         spent, budget = _escaped(data.get("spent_usd")), _escaped(data.get("budget_usd"))
+        usage = settings.SITE_URL.rstrip("/") + reverse("billing:usage") + "?" + urlencode({"month": data.get("month")})
         text = f"*{_escaped(title)}*: {who} spent ${spent} of ${budget} in {month}"
-        text += f" ({_escaped(data.get('threshold_pct'))} %)."
+        text += f" ({_escaped(data.get('threshold_pct'))} %). <{_escaped(usage)}|Usage>"
     else:
         text = f"*{_escaped(title)}* (event {_escaped(payload.get('id', ''))})."
     return json.dumps({"text": text}, separators=(",", ":"))
+
+
+def _rental_link(rental: dict[str, Any]) -> str:
+    """A Slack link to the rental's page, named by its pod."""
+    link = settings.SITE_URL.rstrip("/") + reverse("rentals:rental_detail", args=[rental["id"]])
+    return f"<{link}|{_escaped(rental.get('pod_name', rental['id']))}>"

@@ -94,7 +94,7 @@ def test_a_budget_threshold_reads_as_a_sentence() -> None:
         }
     )
     text = json.loads(slack_message(event_type="budget.threshold", body=body))["text"]
-    assert text == "*Budget threshold reached*: acme spent $80.00 of $100.00 in 2030-06 (80 %)."
+    assert text.startswith("*Budget threshold reached*: acme spent $80.00 of $100.00 in 2030-06 (80 %). <")
 
 
 def test_markup_in_a_name_is_escaped_not_read_as_a_slack_link_or_mention() -> None:
@@ -154,3 +154,43 @@ def test_the_form_registers_a_slack_endpoint(alice, admins, receiver, client_for
     answer = client_for(alice).post("/profile/webhooks/", {"url": receiver.url, "kind": "slack", "all_events": "on"})
     assert answer.status_code == 200
     assert WebhookEndpoint.objects.get().kind == "slack"
+
+
+def test_capacity_available_says_what_was_found_with_a_link_to_the_rent_form() -> None:
+    rent_url = "https://clusters.example.com/rent/?fabric=fab-1&customer=1&nodes=a%2Cb"
+    body = json.dumps(
+        {
+            "id": "msg_1",
+            "type": "capacity.available",
+            "data": {"message": "2 x H100 free on fabric fab-1 at $30.00/hour.", "rent_url": rent_url},
+        }
+    )
+    text = json.loads(slack_message(event_type="capacity.available", body=body))["text"]
+    assert text == (
+        "*Capacity available (a watch matched)*: 2 x H100 free on fabric fab-1 at $30.00/hour. "
+        "<https://clusters.example.com/rent/?fabric=fab-1&amp;customer=1&amp;nodes=a%2Cb|Open the rent form on them>"
+    )
+
+
+def test_capacity_an_auto_rent_rented_links_to_its_rental(settings) -> None:
+    settings.SITE_URL = "https://clusters.example.com"
+    rental = {"id": "00000000-0000-4000-8000-000000000001", "pod_name": "auto-pair", "status": "queued"}
+    body = json.dumps(
+        {
+            "id": "msg_1",
+            "type": "capacity.available",
+            "data": {"rental": rental, "message": "Found. Rented them.", "rent_url": "https://x.example/rent/"},
+        }
+    )
+    text = json.loads(slack_message(event_type="capacity.available", body=body))["text"]
+    assert text == (
+        "*Capacity available (a watch matched)*: Found. Rented them. "
+        f"<https://clusters.example.com/rentals/{rental['id']}/|auto-pair>"
+    )
+
+
+def test_a_budget_threshold_links_to_the_usage_page(settings) -> None:
+    settings.SITE_URL = "https://clusters.example.com"
+    body = json.dumps({"id": "msg_1", "type": "budget.threshold", "data": {"month": "2030-06", "threshold_pct": 80}})
+    text = json.loads(slack_message(event_type="budget.threshold", body=body))["text"]
+    assert text.endswith(" <https://clusters.example.com/usage/?month=2030-06|Usage>")
