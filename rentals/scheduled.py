@@ -61,7 +61,9 @@ def start_at_check(value: datetime, *, now: datetime | None = None) -> datetime:
     days = settings.SCHEDULE_MAX_DAYS
     try:
         value = value.astimezone(UTC)
-    except OverflowError as exc:  # a year-1 moment with a positive offset
+    except OverflowError as exc:  # before year 1 or past year 9999 in UTC: its year says which
+        if value.year > 1:
+            raise ValidationError(f"A rental can be scheduled at most {days} days ahead.", code="start_too_far") from exc
         raise ValidationError("Give a start time in the future.", code="start_in_past") from exc
     if value <= now:
         raise ValidationError("Give a start time in the future.", code="start_in_past")

@@ -86,7 +86,17 @@ class RentForm(forms.Form):
         "time, with your budget and quotas; empty sends it now.",
     )
     # Opened from a preset: with a start time, the preset's cheapest matching nodes are picked again at that time.
-    preset_id = forms.IntegerField(required=False, min_value=1, widget=forms.HiddenInput)
+    # Bounded by the column (`Rental.preset_id`, a PositiveIntegerField): a tampered id is refused, not a 500.
+    preset_id = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=2_147_483_647,
+        widget=forms.HiddenInput,
+        error_messages={
+            key: "This form's preset is not valid. Open the rent form from the preset again."
+            for key in ("invalid", "min_value", "max_value")
+        },
+    )
     # The seed's remaining fields, under "Advanced".
     volume_id = forms.UUIDField(label="Volume id", required=False)
     backup_log_id = forms.UUIDField(label="Restore from backup id", required=False)

@@ -150,6 +150,8 @@ def test_the_offers_unreadable_at_its_time_keep_it_waiting(scan, nodes, api, clo
         ("2030-06-01T09:00:00", "with its timezone"),
         ("PAST", "in the future"),
         ("FAR", "at most 30 days ahead"),
+        ("9999-12-31T23:59:59-12:00", "at most 30 days ahead"),  # past year 9999 in UTC: too far, not "the past"
+        ("0001-01-01T00:00:00+14:00", "in the future"),  # before year 1 in UTC
         ("tomorrow", "datetime"),
     ],
 )
@@ -221,6 +223,26 @@ def test_the_rent_form_schedules_a_start(nodes, clock, enqueued, alice, acme, cl
     page = client.get(answer["Location"]).content.decode()
     assert f"Scheduled to be sent at <strong>{start:%Y-%m-%d %H:%M} UTC</strong>" in page
     assert sends(enqueued) == []
+
+
+def test_a_rent_form_with_a_tampered_preset_id_says_so_instead_of_failing(nodes, clock, alice, acme, client_for):  # type: ignore[no-untyped-def]
+    # The hidden preset_id is stored on a scheduled rental: past the column's range, the database would refuse it.
+    client = client_for(alice)
+    html = client.get("/rent/", {"fabric": FABRIC}).content.decode()
+    form = {
+        "fabric": FABRIC,
+        "customer": acme.pk,
+        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),  # type: ignore[union-attr]
+        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),  # type: ignore[union-attr]
+        "executor_ids": ["n-1", "n-2"],
+        "pod_name": "tampered",
+        "ssh_public_keys": SSH_KEY,
+        "start_at": (clock.now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M"),
+        "preset_id": str(10**20),
+    }
+    answer = client.post(f"/rent/?fabric={FABRIC}", form)
+    assert answer.status_code == 200 and "Open the rent form from the preset again" in answer.content.decode()
+    assert not Rental.objects.exists()
 
 
 def test_the_rent_form_refuses_a_start_in_the_past(nodes, clock, alice, acme, client_for) -> None:
