@@ -59,16 +59,17 @@ def start_at_check(value: datetime, *, now: datetime | None = None) -> datetime:
         raise ValidationError("Give the start time with its timezone (e.g. 2030-06-01T09:00:00Z).", code="naive")
     now = now or timezone.now()
     days = settings.SCHEDULE_MAX_DAYS
+    too_far = f"A rental can be scheduled at most {days} days ahead."
     try:
         value = value.astimezone(UTC)
     except OverflowError as exc:  # before year 1 or past year 9999 in UTC: its year says which
         if value.year > 1:
-            raise ValidationError(f"A rental can be scheduled at most {days} days ahead.", code="start_too_far") from exc
+            raise ValidationError(too_far, code="start_too_far") from exc
         raise ValidationError("Give a start time in the future.", code="start_in_past") from exc
     if value <= now:
         raise ValidationError("Give a start time in the future.", code="start_in_past")
     if value > now + timedelta(days=days):
-        raise ValidationError(f"A rental can be scheduled at most {days} days ahead.", code="start_too_far")
+        raise ValidationError(too_far, code="start_too_far")
     return value
 
 
