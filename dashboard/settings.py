@@ -11,6 +11,7 @@ import hashlib
 from datetime import timedelta
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from marshmallow.validate import OneOf
 
 from dashboard.env import (  # noqa: F401 - part of the settings
@@ -196,6 +197,11 @@ MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")
 # Operators and support read every customer's clusters: in production their first sign-in without TOTP sends
 # them to enrol before anything else (`accounts.mfa_required`).
 MFA_REQUIRED_FOR_STAFF = env.bool("MFA_REQUIRED_FOR_STAFF", PRODUCTION)
+if PRODUCTION and not MFA_REQUIRED_FOR_STAFF:
+    raise ImproperlyConfigured(
+        "MFA_REQUIRED_FOR_STAFF cannot be off when DASHBOARD_ENV=production: operators and support read every "
+        "customer's clusters and must have two-factor there."
+    )
 # Customers' single sign-on: each customer's provider is an allauth app built from `sso.SsoConfig` (its secret
 # decrypted in memory only), and the sign-in form refuses passwords where a customer made SSO mandatory.
 SOCIALACCOUNT_ADAPTER = "sso.adapter.CustomerSsoAdapter"

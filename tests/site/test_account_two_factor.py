@@ -142,3 +142,10 @@ def test_production_requires_two_factor_of_staff_by_default() -> None:
     result = manage("shell", "-c", code, env=PRODUCTION_ENV)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_production_refuses_to_start_with_two_factor_of_staff_switched_off() -> None:
+    # "Operators and support must have it in production": no setting turns that off there.
+    result = manage("check", env={**PRODUCTION_ENV, "MFA_REQUIRED_FOR_STAFF": "false"})
+    assert result.returncode != 0
+    assert "MFA_REQUIRED_FOR_STAFF cannot be off when DASHBOARD_ENV=production" in result.stderr
