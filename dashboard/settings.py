@@ -193,6 +193,7 @@ ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if PRODUCTION else "http"
 ACCOUNT_REAUTHENTICATION_METHODS = ("password", "mfa")
 ACCOUNT_RATE_LIMITS = {"login": None, "login_failed": "5/15m/key"}
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_ADAPTER = "accounts.two_factor.DashboardMfaAdapter"  # who must have two-factor cannot switch it off
 MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")
 # Operators and support read every customer's clusters: in production their first sign-in without TOTP sends
 # them to enrol before anything else (`accounts.mfa_required`).

@@ -149,3 +149,18 @@ def test_production_refuses_to_start_with_two_factor_of_staff_switched_off() -> 
     result = manage("check", env={**PRODUCTION_ENV, "MFA_REQUIRED_FOR_STAFF": "false"})
     assert result.returncode != 0
     assert "MFA_REQUIRED_FOR_STAFF cannot be off when DASHBOARD_ENV=production" in result.stderr
+
+
+@pytest.mark.parametrize("required", [True, False])
+def test_a_member_whose_team_requires_two_factor_cannot_switch_it_off(alice, required) -> None:  # type: ignore[no-untyped-def]
+    acme = alice.memberships.get().customer
+    acme.require_two_factor = required
+    acme.save()
+    secret = enrol(alice)
+    client, _ = sign_in("alice")
+    client.post("/accounts/2fa/authenticate/", {"code": current_code(secret)})
+    assert client.post("/accounts/reauthenticate/", {"password": "pw"}).status_code == 302, "allauth asks again"
+    response = client.post("/accounts/2fa/totp/deactivate/")
+    assert Authenticator.objects.filter(user=alice, type="totp").exists() is required
+    if required:
+        assert response.status_code == 200 and "cannot deactivate" in response.content.decode()
