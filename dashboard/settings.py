@@ -204,9 +204,10 @@ if PRODUCTION and not MFA_REQUIRED_FOR_STAFF:
         "customer's clusters and must have two-factor there."
     )
 # Customers' single sign-on: each customer's provider is an allauth app built from `sso.SsoConfig` (its secret
-# decrypted in memory only), and the sign-in form refuses passwords where a customer made SSO mandatory.
+# decrypted in memory only); where a customer made SSO mandatory the sign-in form refuses passwords and the e-mail
+# form an address outside its domains.
 SOCIALACCOUNT_ADAPTER = "sso.adapter.CustomerSsoAdapter"
-ACCOUNT_FORMS = {"login": "sso.forms.SsoLoginForm"}
+ACCOUNT_FORMS = {"login": "sso.forms.SsoLoginForm", "add_email": "sso.forms.SsoAddEmailForm"}
 USERSESSIONS_ADAPTER = "accounts.user_sessions.DashboardUserSessionsAdapter"  # audits and e-mails each sign-out
 # A session is recorded at sign-in only: tracking every request would cost a write on each poll.
 USERSESSIONS_TRACK_ACTIVITY = False

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from allauth.account.forms import LoginForm
+from allauth.account.forms import AddEmailForm, LoginForm
 from django import forms
 from django.contrib.auth.models import User
 from django.db.models import Q
@@ -14,7 +14,7 @@ from notifications.addresses import UnsafeUrl, url_check
 from sso.domains import domains_clean, domains_taken
 from sso.models import SsoConfig
 from sso.outbound import unsafe_reason
-from sso.signin import sso_password_refusal
+from sso.signin import sso_email_change_refusal, sso_password_refusal
 
 # Plain http only to this machine: the test provider and a developer's own; a real provider is https.
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -117,3 +117,13 @@ class SsoLoginForm(LoginForm):
                 if reason:
                     raise forms.ValidationError(reason)
         return super().clean()
+
+
+class SsoAddEmailForm(AddEmailForm):
+    """allauth's new-address form, keeping a member under mandatory single sign-on at their customer's domains."""
+
+    def clean_email(self) -> str:
+        reason = sso_email_change_refusal(self.user, str(self.cleaned_data.get("email") or ""))
+        if reason:
+            raise forms.ValidationError(reason)
+        return super().clean_email()

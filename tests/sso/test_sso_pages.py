@@ -193,3 +193,20 @@ def test_every_request_to_a_provider_is_address_checked_in_production(settings) 
     session = get_adapter().get_requests_session()
     with pytest.raises(requests.exceptions.InvalidURL, match="private, loopback"):
         session.get("http://127.0.0.1:8345/.well-known/openid-configuration")
+
+
+def test_under_mandatory_sso_a_member_keeps_their_e_mail_in_the_customers_domains(acme, alice, client_for) -> None:  # type: ignore[no-untyped-def]
+    # Otherwise a new address elsewhere would be a way back to password sign-in, around the customer's provider.
+    from allauth.account.models import EmailAddress
+
+    EmailAddress.objects.filter(user=alice).update(email="alice@acme.example")
+    alice.email = "alice@acme.example"
+    alice.save()
+    _configure(acme, mandatory=True)
+    client = client_for(alice)
+    response = client.post("/accounts/email/", {"email": "alice@elsewhere.example", "action_add": ""})
+    assert response.status_code == 200
+    assert b"Acme Research requires single sign-on for @acme.example" in response.content
+    assert not EmailAddress.objects.filter(email="alice@elsewhere.example").exists()
+    SsoConfig.objects.filter(customer=acme).update(mandatory=False)
+    assert client.post("/accounts/email/", {"email": "alice@elsewhere.example", "action_add": ""}).status_code == 302
