@@ -164,3 +164,21 @@ def test_a_member_whose_team_requires_two_factor_cannot_switch_it_off(alice, req
     assert Authenticator.objects.filter(user=alice, type="totp").exists() is required
     if required:
         assert response.status_code == 200 and "cannot deactivate" in response.content.decode()
+
+
+def test_someone_without_a_password_sets_up_two_factor_right_after_signing_in(alice, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # People of a customer's SSO have no password here, and nothing else to re-authenticate with before they have
+    # an authenticator: their sign-in just now (through their provider) is that check, as a password would be.
+    from allauth.account.internal.flows.login import record_authentication
+
+    alice.set_unusable_password()
+    alice.save()
+    client = Client()
+    client.force_login(alice)
+    request = type("R", (), {"session": client.session})()
+    record_authentication(request, alice, "socialaccount", provider="customer-1", uid="sub-1")
+    request.session.save()
+    assert client.get("/accounts/2fa/totp/activate/").status_code == 200
+    later = time.time() + 301  # past allauth's re-authentication timeout: sign in again first
+    monkeypatch.setattr("accounts.allauth_adapter.time.time", lambda: later)
+    assert client.get("/accounts/2fa/totp/activate/").status_code == 403
