@@ -11,7 +11,7 @@ from django.contrib.auth.models import User
 from django.db.models import Q
 
 from notifications.addresses import UnsafeUrl, url_check
-from sso.domains import domains_clean, domains_taken
+from sso.domains import domains_clean, domains_taken, members_not_linked
 from sso.models import SsoConfig
 from sso.outbound import unsafe_reason
 from sso.signin import sso_email_change_refusal, sso_password_refusal
@@ -98,6 +98,21 @@ class SsoConfigForm(forms.Form):
         if problems:
             raise forms.ValidationError(problems)
         return domains
+
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        domains = cleaned.get("domains")
+        if cleaned.get("mandatory") and domains:
+            unlinked = members_not_linked(customer_id=self.customer_id, domains=domains)
+            if unlinked:
+                names = ", ".join(unlinked[:10]) + (f" and {len(unlinked) - 10} more" if len(unlinked) > 10 else "")
+                self.add_error(
+                    "mandatory",
+                    f"SSO cannot be mandatory yet: {names} sign in with a password and are not linked to your "
+                    "provider, so they could no longer sign in at all. Save it optional, and have an operator link "
+                    "them first.",
+                )
+        return cleaned
 
 
 class SsoStartForm(forms.Form):
