@@ -108,9 +108,9 @@ class SsoConfigForm(forms.Form):
                 names = ", ".join(unlinked[:10]) + (f" and {len(unlinked) - 10} more" if len(unlinked) > 10 else "")
                 self.add_error(
                     "mandatory",
-                    f"SSO cannot be mandatory yet: {names} sign in with a password and are not linked to your "
-                    "provider, so they could no longer sign in at all. Save it optional, and have an operator link "
-                    "them first.",
+                    "SSO cannot be mandatory yet: these members of its domains sign in with a password and are not "
+                    f"linked to your provider, so they could no longer sign in at all: {names}. Save it optional, "
+                    "and have an operator link them first.",
                 )
         return cleaned
 
