@@ -3,7 +3,8 @@
 A member of a customer that requires it (`Customer.require_two_factor`, set by its admins on the team page), and
 with MFA_REQUIRED_FOR_STAFF (on in production) operators and support, must have an authenticator app (TOTP).
 Whoever signs in without one is marked in the session; `accounts.mfa_required` then sends every page to the
-enrolment page until one is added. API keys are not sessions and are unaffected.
+enrolment page until one is added; nor can they switch their authenticator app off (`DashboardMfaAdapter`). API
+keys are not sessions and are unaffected.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import time
 from typing import Any
 
 from allauth.account import app_settings as account_settings
+from allauth.mfa.adapter import DefaultMFAAdapter
 from allauth.mfa.models import Authenticator
 from django.conf import settings
 from django.contrib.auth.models import User
@@ -58,3 +60,11 @@ def authenticator_added(*, request: HttpRequest | None, authenticator: Authentic
     """An authenticator app was added (allauth.mfa): the session may go anywhere again."""
     if request is not None and authenticator.type == Authenticator.Type.TOTP and hasattr(request, "session"):
         request.session.pop(ENROL_SESSION_KEY, None)
+
+
+class DashboardMfaAdapter(DefaultMFAAdapter):
+    def can_delete_authenticator(self, authenticator: Authenticator) -> bool:
+        """Someone who must have two-factor keeps their authenticator app (allauth then says they cannot)."""
+        if authenticator.type == Authenticator.Type.TOTP and two_factor_required(authenticator.user):
+            return False
+        return super().can_delete_authenticator(authenticator)

@@ -69,11 +69,11 @@ def login_username(request: HttpRequest, credentials: dict[str, object] | None) 
 
 
 def _account_username(login: str) -> str:
-    """Return the username of the account an e-mail address signs in to, so guessing by e-mail and by username
-    share one lock; anything else as it is."""
-    if "@" not in login:
-        return login
+    """Return the username of the account a login signs in to, so guessing by e-mail, by username and by the
+    username in other letter cases (allauth matches usernames case-insensitively) share one lock; anything that
+    names no account as it is."""
     from django.contrib.auth.models import User
 
-    username = User.objects.filter(email__iexact=login).values_list("username", flat=True).first()
+    lookup = "email__iexact" if "@" in login else "username__iexact"
+    username = User.objects.filter(**{lookup: login}).order_by("pk").values_list("username", flat=True).first()
     return username or login

@@ -11,6 +11,7 @@ import hashlib
 from datetime import timedelta
 
 import dj_database_url
+from django.core.exceptions import ImproperlyConfigured
 from marshmallow.validate import OneOf
 
 from dashboard.env import (  # noqa: F401 - part of the settings
@@ -192,14 +193,21 @@ ACCOUNT_DEFAULT_HTTP_PROTOCOL = "https" if PRODUCTION else "http"
 ACCOUNT_REAUTHENTICATION_METHODS = ("password", "mfa")
 ACCOUNT_RATE_LIMITS = {"login": None, "login_failed": "5/15m/key"}
 MFA_SUPPORTED_TYPES = ["totp", "recovery_codes"]
+MFA_ADAPTER = "accounts.two_factor.DashboardMfaAdapter"  # who must have two-factor cannot switch it off
 MFA_TOTP_ISSUER = env.str("MFA_TOTP_ISSUER", "Lium clusters")
 # Operators and support read every customer's clusters: in production their first sign-in without TOTP sends
 # them to enrol before anything else (`accounts.mfa_required`).
 MFA_REQUIRED_FOR_STAFF = env.bool("MFA_REQUIRED_FOR_STAFF", PRODUCTION)
+if PRODUCTION and not MFA_REQUIRED_FOR_STAFF:
+    raise ImproperlyConfigured(
+        "MFA_REQUIRED_FOR_STAFF cannot be off when DASHBOARD_ENV=production: operators and support read every "
+        "customer's clusters and must have two-factor there."
+    )
 # Customers' single sign-on: each customer's provider is an allauth app built from `sso.SsoConfig` (its secret
-# decrypted in memory only), and the sign-in form refuses passwords where a customer made SSO mandatory.
+# decrypted in memory only); where a customer made SSO mandatory the sign-in form refuses passwords and the e-mail
+# form an address outside its domains.
 SOCIALACCOUNT_ADAPTER = "sso.adapter.CustomerSsoAdapter"
-ACCOUNT_FORMS = {"login": "sso.forms.SsoLoginForm"}
+ACCOUNT_FORMS = {"login": "sso.forms.SsoLoginForm", "add_email": "sso.forms.SsoAddEmailForm"}
 USERSESSIONS_ADAPTER = "accounts.user_sessions.DashboardUserSessionsAdapter"  # audits and e-mails each sign-out
 # A session is recorded at sign-in only: tracking every request would cost a write on each poll.
 USERSESSIONS_TRACK_ACTIVITY = False

@@ -6,6 +6,7 @@ import re
 
 from django.contrib.auth.models import User
 from django.core.exceptions import ValidationError
+from django.db.models import Q
 
 from sso.models import SsoConfig, SsoDomain
 
@@ -91,6 +92,17 @@ def domains_taken(domains: list[str], *, customer_id: int) -> list[str]:
                 f"Members of another customer sign in with @{domain} addresses; an operator can sort out who owns it."
             )
     return problems
+
+
+def members_not_linked(*, customer_id: int, domains: list[str]) -> list[str]:
+    """Return the usernames of the customer's active members with an address at these domains who are not linked to
+    its provider (mandatory SSO would refuse their password, and the provider cannot sign them in)."""
+    at_domains = Q()
+    for domain in domains:
+        at_domains |= Q(email__iendswith=f"@{domain}")
+    members = User.objects.filter(at_domains, is_active=True, memberships__customer_id=customer_id)
+    linked = members.filter(socialaccount__provider=f"customer-{customer_id}")
+    return list(members.exclude(pk__in=linked.values("pk")).order_by("username").values_list("username", flat=True))
 
 
 def email_domain(email: str) -> str:

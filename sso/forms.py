@@ -5,16 +5,16 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from allauth.account.forms import LoginForm
+from allauth.account.forms import AddEmailForm, LoginForm
 from django import forms
 from django.contrib.auth.models import User
 from django.db.models import Q
 
 from notifications.addresses import UnsafeUrl, url_check
-from sso.domains import domains_clean, domains_taken
+from sso.domains import domains_clean, domains_taken, members_not_linked
 from sso.models import SsoConfig
 from sso.outbound import unsafe_reason
-from sso.signin import sso_password_refusal
+from sso.signin import sso_email_change_refusal, sso_password_refusal
 
 # Plain http only to this machine: the test provider and a developer's own; a real provider is https.
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -99,6 +99,21 @@ class SsoConfigForm(forms.Form):
             raise forms.ValidationError(problems)
         return domains
 
+    def clean(self) -> dict[str, Any]:
+        cleaned = super().clean() or {}
+        domains = cleaned.get("domains")
+        if cleaned.get("mandatory") and domains:
+            unlinked = members_not_linked(customer_id=self.customer_id, domains=domains)
+            if unlinked:
+                names = ", ".join(unlinked[:10]) + (f" and {len(unlinked) - 10} more" if len(unlinked) > 10 else "")
+                self.add_error(
+                    "mandatory",
+                    "SSO cannot be mandatory yet: these members of its domains sign in with a password and are not "
+                    f"linked to your provider, so they could no longer sign in at all: {names}. Save it optional, "
+                    "and have an operator link them first.",
+                )
+        return cleaned
+
 
 class SsoStartForm(forms.Form):
     email = forms.EmailField(label="Work e-mail", max_length=254)
@@ -117,3 +132,13 @@ class SsoLoginForm(LoginForm):
                 if reason:
                     raise forms.ValidationError(reason)
         return super().clean()
+
+
+class SsoAddEmailForm(AddEmailForm):
+    """allauth's new-address form, keeping a member under mandatory single sign-on at their customer's domains."""
+
+    def clean_email(self) -> str:
+        reason = sso_email_change_refusal(self.user, str(self.cleaned_data.get("email") or ""))
+        if reason:
+            raise forms.ValidationError(reason)
+        return super().clean_email()

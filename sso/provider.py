@@ -32,6 +32,12 @@ class CustomerSsoProvider(OpenIDConnectProvider):
     def get_callback_url(self) -> str:
         return reverse("sso_callback", kwargs={"provider_id": self.app.provider_id})
 
+    def serialize(self) -> dict[str, Any]:
+        # allauth keeps a sign-in waiting for its two-factor code in the session and finds the provider again by
+        # this id: the customer's (`customer-<pk>`, which sso.adapter builds the app for), not the class's id that
+        # only a SocialApp row would answer to.
+        return {**super().serialize(), "id": self.app.provider_id}
+
     def get_default_scope(self) -> list[str]:
         return ["openid", "email", "profile"]
 

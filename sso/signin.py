@@ -48,19 +48,36 @@ def sso_login_refusal(
     return None
 
 
-def sso_password_refusal(user: AbstractBaseUser) -> str | None:
-    """Return why this user may not sign in with a password (their customer made SSO mandatory), or None."""
+def _mandatory_domain(user: AbstractBaseUser) -> SsoDomain | None:
+    """Return the domain of this user's address whose customer made SSO mandatory and has them as a member."""
     domain = email_domain(getattr(user, "email", "") or "")
     if not domain:
         return None
     found = SsoDomain.objects.filter(domain=domain, config__mandatory=True).select_related("config__customer").first()
+    # Only the customer's own members: its admins cannot lock out people of another customer.
+    if found is None or not Membership.objects.filter(user_id=user.pk, customer_id=found.config.customer_id).exists():
+        return None
+    return found
+
+
+def sso_password_refusal(user: AbstractBaseUser) -> str | None:
+    """Return why this user may not sign in with a password (their customer made SSO mandatory), or None."""
+    found = _mandatory_domain(user)
     if found is None:
         return None
-    customer = found.config.customer
-    # Only the customer's own members: its admins cannot lock out people of another customer.
-    if not Membership.objects.filter(user_id=user.pk, customer_id=customer.pk).exists():
+    return (
+        f"{found.config.customer.name} requires single sign-on for @{found.domain} addresses: use "
+        '"Sign in with your company" and your company account, not a password.'
+    )
+
+
+def sso_email_change_refusal(user: AbstractBaseUser, new_email: str) -> str | None:
+    """Return why this user may not take `new_email` (it leaves the domains of a customer that made SSO mandatory
+    for them, and would let them sign in with a password again), or None."""
+    found = _mandatory_domain(user)
+    if found is None or email_domain(new_email) in set(found.config.domains.values_list("domain", flat=True)):
         return None
     return (
-        f"{customer.name} requires single sign-on for @{domain} addresses: use "
-        '"Sign in with your company" and your company account, not a password.'
+        f"{found.config.customer.name} requires single sign-on for @{found.domain} addresses: your address stays "
+        "at one of its domains (its admins can change the rule)."
     )

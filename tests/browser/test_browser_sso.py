@@ -149,3 +149,26 @@ def test_mandatory_sso_refuses_the_password_and_points_to_sso(
     page.get_by_label("Password").fill("pw")
     page.get_by_role("button", name="Log in").click()
     page.wait_for_url("**/fabrics/")
+
+
+def test_a_person_with_an_authenticator_app_signs_in_through_sso_with_a_code(
+    idp: OidcProvider, acme, page: Page, shot: Shot
+) -> None:
+    # allauth keeps the sign-in in the session while it asks for the code, and reads the provider back from it: the
+    # customer's provider (built from SsoConfig, no SocialApp row) must be found again there, not a 500.
+    import time
+
+    from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
+
+    sso_sign_in(page, typed="newbie@acme.example", at_provider="newbie@acme.example")
+    page.wait_for_url("**/fabrics/")
+    secret = generate_totp_secret()
+    TOTP.activate(User.objects.get(email="newbie@acme.example"), secret)
+    page.context.clear_cookies()
+    sso_sign_in(page, typed="newbie@acme.example", at_provider="newbie@acme.example")
+    page.wait_for_url("**/2fa/authenticate/")
+    expect(page.locator("input[name=code]")).to_be_visible()
+    shot(page, "code-asked")
+    page.locator("input[name=code]").fill(format_hotp_value(hotp_value(secret, int(time.time()) // 30)))
+    page.get_by_role("button", name="Sign In").click()
+    page.wait_for_url("**/fabrics/")

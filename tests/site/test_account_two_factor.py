@@ -142,3 +142,43 @@ def test_production_requires_two_factor_of_staff_by_default() -> None:
     result = manage("shell", "-c", code, env=PRODUCTION_ENV)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip().splitlines()[-1] == "True"
+
+
+def test_production_refuses_to_start_with_two_factor_of_staff_switched_off() -> None:
+    # "Operators and support must have it in production": no setting turns that off there.
+    result = manage("check", env={**PRODUCTION_ENV, "MFA_REQUIRED_FOR_STAFF": "false"})
+    assert result.returncode != 0
+    assert "MFA_REQUIRED_FOR_STAFF cannot be off when DASHBOARD_ENV=production" in result.stderr
+
+
+@pytest.mark.parametrize("required", [True, False])
+def test_a_member_whose_team_requires_two_factor_cannot_switch_it_off(alice, required) -> None:  # type: ignore[no-untyped-def]
+    acme = alice.memberships.get().customer
+    acme.require_two_factor = required
+    acme.save()
+    secret = enrol(alice)
+    client, _ = sign_in("alice")
+    client.post("/accounts/2fa/authenticate/", {"code": current_code(secret)})
+    assert client.post("/accounts/reauthenticate/", {"password": "pw"}).status_code == 302, "allauth asks again"
+    response = client.post("/accounts/2fa/totp/deactivate/")
+    assert Authenticator.objects.filter(user=alice, type="totp").exists() is required
+    if required:
+        assert response.status_code == 200 and "cannot deactivate" in response.content.decode()
+
+
+def test_someone_without_a_password_sets_up_two_factor_right_after_signing_in(alice, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    # People of a customer's SSO have no password here, and nothing else to re-authenticate with before they have
+    # an authenticator: their sign-in just now (through their provider) is that check, as a password would be.
+    from allauth.account.internal.flows.login import record_authentication
+
+    alice.set_unusable_password()
+    alice.save()
+    client = Client()
+    client.force_login(alice)
+    request = type("R", (), {"session": client.session})()
+    record_authentication(request, alice, "socialaccount", provider="customer-1", uid="sub-1")
+    request.session.save()
+    assert client.get("/accounts/2fa/totp/activate/").status_code == 200
+    later = time.time() + 301  # past allauth's re-authentication timeout: sign in again first
+    monkeypatch.setattr("accounts.allauth_adapter.time.time", lambda: later)
+    assert client.get("/accounts/2fa/totp/activate/").status_code == 403

@@ -64,6 +64,16 @@ def test_an_e_mail_address_shares_its_accounts_lock(alice, settings) -> None:  #
     assert login_from("203.0.113.3", "alice@acme.test", "pw") == 302, "by e-mail from her own address"
 
 
+def test_a_username_in_other_letter_cases_shares_its_accounts_lock(alice, settings) -> None:  # type: ignore[no-untyped-def]
+    # allauth signs "ALICE" in as alice (usernames match case-insensitively): each casing is the same account, so
+    # each must not be a fresh budget of AXES_FAILURE_LIMIT guesses (alice has 32 of them).
+    settings.TRUSTED_PROXY_COUNT = 1
+    for login in ["Alice", "ALICE", "aLice", "alIce", "aliCe"][: settings.AXES_FAILURE_LIMIT]:
+        login_from("198.51.100.2", login, "wrong")
+    assert login_from("198.51.100.2", "alicE", "pw") == 429
+    assert login_from("203.0.113.3", "ALICE", "pw") == 302, "from her own address, in any case"
+
+
 def test_guessing_with_one_very_long_username_is_still_locked_out(settings) -> None:  # type: ignore[no-untyped-def]
     settings.TRUSTED_PROXY_COUNT = 1
     answers = [login_from("198.51.100.2", "x" * 300, "wrong") for _ in range(settings.AXES_FAILURE_LIMIT + 1)]

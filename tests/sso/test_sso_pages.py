@@ -8,6 +8,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from allauth.socialaccount.models import SocialApp
+from django.db.models import F, Value
+from django.db.models.functions import Concat
 
 from accounts.models import AccountChange
 from billing.models import CustomerAdmin
@@ -193,3 +195,41 @@ def test_every_request_to_a_provider_is_address_checked_in_production(settings) 
     session = get_adapter().get_requests_session()
     with pytest.raises(requests.exceptions.InvalidURL, match="private, loopback"):
         session.get("http://127.0.0.1:8345/.well-known/openid-configuration")
+
+
+def test_under_mandatory_sso_a_member_keeps_their_e_mail_in_the_customers_domains(acme, alice, client_for) -> None:  # type: ignore[no-untyped-def]
+    # Otherwise a new address elsewhere would be a way back to password sign-in, around the customer's provider.
+    from allauth.account.models import EmailAddress
+
+    EmailAddress.objects.filter(user=alice).update(email="alice@acme.example")
+    alice.email = "alice@acme.example"
+    alice.save()
+    _configure(acme, mandatory=True)
+    client = client_for(alice)
+    response = client.post("/accounts/email/", {"email": "alice@elsewhere.example", "action_add": ""})
+    assert response.status_code == 200
+    assert b"Acme Research requires single sign-on for @acme.example" in response.content
+    assert not EmailAddress.objects.filter(email="alice@elsewhere.example").exists()
+    SsoConfig.objects.filter(customer=acme).update(mandatory=False)
+    assert client.post("/accounts/email/", {"email": "alice@elsewhere.example", "action_add": ""}).status_code == 302
+
+
+def test_sso_cannot_be_made_mandatory_while_members_of_its_domains_are_not_linked_to_it(
+    acme, acme_admin, carol, client_for
+) -> None:  # type: ignore[no-untyped-def]
+    # They could sign in neither with their password (refused) nor through the provider (not linked): locked out,
+    # the admin saving it among them.
+    from allauth.socialaccount.models import SocialAccount
+    from django.contrib.auth.models import User
+
+    User.objects.filter(pk__in=[acme_admin.pk, carol.pk]).update(email=Concat(F("username"), Value("@acme.example")))
+    client = client_for(acme_admin)
+    response = client.post(f"/customers/{acme.pk}/sso/", {**FORM, "mandatory": "on"})
+    assert response.status_code == 200
+    assert b"alice, carol" in response.content and b"not linked" in response.content
+    assert not SsoConfig.objects.exists()
+    assert client.post(f"/customers/{acme.pk}/sso/", FORM).status_code == 302, "optional SSO is saved"
+    for n, user in enumerate([acme_admin, carol]):
+        SocialAccount.objects.create(user=user, provider=f"customer-{acme.pk}", uid=f"sub-{n}")
+    assert client.post(f"/customers/{acme.pk}/sso/", {**FORM, "mandatory": "on"}).status_code == 302
+    assert SsoConfig.objects.get(customer=acme).mandatory
