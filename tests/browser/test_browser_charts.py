@@ -88,6 +88,11 @@ def test_the_ops_overview_shows_outcomes_per_hour_and_time_to_ready(  # type: ig
     assert "H100: p50" in (page.get_by_test_id("ready-chart").nth(1).locator("svg").get_attribute("aria-label") or "")
     page.get_by_test_id("ready-chart").nth(1).get_by_text("Time to ready per fabric type (table)").click()
     expect(page.get_by_test_id("ready-table").nth(1)).to_contain_text("H100")
+    for chart in page.get_by_test_id("outcome-chart").all():  # drawn from the figure's left edge, as its legend
+        offset = chart.evaluate(
+            "figure => figure.querySelector('svg').getBoundingClientRect().left - figure.getBoundingClientRect().left"
+        )
+        assert abs(offset) <= 1, f"the chart starts {offset:.0f} px right of its figure"
     shot(page, "ops-overview-charts")
 
 
