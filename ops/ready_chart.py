@@ -16,7 +16,10 @@ from datetime import datetime, timedelta
 from common.chart_scale import Scale, nice_top, ticks
 from rentals.models import Rental
 
-WIDTH, LABEL_WIDTH, VALUE_WIDTH, ROW = 640, 150, 70, 40
+# Each fabric type's name is drawn whole on its own line above its two bars (GPU types are long, and cut to fit a
+# label column beside the bars, "NVIDIA GeForce RTX 4090" and "... 3090" read the same).
+WIDTH, LEFT, VALUE_WIDTH, ROW = 640, 12, 70, 58
+LABEL_Y, P50_Y, P90_Y, BAR_HEIGHT = 14, 20, 36, 14  # within a row: the name's baseline, then the two bars
 # At most this many of the newest ready rentals are read (off the index, in order): a busy week's percentiles are
 # those of its latest rentals, and the overview's cache miss stays bounded at a million rentals.
 READY_READ_LIMIT = 5000
@@ -48,11 +51,23 @@ class ReadyRow:
 
     @property
     def p50_value_x(self) -> float:
-        return LABEL_WIDTH + self.p50_width + 6
+        return LEFT + self.p50_width + 6
 
     @property
     def p90_value_x(self) -> float:
-        return LABEL_WIDTH + self.p90_width + 6
+        return LEFT + self.p90_width + 6
+
+    @property
+    def label_y(self) -> float:
+        return self.y + LABEL_Y
+
+    @property
+    def p50_y(self) -> float:
+        return self.y + P50_Y
+
+    @property
+    def p90_y(self) -> float:
+        return self.y + P90_Y
 
 
 @dataclass(frozen=True)
@@ -63,7 +78,8 @@ class ReadyChart:
     summary: str
     height: int
     width: int = WIDTH
-    bar_x: int = LABEL_WIDTH
+    bar_x: int = LEFT
+    bar_height: int = BAR_HEIGHT
 
 
 def ready_times(*, since: datetime, until: datetime) -> list[dict[str, object]]:
@@ -108,7 +124,7 @@ def ready_chart(*, rows: list[dict[str, object]], title: str, capped: bool = Fal
         key=lambda item: (-item[2], item[0]),
     )
     top = nice_top(max((p90 for _, _, p90, _ in figures), default=0))
-    x = Scale(0, top, 0, WIDTH - LABEL_WIDTH - VALUE_WIDTH)
+    x = Scale(0, top, 0, WIDTH - LEFT - VALUE_WIDTH)
     result = [
         ReadyRow(
             fabric_type=name,
@@ -128,7 +144,7 @@ def ready_chart(*, rows: list[dict[str, object]], title: str, capped: bool = Fal
     return ReadyChart(
         title=title,
         rows=result,
-        x_ticks=[(LABEL_WIDTH + x(value), f"{value:g} s") for value in ticks(top)],
+        x_ticks=[(LEFT + x(value), f"{value:g} s") for value in ticks(top)],
         summary=f"Time to ready per fabric type, {title.lower()}"
         + (f" (the latest {len(rows)} ready rentals)" if capped else "")
         + f": {said or 'no rental became ready'}.",

@@ -88,4 +88,63 @@ def test_the_ops_overview_shows_outcomes_per_hour_and_time_to_ready(  # type: ig
     assert "H100: p50" in (page.get_by_test_id("ready-chart").nth(1).locator("svg").get_attribute("aria-label") or "")
     page.get_by_test_id("ready-chart").nth(1).get_by_text("Time to ready per fabric type (table)").click()
     expect(page.get_by_test_id("ready-table").nth(1)).to_contain_text("H100")
+    for chart in page.get_by_test_id("outcome-chart").all():  # drawn from the figure's left edge, as its legend
+        offset = chart.evaluate(
+            "figure => figure.querySelector('svg').getBoundingClientRect().left - figure.getBoundingClientRect().left"
+        )
+        assert abs(offset) <= 1, f"the chart starts {offset:.0f} px right of its figure"
     shot(page, "ops-overview-charts")
+
+
+NARROW = 375
+MIN_TEXT_PX = 9  # the smallest chart text a phone shows, in CSS pixels
+SMALLEST_TEXT = """() => Math.min(...[...document.querySelectorAll("figure.chart svg[viewBox]")].flatMap(svg => {
+    const scale = svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+    return [...svg.querySelectorAll("text")].map(text => parseFloat(getComputedStyle(text).fontSize) * scale);
+}))"""
+
+
+@pytest.mark.parametrize(("persona", "url"), [("alice", "/usage/"), ("sam", "/ops/")])
+def test_the_charts_are_readable_375_px_wide(  # type: ignore[no-untyped-def]
+    page: Page, log_in, month_of_rentals, shot: Shot, sam, persona: str, url: str
+) -> None:
+    """Shrunk into a phone's width, a 640-unit drawing's 11 px ticks were 5 px tall. A chart keeps a width its
+    words can be read at and scrolls sideways in its own box (which a keyboard can reach); the page never does."""
+    page.set_viewport_size({"width": NARROW, "height": 900})
+    log_in(persona)
+    page.goto(url)
+    for scheme in ("light", "dark"):
+        page.emulate_media(color_scheme=scheme)  # type: ignore[arg-type]
+        shot(page, f"charts-{scheme}-{NARROW}")
+    assert page.evaluate("document.scrollingElement.scrollWidth") <= NARROW
+    smallest = page.evaluate(SMALLEST_TEXT)
+    assert smallest >= MIN_TEXT_PX, f"the smallest chart text is {smallest:.1f} px at {NARROW} px"
+    boxes = page.locator("figure.chart .chart-box")
+    assert boxes.count() == page.locator("figure.chart svg[viewBox]").count() > 0
+    for index in range(boxes.count()):
+        box = boxes.nth(index)
+        assert box.evaluate("box => box.scrollWidth > box.clientWidth")  # it scrolls at this width
+        assert box.get_attribute("tabindex") == "0"
+    # Rentals per hour end with the hour now: the box opens on the newest hours, not a week ago.
+    for chart in page.get_by_test_id("outcome-chart").all():
+        shown = chart.locator(".chart-box").evaluate(
+            "box => box.getBoundingClientRect().right - box.querySelector('svg').getBoundingClientRect().right"
+        )
+        assert shown >= -1, f"the newest hour is {-shown:.0f} px out of view"
+
+
+def test_a_chart_table_opened_on_the_ops_overview_stays_open_through_its_refresh(  # type: ignore[no-untyped-def]
+    page: Page, log_in, month_of_rentals, sam
+) -> None:
+    """The overview's figures are swapped in anew every 15 s: the table a person opened (from the keyboard) snapped
+    shut and the focus fell to the page's start."""
+    log_in("sam")
+    page.goto("/ops/")
+    table = page.get_by_test_id("ready-chart").nth(1).locator("details")
+    table.locator("summary").focus()
+    page.keyboard.press("Enter")
+    expect(table).to_have_attribute("open", "")
+    page.evaluate("document.getElementById('ops-panel').dataset.old = 'yes'")
+    expect(page.locator("#ops-panel:not([data-old])")).to_have_count(1, timeout=25_000)  # the refresh came
+    expect(table).to_have_attribute("open", "")
+    expect(table.locator("summary")).to_be_focused()

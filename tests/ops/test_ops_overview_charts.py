@@ -81,9 +81,24 @@ def test_time_to_ready_is_per_fabric_type_slowest_first_with_its_parts() -> None
     h100 = chart.rows[1]
     assert (h100.queue_p50, h100.answer_p50, h100.start_p50) == (2, 3, 75)
     assert chart.rows[2].queue_p50 is None
-    # The axis runs to 500 s (400 rounded up) over 420 units: 400 s is 336 of them, 200 s 168.
-    assert (chart.rows[0].p90_width, h100.p90_width, h100.p50_width) == (336, 168, 67.2)
+    # The axis runs to 500 s (400 rounded up) over 558 units: 400 s is 446.4 of them, 200 s 223.2.
+    assert (chart.rows[0].p90_width, h100.p90_width, h100.p50_width) == (446.4, 223.2, 89.3)
     assert [label for _, label in chart.x_ticks] == ["0 s", "125 s", "250 s", "375 s", "500 s"]
+
+
+def test_a_fabric_types_whole_name_is_drawn_inside_the_chart() -> None:
+    """GPU types are long ("NVIDIA GeForce RTX 4090"): cut to fit a label column, two types read the same
+    ("NVIDIA GeForce RTX …"), and right-aligned labels ran out of the drawing on the left."""
+    from django.template.loader import render_to_string
+
+    names = ("NVIDIA GeForce RTX 4090", "NVIDIA GeForce RTX 3090", "NVIDIA A100-SXM4-80GB")
+    chart = ready_chart(rows=[ready_row(name, 60 + index) for index, name in enumerate(names)], title="Last 24 hours")
+    svg = render_to_string("ops/_ready_chart.html", {"chart": chart}).split("</svg>")[0]
+    labels = re.findall(r'<text class="bar-label"([^>]*)>([^<]*)</text>', svg)
+    assert sorted(label for _, label in labels) == sorted(names)
+    for attributes, label in labels:  # drawn from a left edge inside the drawing, rightwards
+        assert 'text-anchor="end"' not in attributes, label
+        assert float(re.findall(r' x="([-\d.]+)"', attributes)[0]) >= 0, label
 
 
 def test_no_rental_ready_says_so() -> None:
