@@ -53,9 +53,14 @@ def test_the_week_labels_midnights_and_counts_every_hour() -> None:
     assert len(chart.bars) == 168 and chart.x_ticks[0][1] == "Tue 28"
 
 
-@pytest.mark.parametrize(("values", "p50", "p90"), [([], None, None), ([7.0], 7.0, 7.0), ([*range(1, 11)], 5, 9)])
-def test_percentiles_are_nearest_rank(values: list[float], p50: float | None, p90: float | None) -> None:
-    assert (percentile(values, 50), percentile(values, 90)) == (p50, p90)
+@pytest.mark.parametrize(
+    ("values", "p50", "p90", "p99"),
+    [([], None, None, None), ([7.0], 7.0, 7.0, 7.0), ([*range(1, 11)], 5, 9, 10), ([*range(1, 201)], 100, 180, 198)],
+)
+def test_percentiles_are_nearest_rank(
+    values: list[float], p50: float | None, p90: float | None, p99: float | None
+) -> None:
+    assert (percentile(values, 50), percentile(values, 90), percentile(values, 99)) == (p50, p90, p99)
 
 
 def ready_row(gpu: str, total: int, *, queue: int = 2, answer: int = 3) -> dict[str, object]:
@@ -73,10 +78,10 @@ def test_time_to_ready_is_per_fabric_type_slowest_first_with_its_parts() -> None
     rows = [ready_row("H100", s) for s in (60, 70, 80, 90, 200)] + [ready_row("", 400, queue=10)]
     rows.append({**ready_row("A100", 50), "first_sent_at": None, "rented_at": None})  # parts unknown: total only
     chart = ready_chart(rows=rows, title="Last 7 days")
-    assert [(r.fabric_type, r.rentals, r.p50, r.p90) for r in chart.rows] == [
-        (UNKNOWN_TYPE, 1, 400, 400),
-        ("H100", 5, 80, 200),
-        ("A100", 1, 50, 50),
+    assert [(r.fabric_type, r.rentals, r.p50, r.p90, r.p99) for r in chart.rows] == [
+        (UNKNOWN_TYPE, 1, 400, 400, 400),
+        ("H100", 5, 80, 200, 200),
+        ("A100", 1, 50, 50, 50),
     ]
     h100 = chart.rows[1]
     assert (h100.queue_p50, h100.answer_p50, h100.start_p50) == (2, 3, 75)
@@ -152,7 +157,7 @@ def test_the_overview_draws_both_charts_with_their_figures_and_tables(make_renta
     ]
     ready = html.split('data-testid="ready-charts"', 1)[1].split("</section>", 1)[0]
     cells = re.findall(r"<td[^>]*>([^<]*)</td>", ready.split('data-testid="ready-table"', 1)[1].split("</table>")[0])
-    assert cells == ["H100", "1", "63", "63", "1.0", "2.0", "60"]
+    assert cells == ["H100", "1", "63", "63", "63", "1.0", "2.0", "60"]
     assert "H100: p50 63 s, p90 63 s (1)" in ready and "style=" not in ready
 
 
