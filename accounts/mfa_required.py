@@ -2,7 +2,8 @@
 
 It reads one session key, so pages cost no query for it. Some views pass without the session being read: those of
 enrolment itself and sign-out, probes, the JSON API (API keys), and the rental page's poll, which checks its own
-token (issued only by a rental page, which this sends to enrolment first) and never loads the session.
+token (issued only by a rental page, which this sends to enrolment first) and never loads the session; a poll
+without a valid token is checked in full, this check included (`enrolment_redirect`).
 """
 
 from __future__ import annotations
@@ -54,12 +55,17 @@ class MfaRequiredMiddleware:
         match = request.resolver_match
         if match is not None and (match.view_name in ALLOWED_URL_NAMES or ALLOWED_NAMESPACES & set(match.namespaces)):
             return None
-        session = getattr(request, "session", None)
-        try:
-            if session is None or not session.get(ENROL_SESSION_KEY) or not request.user.is_authenticated:
-                return None
-        except (OperationalError, InterfaceError) as exc:  # the session's first read: a lost database is a 503
-            return outage_response(exc)
-        messages.warning(request, "Your team requires two-factor authentication: set up an authenticator app first.")
-        target = reverse("mfa_activate_totp")
-        return HttpResponseClientRedirect(target) if getattr(request, "htmx", False) else redirect(target)
+        return enrolment_redirect(request)
+
+
+def enrolment_redirect(request: HttpRequest) -> HttpResponse | None:
+    """Send a signed-in session that must enrol to the enrolment page (None: it need not)."""
+    session = getattr(request, "session", None)
+    try:
+        if session is None or not session.get(ENROL_SESSION_KEY) or not request.user.is_authenticated:
+            return None
+    except (OperationalError, InterfaceError) as exc:  # the session's first read: a lost database is a 503
+        return outage_response(exc)
+    messages.warning(request, "Your team requires two-factor authentication: set up an authenticator app first.")
+    target = reverse("mfa_activate_totp")
+    return HttpResponseClientRedirect(target) if getattr(request, "htmx", False) else redirect(target)

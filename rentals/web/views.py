@@ -14,6 +14,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
+from accounts.mfa_required import enrolment_redirect
 from accounts.models import Customer, SshPublicKey
 from accounts.roles import is_operator, is_staff_reader
 from accounts.users import request_user
@@ -303,6 +304,8 @@ def rental_progress(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
 @login_required
 def _rental_progress_checked(request: HttpRequest, public_id: uuid.UUID) -> HttpResponse:
     POLL_REQUESTS.labels(outcome="checked").inc()
+    if (enrol_first := enrolment_redirect(request)) is not None:  # the middleware lets polls pass for their token
+        return enrol_first
     rental = selectors.rental_get_for_user(user=request.user, public_id=public_id)
     support_reads(user=request.user, rentals=[rental])
     return progress.poll_answer(request, rental, may_act=_may_act(request))

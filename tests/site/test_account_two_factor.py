@@ -182,3 +182,12 @@ def test_someone_without_a_password_sets_up_two_factor_right_after_signing_in(al
     later = time.time() + 301  # past allauth's re-authentication timeout: sign in again first
     monkeypatch.setattr("accounts.allauth_adapter.time.time", lambda: later)
     assert client.get("/accounts/2fa/totp/activate/").status_code == 403
+
+
+def test_staff_who_must_enrol_get_no_rental_progress_from_a_poll_without_its_token(olga, settings, make_rental) -> None:  # type: ignore[no-untyped-def]
+    # The poll passes the enrolment check for its token's sake; without a token it is an ordinary page.
+    settings.MFA_REQUIRED_FOR_STAFF = True
+    rental = make_rental()
+    client, _ = sign_in("olga")
+    response = client.get(f"/rentals/{rental.public_id}/progress/?v=0")
+    assert response.status_code == 302 and response["Location"] == "/accounts/2fa/totp/activate/"
