@@ -2,7 +2,7 @@
 
 After PostgreSQL restarts, every connection a pool holds is dead, and a request or task given one would fail.
 psycopg's own check (what Django's CONN_HEALTH_CHECKS turns on for a pool) makes a round trip on every loan: about
-a tenth of a millisecond of CPU on every poll (bench/README.md, "Issue 31's figures again"). A server that ends
+a tenth of a millisecond of CPU on every poll (bench/README.md). A server that ends
 a connection (restart, failover, `pg_terminate_backend`, idle timeout) sends its reason and closes the socket,
 which then reads as ready: only then is the round trip made, and a dead connection replaced by the pool.
 """

@@ -134,7 +134,7 @@ CELERY_WORKER_POOL = env.str("CELERY_WORKER_POOL", "common.celery_pool:TaskPool"
 # pod tracking or the sweeper. Routed by task name, so `send_task` (rentals.enqueue) is routed too. Anything
 # unnamed goes to housekeeping, whose worker also drains `celery`, the queue of releases before the split.
 RENT_QUEUE, TRACKING_QUEUE, HOUSEKEEPING_QUEUE = "rent", "tracking", "housekeeping"
-FABRIC_CHECK_QUEUE = "fabric_check"  # issue 27: a check holds SSH sessions for minutes, never ahead of the others
+FABRIC_CHECK_QUEUE = "fabric_check"  # a check holds SSH sessions for minutes, never ahead of the others
 CELERY_TASK_DEFAULT_QUEUE = HOUSEKEEPING_QUEUE
 CELERY_TASK_ROUTES = {
     "rentals.tasks.rental_send": {"queue": RENT_QUEUE},

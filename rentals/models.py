@@ -66,7 +66,7 @@ class Rental(models.Model):
     estimated_ready_seconds = models.PositiveIntegerField(null=True, blank=True)
     ready_at = models.DateTimeField(null=True, blank=True)
     ready_seconds = models.PositiveIntegerField(null=True, blank=True)
-    # Issue 27: the fabric is measured over SSH before hand-over (verifying); its check is `fabric_check`.
+    # The fabric is measured over SSH before hand-over (verifying); its check is `fabric_check`.
     verify_fabric = models.BooleanField(default=False)
 
     # Cluster removal: one live retry chain per rental. A worker claims the next DELETE by moving

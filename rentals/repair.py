@@ -1,4 +1,4 @@
-"""Member repair (issue 27 item 4): Reboot member and Reset GPUs, asked by a rental's customer or an operator.
+"""Member repair: Reboot member and Reset GPUs, asked by a rental's customer or an operator.
 
 A click records one timeline event (who, which member, why; `data.repair_token` names the click) and enqueues one
 task. The event is the request's row: its `data.state` moves asked → sending by a conditional UPDATE, so of a

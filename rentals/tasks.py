@@ -144,6 +144,7 @@ def sqlite_analyze() -> bool:
     """
     if connection.vendor != "sqlite":
         return False
+    # Raw SQL: the ORM has no ANALYZE, and without it "my rentals" misses its 50 ms at 100,000 rentals.
     with connection.cursor() as cursor:
         cursor.execute("PRAGMA analysis_limit=1000")
         cursor.execute("ANALYZE")

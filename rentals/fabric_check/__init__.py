@@ -1,4 +1,4 @@
-"""The fabric check (issue 27): before hand-over, a worker connects to every member over SSH with a key of its own,
+"""The fabric check: before hand-over, a worker connects to every member over SSH with a key of its own,
 runs the interconnect all-reduce across all nodes, compares the bus bandwidth with the fabric's floor, finds slow
 members pairwise when it is under, then removes its key. A library: no states, no UI (they build on it).
 

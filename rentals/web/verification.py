@@ -1,4 +1,4 @@
-"""The failed fabric check's two buttons (issue 27): keep the cluster unverified, or rent again without the slow
+"""The failed fabric check's two buttons: keep the cluster unverified, or rent again without the slow
 node(s). Read through the scoped selector (404 for another customer's rental); support reads only (403)."""
 
 from __future__ import annotations
