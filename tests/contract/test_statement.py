@@ -15,9 +15,13 @@ SLACK_USD = 0.05
 
 
 def to_before_midnight(api: Api, seconds: float) -> datetime:
-    """Move the sim clock to `seconds` before the next UTC midnight; return that midnight."""
+    """Move the sim clock to `seconds` before the first UTC midnight at least that far ahead; return that midnight.
+
+    (The next midnight may be nearer than `seconds`, in a run late in the UTC day: the clock only moves forward.)"""
     now = api.sim("GET", "clock")["epoch"]
     midnight = (datetime.fromtimestamp(now, UTC) + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    if midnight.timestamp() - now < seconds:
+        midnight += timedelta(days=1)
     api.advance(midnight.timestamp() - now - seconds)
     return midnight
 
@@ -37,6 +41,13 @@ def statement(api: Api, start: str, end: str) -> dict:
     r = api.get("/billing/statement", params={"start_day": start, "end_day": end})
     assert r.status_code == 200, r.text
     return r.json()
+
+
+def test_a_run_late_in_the_utc_day_rents_over_the_midnight_after(api: Api) -> None:
+    # 15 minutes before a midnight, half an hour before it is the past: the clock moves to the next day's instead.
+    first = to_before_midnight(api, 900)
+    cluster_id, _, midnight = rent_over_midnight(api)
+    assert midnight == first + timedelta(days=1) and cluster_id
 
 
 def test_the_statement_splits_each_pods_charges_at_utc_midnight(api: Api) -> None:
