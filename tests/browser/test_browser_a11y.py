@@ -13,6 +13,7 @@ the other states are set straight in the database, as the pages only read them.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from decimal import Decimal
@@ -34,6 +35,7 @@ except ImportError:
     pytest.skip("browser tests need playwright and axe-playwright-python (uv sync)", allow_module_level=True)
 
 from allauth.mfa.recovery_codes.internal.auth import RecoveryCodes
+from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
 
 from accounts.models import SshPublicKey
 from api.keys import api_key_create
@@ -225,10 +227,17 @@ def pages_for(persona: str, world: dict[str, Any]) -> dict[str, str]:
             "login": "/accounts/login/",
             "invitation": f"/invite/{world['invitation'].token}/",
             "password-reset": "/accounts/password/reset/",
+            "password-reset-sent": "/accounts/password/reset/done/",
+            "password-reset-done": "/accounts/password/reset/key/done/",
+            "e-mail-confirmation-sent": "/accounts/confirm-email/",
+            "sign-up": "/accounts/signup/",
+            "inactive": "/accounts/inactive/",
             "sso-start": "/accounts/sso/",
+            "sso-cancelled": "/accounts/3rdparty/login/cancelled/",
         }
     if persona == "bob":
-        return {"recovery-codes": "/accounts/2fa/recovery-codes/"} | every_member
+        recovery = {"recovery-codes": "/accounts/2fa/recovery-codes/"}
+        return recovery | {"recovery-codes-new": "/accounts/2fa/recovery-codes/generate/"} | every_member
     if persona == "alice":
         return every_member | acme_pages | managing | acting
     if persona == "sam":  # support reads only: the rent form sends it back to the fabrics
@@ -333,6 +342,23 @@ def page_width(page: Page) -> int:
     return int(page.evaluate("document.scrollingElement.scrollWidth"))
 
 
+def page_problems(page: Page, name: str, url: str, width: int) -> list[str]:
+    """Screenshot the page as it is, light and dark; return what is too wide at 375 px and axe's serious findings."""
+    page.wait_for_load_state("networkidle")
+    problems = []
+    for colours in COLOUR_SCHEMES:
+        page.emulate_media(color_scheme=colours)  # type: ignore[arg-type]
+        page.screenshot(path=str(SCREENSHOTS / f"a11y-{name}-{colours}-{width}.png"), full_page=True)
+        if width == NARROW and (wide := page_width(page)) > NARROW:
+            problems.append(f"{name} ({url}), {colours}: the page is {wide} px wide at {NARROW} px")
+        # At both widths: a table or chart that scrolls in its own box only at 375 px must be reachable
+        # from the keyboard there (axe's scrollable-region-focusable).
+        violations = serious_violations(page)
+        if violations:
+            problems.append(f"{name} ({url}), {colours} {width} px:\n" + "\n".join(violations))
+    return problems
+
+
 @pytest.mark.parametrize("persona", ["anonymous", "alice", "bob", "sam", "olga", "admin"])
 def test_every_page_passes_axe_light_and_dark_and_fits_375_px(persona: str, world, contexts, browser_problems) -> None:  # type: ignore[no-untyped-def]
     browser_problems.allow(r"404 .*/favicon\.ico")  # the Django admin's pages name no icon: Chromium asks anyway
@@ -345,18 +371,7 @@ def test_every_page_passes_axe_light_and_dark_and_fits_375_px(persona: str, worl
             landed = urlsplit(page.url).path
             expected = LANDS_ON.get(label, urlsplit(url).path)
             assert landed == expected, f"{persona} opening {label} ({url}) landed on {landed}"
-            page.wait_for_load_state("networkidle")
-            for colours in COLOUR_SCHEMES:
-                page.emulate_media(color_scheme=colours)  # type: ignore[arg-type]
-                name = f"a11y-{persona}-{label}-{colours}-{width}"
-                page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-                if width == NARROW and (wide := page_width(page)) > NARROW:
-                    problems.append(f"{label} ({url}), {colours}: the page is {wide} px wide at {NARROW} px")
-                # At both widths: a table or chart that scrolls in its own box only at 375 px must be reachable
-                # from the keyboard there (axe's scrollable-region-focusable).
-                violations = serious_violations(page)
-                if violations:
-                    problems.append(f"{label} ({url}), {colours} {width} px:\n" + "\n".join(violations))
+            problems += page_problems(page, f"{persona}-{label}", url, width)
     if persona in ("anonymous", "bob"):  # forms showing their errors: one persona each is enough
         for width, page in pages.items():
             label = show_form_errors(persona, page, world)
@@ -368,3 +383,35 @@ def test_every_page_passes_axe_light_and_dark_and_fits_375_px(persona: str, worl
                 if found:
                     problems.append(f"{label}, {colours} {width} px:\n" + "\n".join(found))
     assert not problems, f"accessibility problems for {persona}:\n" + "\n".join(problems)
+
+
+def test_the_two_factor_step_and_the_error_pages_pass_axe(world, browser, live_server, carol) -> None:  # type: ignore[no-untyped-def]
+    """The pages no persona above opens: the sign-in's code step and switching TOTP off (carol has TOTP), and the
+    refusals a signed-in member meets (403 on the ops pages, 404 for a page that does not exist, 401 for a failed
+    company sign-in)."""
+    secret = generate_totp_secret()
+    TOTP.activate(carol, secret)
+    problems: list[str] = []
+    for width in WIDTHS:
+        context = browser.new_context(base_url=live_server.url, viewport={"width": width, "height": 900})
+        page = context.new_page()
+        page.goto("/accounts/login/")
+        page.get_by_label("Username").fill("carol")
+        page.get_by_label("Password").fill(PASSWORD)
+        page.get_by_role("button", name="Log in").click()
+        page.wait_for_url("**/accounts/2fa/authenticate/")
+        problems += page_problems(page, "carol-two-factor-code", page.url, width)
+        page.get_by_label("Code").fill(format_hotp_value(hotp_value(secret, int(time.time()) // 30)))
+        page.get_by_role("button", name="Sign In").click()
+        page.wait_for_url("**/fabrics/")
+        for label, url, status in (
+            ("totp-deactivate", "/accounts/2fa/totp/deactivate/", 200),
+            ("forbidden", "/ops/", 403),
+            ("not-found", "/no-such-page/", 404),
+            ("sso-error", "/accounts/3rdparty/login/error/", 401),  # a company sign-in that failed
+        ):
+            response = page.goto(url)
+            assert response is not None and response.status == status, f"carol opening {label} ({url})"
+            problems += page_problems(page, f"carol-{label}", url, width)
+        context.close()
+    assert not problems, "accessibility problems:\n" + "\n".join(problems)
