@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -179,3 +180,18 @@ def log_in(page: Page) -> Callable[[str], Page]:
         return page
 
     return log_in
+
+
+_TOTP_CODES_USED: dict[str, set[str]] = {}
+
+
+def totp_code_once(secret: str) -> str:
+    """The authenticator's current code, never one already given for `secret` in this run: allauth takes each code
+    once, so a second sign-in in the same 30-second window waits for the next code (up to 30 s)."""
+    from allauth.mfa.totp.internal.auth import format_hotp_value, hotp_value
+
+    used = _TOTP_CODES_USED.setdefault(secret, set())
+    while (code := format_hotp_value(hotp_value(secret, int(time.time()) // 30))) in used:
+        time.sleep(0.5)
+    used.add(code)
+    return code

@@ -13,7 +13,6 @@ the other states are set straight in the database, as the pages only read them.
 from __future__ import annotations
 
 import os
-import time
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from decimal import Decimal
@@ -23,7 +22,7 @@ from urllib.parse import urlsplit
 import pytest
 from django.utils import timezone
 
-from tests.browser.conftest import PASSWORD, SCREENSHOTS, BrowserProblems
+from tests.browser.conftest import PASSWORD, SCREENSHOTS, BrowserProblems, totp_code_once
 from tests.conftest import SSH_KEY, Simulator
 
 try:
@@ -35,7 +34,7 @@ except ImportError:
     pytest.skip("browser tests need playwright and axe-playwright-python (uv sync)", allow_module_level=True)
 
 from allauth.mfa.recovery_codes.internal.auth import RecoveryCodes
-from allauth.mfa.totp.internal.auth import TOTP, format_hotp_value, generate_totp_secret, hotp_value
+from allauth.mfa.totp.internal.auth import TOTP, generate_totp_secret
 
 from accounts.models import SshPublicKey
 from api.keys import api_key_create
@@ -401,7 +400,7 @@ def test_the_two_factor_step_and_the_error_pages_pass_axe(world, browser, live_s
         page.get_by_role("button", name="Log in").click()
         page.wait_for_url("**/accounts/2fa/authenticate/")
         problems += page_problems(page, "carol-two-factor-code", page.url, width)
-        page.get_by_label("Code").fill(format_hotp_value(hotp_value(secret, int(time.time()) // 30)))
+        page.get_by_label("Code").fill(totp_code_once(secret))
         page.get_by_role("button", name="Sign In").click()
         page.wait_for_url("**/fabrics/")
         for label, url, status in (
