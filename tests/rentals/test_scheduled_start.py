@@ -64,6 +64,19 @@ def iso(moment) -> str:  # type: ignore[no-untyped-def]
     return moment.isoformat()
 
 
+def rent_form_fields(html: str, customer_id: int, **fields: object) -> dict:  # type: ignore[type-arg]
+    """The rent form as the page `html` offers it (its submit token and default template) for `customer_id`, with
+    the test's own `fields` (nodes, pod name, start time, ...)."""
+    return {
+        "fabric": FABRIC,
+        "customer": customer_id,
+        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),  # type: ignore[union-attr]
+        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),  # type: ignore[union-attr]
+        "ssh_public_keys": SSH_KEY,
+        **fields,
+    }
+
+
 def test_an_order_for_later_waits_scheduled_and_is_sent_once_at_its_time(
     scan, nodes, api, clock, enqueued, acme
 ) -> None:
@@ -205,16 +218,13 @@ def test_the_rent_form_schedules_a_start(nodes, clock, enqueued, alice, acme, cl
     client = client_for(alice)
     html = client.get("/rent/", {"fabric": FABRIC}).content.decode()
     start = (clock.now + timedelta(days=1)).replace(second=0)
-    form = {
-        "fabric": FABRIC,
-        "customer": acme.pk,
-        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),  # type: ignore[union-attr]
-        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),  # type: ignore[union-attr]
-        "executor_ids": ["n-1", "n-2"],
-        "pod_name": "tomorrow",
-        "ssh_public_keys": SSH_KEY,
-        "start_at": start.strftime("%Y-%m-%dT%H:%M"),
-    }
+    form = rent_form_fields(
+        html,
+        acme.pk,
+        executor_ids=["n-1", "n-2"],
+        pod_name="tomorrow",
+        start_at=start.strftime("%Y-%m-%dT%H:%M"),
+    )
     assert 'name="start_at"' in html
     answer = client.post(f"/rent/?fabric={FABRIC}", form)
     assert answer.status_code == 302
@@ -229,17 +239,14 @@ def test_a_rent_form_with_a_tampered_preset_id_says_so_instead_of_failing(nodes,
     # The hidden preset_id is stored on a scheduled rental: past the column's range, the database would refuse it.
     client = client_for(alice)
     html = client.get("/rent/", {"fabric": FABRIC}).content.decode()
-    form = {
-        "fabric": FABRIC,
-        "customer": acme.pk,
-        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),  # type: ignore[union-attr]
-        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),  # type: ignore[union-attr]
-        "executor_ids": ["n-1", "n-2"],
-        "pod_name": "tampered",
-        "ssh_public_keys": SSH_KEY,
-        "start_at": (clock.now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M"),
-        "preset_id": str(10**20),
-    }
+    form = rent_form_fields(
+        html,
+        acme.pk,
+        executor_ids=["n-1", "n-2"],
+        pod_name="tampered",
+        start_at=(clock.now + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M"),
+        preset_id=str(10**20),
+    )
     answer = client.post(f"/rent/?fabric={FABRIC}", form)
     assert answer.status_code == 200 and "Open the rent form from the preset again" in answer.content.decode()
     assert not Rental.objects.exists()
@@ -248,16 +255,13 @@ def test_a_rent_form_with_a_tampered_preset_id_says_so_instead_of_failing(nodes,
 def test_the_rent_form_refuses_a_start_in_the_past(nodes, clock, alice, acme, client_for) -> None:
     client = client_for(alice)
     html = client.get("/rent/", {"fabric": FABRIC}).content.decode()
-    form = {
-        "fabric": FABRIC,
-        "customer": acme.pk,
-        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),  # type: ignore[union-attr]
-        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),  # type: ignore[union-attr]
-        "executor_ids": ["n-1", "n-2"],
-        "pod_name": "yesterday",
-        "ssh_public_keys": SSH_KEY,
-        "start_at": (clock.now - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M"),
-    }
+    form = rent_form_fields(
+        html,
+        acme.pk,
+        executor_ids=["n-1", "n-2"],
+        pod_name="yesterday",
+        start_at=(clock.now - timedelta(days=1)).strftime("%Y-%m-%dT%H:%M"),
+    )
     page = client.post(f"/rent/?fabric={FABRIC}", form).content.decode()
     assert "Give a start time in the future." in page
     assert not Rental.objects.exists()
@@ -287,17 +291,14 @@ def rent_form_from(client, preset, start_at: str) -> dict:  # type: ignore[no-un
     opened = client.get(f"/presets/{preset.pk}/use/")
     html = client.get(opened["Location"]).content.decode()
     assert f'name="preset_id" value="{preset.pk}"' in html
-    return {
-        "fabric": FABRIC,
-        "customer": preset.customer_id,
-        "submit_token": re.search(r'name="submit_token" value="([^"]+)"', html).group(1),  # type: ignore[union-attr]
-        "template_id": re.search(r'<option value="([^"]+)" selected>', html).group(1),  # type: ignore[union-attr]
-        "executor_ids": re.findall(r'name="executor_ids" value="([^"]+)"[^>]*checked', html),
-        "pod_name": "from-preset",
-        "ssh_public_keys": SSH_KEY,
-        "preset_id": preset.pk,
-        "start_at": start_at,
-    }
+    return rent_form_fields(
+        html,
+        preset.customer_id,
+        executor_ids=re.findall(r'name="executor_ids" value="([^"]+)"[^>]*checked', html),
+        pod_name="from-preset",
+        preset_id=preset.pk,
+        start_at=start_at,
+    )
 
 
 def test_a_scheduled_preset_picks_the_cheapest_matching_nodes_at_its_time(
