@@ -50,7 +50,7 @@ def validate_ssh_public_key(line: str) -> str:
     return " ".join(parts)
 
 
-def parse_ssh_public_keys(text: str) -> list[str]:
+def ssh_public_keys_parse(text: str) -> list[str]:
     """Split pasted text into keys (one per line) and validate each; name the line that is wrong."""
     keys: list[str] = []
     for number, line in enumerate(text.splitlines(), start=1):

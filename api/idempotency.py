@@ -34,7 +34,7 @@ class Replay:
     body: str
 
 
-def validate_key(key: str) -> None:
+def idempotency_key_validate(key: str) -> None:
     if not KEY_RE.match(key):
         raise ApiError(
             400,

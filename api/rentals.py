@@ -199,7 +199,7 @@ def rental_create(
     raw = request.body
     record = None
     if idempotency_key is not None:
-        idempotency.validate_key(idempotency_key)
+        idempotency.idempotency_key_validate(idempotency_key)
         claim = idempotency.idempotency_begin(
             user=request_user(request), key=idempotency_key, body_sha256=hashlib.sha256(raw).hexdigest()
         )

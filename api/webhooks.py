@@ -125,7 +125,7 @@ def _field_error(field: str, code: str, message: str) -> ApiError:
     )
 
 
-def _resolve_customer(request: HttpRequest, wanted: int | str | None) -> Customer:
+def _customer_resolve(request: HttpRequest, wanted: int | str | None) -> Customer:
     """The customer an endpoint is for, resolved as `rentals.order_service` resolves a rent's (operators must name
     one)."""
     customers = selectors.customers_for_endpoints(user=request.user)
@@ -160,7 +160,7 @@ def webhook_create(request: HttpRequest) -> HttpResponse:
     require_writer(request, "manage")
     # Read after the scope and role checks, so a refusal never depends on what was sent.
     payload = json_body(request.body, WebhookCreateIn)
-    customer = _resolve_customer(request, payload.customer)
+    customer = _customer_resolve(request, payload.customer)
     try:
         endpoint, secret = services.endpoint_create(
             customer=customer,

@@ -14,7 +14,7 @@ from rentals.heartbeats import sweeper_last_run
 from rentals.models import Heartbeat
 
 
-def check_database() -> str | None:
+def database_check() -> str | None:
     """Return None when a query runs, else what went wrong."""
     try:
         Heartbeat.objects.exists()  # any query proves the database answers; this table has a row or two
@@ -56,7 +56,7 @@ def _connect_to_broker() -> str | None:
     return None
 
 
-def check_sweeper() -> str | None:
+def sweeper_check() -> str | None:
     """Return None when the sweeper ran recently (beat and a worker are alive), else how long ago it ran."""
     run = sweeper_last_run(now=timezone.now())
     if run.age is None:
@@ -85,7 +85,7 @@ check_secrets = Remembered(_undecryptable_secrets)
 
 def readiness() -> list[str]:
     """Return the failing parts (empty when ready). The rows are not checked when the database is down."""
-    failures = [problem for problem in (check_database(), check_broker()) if problem]
+    failures = [problem for problem in (database_check(), check_broker()) if problem]
     if not any(problem.startswith("database") for problem in failures):
-        failures += [problem for problem in (check_sweeper(), check_secrets()) if problem]
+        failures += [problem for problem in (sweeper_check(), check_secrets()) if problem]
     return failures

@@ -22,7 +22,7 @@ from accounts.models import Membership
 from common.backoff import backoff_seconds
 from notifications import events as ev
 from notifications.models import Delivery
-from notifications.queue import enqueue_delivery
+from notifications.queue import delivery_enqueue
 from notifications.signed_post import EXCERPT_CHARS, Outcome, ms_since, signed_post
 from notifications.slack import slack_message
 
@@ -62,7 +62,7 @@ def delivery_attempt(*, delivery_id: int) -> str:
     if delivery.endpoint is not None and delivery.endpoint.disabled_at is not None:  # its maker left the team
         return _settle(delivery, lease, Outcome(ok=False, error="Not sent: the endpoint is disabled.", final=True))
     try:
-        outcome = _send_webhook(delivery) if delivery.kind == Delivery.Kind.WEBHOOK else _send_email(delivery)
+        outcome = _webhook_send(delivery) if delivery.kind == Delivery.Kind.WEBHOOK else _email_send(delivery)
     except Exception as exc:  # a defect must not leave the row leased forever: record it and retry
         logger.exception("Delivery %s of event %s failed unexpectedly", delivery.pk, delivery.event_id)
         outcome = Outcome(ok=False, error=f"Internal error: {type(exc).__name__}")
@@ -113,11 +113,11 @@ def _settle(delivery: Delivery, lease: datetime, outcome: Outcome) -> str:
         delivery.attempt_count,
     )
     if result == "retry" and delay <= MAX_COUNTDOWN_SECONDS:
-        enqueue_delivery(delivery.pk, countdown=delay)
+        delivery_enqueue(delivery.pk, countdown=delay)
     return result
 
 
-def _send_webhook(delivery: Delivery) -> Outcome:
+def _webhook_send(delivery: Delivery) -> Outcome:
     endpoint, event = delivery.endpoint, delivery.event
     assert endpoint is not None
     try:
@@ -132,7 +132,7 @@ def _send_webhook(delivery: Delivery) -> Outcome:
     return signed_post(url=endpoint.url, secret=secret, msg_id=event.id, body=body)
 
 
-def _send_email(delivery: Delivery) -> Outcome:
+def _email_send(delivery: Delivery) -> Outcome:
     user, event = delivery.recipient, delivery.event
     if user is None or not user.email or not user.is_active:
         return Outcome(ok=False, error="The recipient has no e-mail address.", final=True)

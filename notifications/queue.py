@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 DELIVERY_TASK = "notifications.tasks.delivery_send"
 
 
-def enqueue_delivery(delivery_id: int, countdown: float | None = None) -> None:
+def delivery_enqueue(delivery_id: int, countdown: float | None = None) -> None:
     try:
         current_app.send_task(DELIVERY_TASK, args=(delivery_id,), countdown=countdown)
     except Exception:  # the broker is down or unreachable: the sweeper will re-enqueue from the row

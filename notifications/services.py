@@ -25,7 +25,7 @@ from notifications.addresses import UnsafeUrl, url_check
 from notifications.backlog import backlog_trim
 from notifications.models import Delivery, EmailPreference, Event, WebhookEndpoint, new_event_id
 from notifications.payloads import event_body, rental_data
-from notifications.queue import enqueue_delivery
+from notifications.queue import delivery_enqueue
 from notifications.slack import kind_for_url
 from rentals.models import Rental
 from rentals.states import HOLDS_CLUSTER_STATES
@@ -157,14 +157,14 @@ def _deliveries(
     return created
 
 
-def _enqueue_on_commit(deliveries: list[Delivery]) -> None:
+def _deliveries_enqueue_on_commit(deliveries: list[Delivery]) -> None:
     ids = [delivery.pk for delivery in deliveries]
 
-    def enqueue_all() -> None:
+    def deliveries_enqueue() -> None:
         for delivery_id in ids:
-            enqueue_delivery(delivery_id)
+            delivery_enqueue(delivery_id)
 
-    transaction.on_commit(enqueue_all)
+    transaction.on_commit(deliveries_enqueue)
 
 
 def event_emit(
@@ -223,7 +223,7 @@ def _write(
         if dedup_key is not None and Event.objects.filter(dedup_key=dedup_key).exists():
             return None
         raise
-    _enqueue_on_commit(deliveries)
+    _deliveries_enqueue_on_commit(deliveries)
     return event
 
 
@@ -253,7 +253,7 @@ def delivery_redeliver(*, delivery: Delivery) -> Delivery:
             give_up_at=now,
         )
         backlog_trim(endpoint_ids=[delivery.endpoint_id])
-        _enqueue_on_commit([again])
+        _deliveries_enqueue_on_commit([again])
     return again
 
 

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from notifications import delivery, services
 from notifications.models import Delivery
-from notifications.queue import enqueue_delivery
+from notifications.queue import delivery_enqueue
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
@@ -36,7 +36,7 @@ def deliveries_sweep() -> int:
         .values_list("pk", flat=True)[:500]
     )
     for delivery_id in due:
-        enqueue_delivery(delivery_id)
+        delivery_enqueue(delivery_id)
     # Mark them, so the next sweeps wait a full grace period before sending another copy.
     Delivery.objects.filter(pk__in=due, status=Delivery.Status.PENDING, next_attempt_at__lte=overdue).update(
         next_attempt_at=now

@@ -17,7 +17,7 @@ from django.utils import timezone
 from rentals import idempotency_promise, upstream
 from rentals import services as rental_services
 from rentals.audit import staff_action_event, staff_action_record
-from rentals.enqueue import enqueue_rental_send
+from rentals.enqueue import rental_send_enqueue
 from rentals.models import Rental
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline
 from rentals.selectors import rental_attention_reason
@@ -86,7 +86,7 @@ def ops_retry_now(*, rental: Rental, actor: User, reason: str) -> str:
         # Read under the lock the update above holds: the send is for the next attempt, the very turn the
         # retry's own delayed message waits for, so whichever comes second finds it taken and does nothing.
         turn = Rental.objects.values_list("attempt_count", flat=True).get(pk=rental.pk) + 1
-        transaction.on_commit(lambda: enqueue_rental_send(rental.pk, turn=turn))
+        transaction.on_commit(lambda: rental_send_enqueue(rental.pk, turn=turn))
     return "Sending the stored order again with the same key."
 
 

@@ -8,7 +8,7 @@ from typing import Any
 from django import forms
 from django.core.validators import MaxValueValidator
 
-from accounts.validators import parse_ssh_public_keys
+from accounts.validators import ssh_public_keys_parse
 from presets.models import FABRIC_TYPES
 from rentals.validators import POD_NAME_HELP, validate_pod_name
 
@@ -78,7 +78,7 @@ class PresetForm(NodeWantFields):
         return str(self.cleaned_data["template_id"]).replace("\x00", "").strip()
 
     def clean_ssh_public_keys(self) -> str:
-        return "\n".join(parse_ssh_public_keys(self.cleaned_data["ssh_public_keys"]))
+        return "\n".join(ssh_public_keys_parse(self.cleaned_data["ssh_public_keys"]))
 
 
 class WatchForm(NodeWantFields):

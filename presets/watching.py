@@ -78,11 +78,11 @@ def watch_create(
             auto_rent=bool(fields.get("auto_rent")),
         )
         if watch.gpu_type:
-            transaction.on_commit(lambda: _enqueue_demand_signal(watch.pk))
+            transaction.on_commit(lambda: _demand_signal_enqueue(watch.pk))
     return watch
 
 
-def _enqueue_demand_signal(watch_id: int) -> None:
+def _demand_signal_enqueue(watch_id: int) -> None:
     # By task name through the rentals' one enqueuer (a failed enqueue is only logged: the signal is a courtesy).
     enqueue._enqueue(DEMAND_SIGNAL_TASK, watch_id)
 

@@ -25,7 +25,7 @@ from django.db import connection
 from django.db.models import Count, Min, Q
 from django.utils import timezone
 
-from rentals.enqueue import enqueue_rental_send
+from rentals.enqueue import rental_send_enqueue
 from rentals.models import Heartbeat, Rental
 from rentals.states import RentalStatus
 
@@ -120,7 +120,7 @@ def dispatch(*, now: datetime | None = None) -> list[int]:
         free = min(global_free, settings.RENT_INFLIGHT_PER_CREDENTIAL - used)
         for rental in fair_order(credential_id, now, limit=free):
             if _take_for_dispatch(rental, now):
-                enqueue_rental_send(rental.pk)
+                rental_send_enqueue(rental.pk)
                 sent.append(rental.pk)
                 global_free -= 1
     return sent

@@ -28,7 +28,7 @@ from django.utils import timezone
 from common.db import db_connection_release
 from common.logcontext import bind
 from rentals import capacity, idempotency_promise, lium_switch, outcomes, upstream
-from rentals.enqueue import enqueue_pods_sync, enqueue_rental_send
+from rentals.enqueue import pods_sync_enqueue, rental_send_enqueue
 from rentals.models import Rental, RentalEvent, RentAttempt
 from rentals.outcomes import MAX_RETRY_WINDOW, retry_deadline, retry_window
 from rentals.states import RentalStatus
@@ -140,7 +140,7 @@ def rental_claim(*, rental_id: int, turn: int | None = None) -> ClaimOutcome:
         if not moved:
             return ClaimOutcome()
         if lease_expired:
-            _record_lost_attempt(rental, now)
+            _lost_attempt_record(rental, now)
     for name, value in claimed.items():
         setattr(rental, name, value)
     rental.status = RentalStatus.SENDING
@@ -169,11 +169,11 @@ def _settle_unsafe_resend(rental: Rental) -> bool:
             possibly_sent=True,
         )
         if moved and lease_expired:
-            _record_lost_attempt(rental, now)
+            _lost_attempt_record(rental, now)
     return moved
 
 
-def _record_lost_attempt(rental: Rental, now: datetime) -> None:
+def _lost_attempt_record(rental: Rental, now: datetime) -> None:
     """Record the attempt of a worker that died while sending: its answer, if any, was lost."""
     started = rental.last_sent_at or now
     RentAttempt.objects.get_or_create(
@@ -241,7 +241,7 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
     rental = claim.rental
     _store_attempt(claim, result, started_at=started_at, duration_ms=duration_ms)
     if result.classification == Classification.OUTCOME_UNKNOWN and result.key_reused:
-        _record_key_reuse(rental, result)
+        _key_reuse_record(rental, result)
     decided = outcomes.verdict(
         result,
         number=claim.number,
@@ -280,15 +280,15 @@ def rental_record_attempt(*, claim: Claim, result: RentResult, started_at: datet
         taken, refused = holding.holder_of(cluster_id=cluster_id, pod_ids=pod_ids, other_than=rental.pk), True
         moved = rental_transition(**without)
     if moved and refused:  # always on the timeline, even when the race's holder was not found again
-        _record_cluster_held(rental, cluster_id=cluster_id, pod_ids=pod_ids, holder=taken)
+        _cluster_held_record(rental, cluster_id=cluster_id, pod_ids=pod_ids, holder=taken)
     if not moved:
         return None
     if decided.status == RentalStatus.RENTED:
-        transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
+        transaction.on_commit(lambda: pods_sync_enqueue(rental.credential_id))
     elif decided.retry_in is not None:
         delay = decided.retry_in
         # For the next turn only: if another message takes that turn first, this one does nothing.
-        transaction.on_commit(lambda: enqueue_rental_send(rental.pk, countdown=delay, turn=claim.number + 1))
+        transaction.on_commit(lambda: rental_send_enqueue(rental.pk, countdown=delay, turn=claim.number + 1))
     return decided.status
 
 
@@ -316,7 +316,7 @@ def _store_attempt(claim: Claim, result: RentResult, *, started_at: datetime, du
         rental_touch(rental_id=rental.pk)  # the page shows attempts: a new version, so polls fetch it
 
 
-def _record_cluster_held(rental: Rental, *, cluster_id: str, pod_ids: list[str], holder: Rental | None) -> None:
+def _cluster_held_record(rental: Rental, *, cluster_id: str, pod_ids: list[str], holder: Rental | None) -> None:
     """Record as a defect that Lium confirmed our order with a cluster another rental holds: it stays with that
     rental (one holder only), and an operator asks Lium which order created it."""
     what = cluster_id or f"pods {', '.join(pod_ids)}"
@@ -331,7 +331,7 @@ def _record_cluster_held(rental: Rental, *, cluster_id: str, pod_ids: list[str],
     )
 
 
-def _record_key_reuse(rental: Rental, result: RentResult) -> None:
+def _key_reuse_record(rental: Rental, result: RentResult) -> None:
     """Record as a defect that Lium saw our key with other bytes: the stored body must never change."""
     logger.error(
         "Defect: the upstream says idempotency key %s was reused with different bytes (rental %s).",
@@ -375,7 +375,7 @@ def rental_settle_expired(*, rental_id: int) -> str | None:
                 next_attempt_at=None,
             )
             if moved:
-                _record_lost_attempt(rental, now)
+                _lost_attempt_record(rental, now)
         return RentalStatus.UNKNOWN if moved else None
     if not window_over:
         return None

@@ -31,40 +31,40 @@ def _enqueue(task_name: str, *args: object, countdown: float | None = None) -> N
         logger.warning("Could not enqueue %s%r; the sweeper will pick it up.", task_name, args, exc_info=True)
 
 
-def enqueue_rental_send(rental_id: int, countdown: float | None = None, *, turn: int | None = None) -> None:
+def rental_send_enqueue(rental_id: int, countdown: float | None = None, *, turn: int | None = None) -> None:
     """Enqueue a send; with `turn` (an attempt number) the message sends only that attempt (`rental_send`)."""
     # Without a turn the message keeps its one-argument shape, which workers from before turns also read.
     args = (rental_id,) if turn is None else (rental_id, turn)
     _enqueue(RENTAL_SEND, *args, countdown=countdown)
 
 
-def enqueue_pods_sync(credential_id: int, countdown: float | None = None) -> None:
+def pods_sync_enqueue(credential_id: int, countdown: float | None = None) -> None:
     _enqueue(PODS_SYNC, credential_id, countdown=countdown)
 
 
-def enqueue_removal_push(rental_id: int) -> None:
+def removal_push_enqueue(rental_id: int) -> None:
     _enqueue(REMOVAL_PUSH, rental_id)
 
 
-def enqueue_cluster_delete(rental_id: int, countdown: float | None = None) -> None:
+def cluster_delete_enqueue(rental_id: int, countdown: float | None = None) -> None:
     _enqueue(CLUSTER_DELETE, rental_id, countdown=countdown)
 
 
-def enqueue_reconcile_look(rental_id: int, countdown: float | None = None) -> None:
+def reconcile_look_enqueue(rental_id: int, countdown: float | None = None) -> None:
     _enqueue(RECONCILE_LOOK, rental_id, countdown=countdown)
 
 
-def enqueue_member_events(member_id: int) -> None:
+def member_events_enqueue(member_id: int) -> None:
     _enqueue(MEMBER_EVENTS, member_id)
 
 
-def enqueue_repair_send(event_id: int) -> None:
+def repair_send_enqueue(event_id: int) -> None:
     _enqueue(REPAIR_SEND, event_id)
 
 
-def enqueue_reset_poll(event_id: int, turn: int, countdown: float | None = None) -> None:
+def reset_poll_enqueue(event_id: int, turn: int, countdown: float | None = None) -> None:
     _enqueue(RESET_POLL, event_id, turn, countdown=countdown)
 
 
-def enqueue_fabric_check(rental_id: int) -> None:
+def fabric_check_enqueue(rental_id: int) -> None:
     _enqueue(FABRIC_CHECK, rental_id)

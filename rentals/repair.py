@@ -28,7 +28,7 @@ from django.utils import timezone
 
 from accounts.roles import is_operator
 from rentals.audit import staff_action_event
-from rentals.enqueue import enqueue_repair_send
+from rentals.enqueue import repair_send_enqueue
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.states import HOLDS_CLUSTER_STATES
 from rentals.transitions import rental_touch
@@ -110,7 +110,7 @@ def member_repair_ask(
         _refuse_while_pending(rental=rental, member=member, action=action)
         event = RentalEvent.objects.create(rental_id=rental.pk, **_ask_event(member, action, actor, reason, token))
         rental_touch(rental_id=rental.pk)
-        transaction.on_commit(lambda: enqueue_repair_send(event.pk))
+        transaction.on_commit(lambda: repair_send_enqueue(event.pk))
     return event, True
 
 

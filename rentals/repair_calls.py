@@ -17,7 +17,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from rentals import upstream
-from rentals.enqueue import enqueue_pods_sync, enqueue_repair_send, enqueue_reset_poll
+from rentals.enqueue import pods_sync_enqueue, repair_send_enqueue, reset_poll_enqueue
 from rentals.models import ClusterMember, RentalEvent
 from rentals.repair import (
     ACTIONS,
@@ -102,7 +102,7 @@ def _reboot_sent(event: RentalEvent, sent_at: str) -> str:
             event, "sent", f"Reboot of rank {rank} accepted by Lium: following it until it runs again.", sent_at=sent_at
         )
     transaction.on_commit(
-        lambda: enqueue_pods_sync(event.rental.credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
+        lambda: pods_sync_enqueue(event.rental.credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
     )
     return state
 
@@ -112,7 +112,7 @@ def _reset_started(event: RentalEvent, started: ResetStatus, sent_at: str) -> st
     message = f"GPU reset of rank {rank} started at Lium (request {started.request_id}); waiting for its result."
     state = _settle(event, "running", message, sent_at=sent_at, lium_request_id=started.request_id, polls=0)
     if state == "running":
-        transaction.on_commit(lambda: enqueue_reset_poll(event.pk, 0, countdown=RESET_POLL_SECONDS))
+        transaction.on_commit(lambda: reset_poll_enqueue(event.pk, 0, countdown=RESET_POLL_SECONDS))
     return state
 
 
@@ -208,9 +208,9 @@ def repairs_sweep() -> int:
     for event in stale:
         state = event.data.get("state")
         if state == "asked":
-            enqueue_repair_send(event.pk)
+            repair_send_enqueue(event.pk)
         elif state == "running":
-            enqueue_reset_poll(event.pk, int(event.data.get("polls") or 0))
+            reset_poll_enqueue(event.pk, int(event.data.get("polls") or 0))
         elif _older_than(event.data.get("sending_at"), now, settings.RENT_LEASE_SECONDS):
             said = f"The {ACTIONS.get(event.data.get('repair'), 'repair').lower()} may or may not have reached Lium "
             said += "(the worker sending it stopped); watch the member's status and ask again if needed."

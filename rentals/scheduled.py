@@ -24,7 +24,7 @@ from django.utils import timezone
 from accounts.models import Customer
 from rentals import offers
 from rentals.audit import change_event
-from rentals.enqueue import enqueue_rental_send
+from rentals.enqueue import rental_send_enqueue
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.ordering import request_body_with_nodes
 from rentals.services import order_checks_run
@@ -137,7 +137,7 @@ def scheduled_send(*, rental: Rental) -> str:
             )
             if not moved:
                 return "waiting"  # cancelled or sent by someone else meanwhile
-            transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
+            transaction.on_commit(lambda: rental_send_enqueue(rental.pk))
     if refusal is not None:
         return _refuse(rental, *refusal)
     return "sent"

@@ -20,7 +20,7 @@ from django.db import IntegrityError, transaction
 from accounts.models import Customer, UpstreamCredential
 from common.logcontext import bind
 from rentals.audit import change_event
-from rentals.enqueue import enqueue_cluster_delete, enqueue_rental_send
+from rentals.enqueue import cluster_delete_enqueue, rental_send_enqueue
 from rentals.models import Rental, RentalEvent, RentalNode
 from rentals.ordering import RentOrder, request_body_build
 from rentals.signals import order_checking
@@ -73,7 +73,7 @@ def rental_submit(
             if check is not None:
                 fabric_check_create(rental=rental, plan=check)
             if start_at is None:
-                transaction.on_commit(lambda: enqueue_rental_send(rental.pk))
+                transaction.on_commit(lambda: rental_send_enqueue(rental.pk))
     except IntegrityError as exc:
         # Two requests with one form token raced; the other one created the rental (this user's only).
         if submit_token is None:
@@ -191,5 +191,5 @@ def rental_terminate(*, rental: Rental, actor: User | None, reason: str = "") ->
         ),
     )
     if moved:
-        transaction.on_commit(lambda: enqueue_cluster_delete(rental.pk))
+        transaction.on_commit(lambda: cluster_delete_enqueue(rental.pk))
     return moved

@@ -17,11 +17,11 @@ from django.utils import timezone
 
 from rentals import capacity, engine, repair_calls
 from rentals.enqueue import (
-    enqueue_cluster_delete,
-    enqueue_fabric_check,
-    enqueue_pods_sync,
-    enqueue_reconcile_look,
-    enqueue_rental_send,
+    cluster_delete_enqueue,
+    fabric_check_enqueue,
+    pods_sync_enqueue,
+    reconcile_look_enqueue,
+    rental_send_enqueue,
 )
 from rentals.heartbeats import SWEEPER_HEARTBEAT
 from rentals.models import Heartbeat, Rental
@@ -48,19 +48,19 @@ def rentals_sweep() -> dict[str, int]:
         Rental.objects.filter(status__in=members.TRACKED_STATES).values_list("credential_id", flat=True).distinct()
     )
     for credential_id in credential_ids:
-        enqueue_pods_sync(credential_id)
+        pods_sync_enqueue(credential_id)
     # A DELETE whose own (delayed) message was lost, or that was never scheduled; an unknown rental's lost look.
     # Each is marked so that the next sweeps wait before adding a copy (copies find nothing to claim).
     lost_delete = removal.due_for_delete(now_overdue=overdue_by, unscheduled_after=timedelta(seconds=60))
-    resent = _lost_resend(lost_delete, enqueue_cluster_delete)
+    resent = _lost_resend(lost_delete, cluster_delete_enqueue)
     Rental.objects.filter(lost_delete, pk__in=resent).update(next_delete_at=now)
     lost_look = Q(status=RentalStatus.UNKNOWN, next_reconcile_at__lte=now - overdue_by)
-    resent = _lost_resend(lost_look, enqueue_reconcile_look)
+    resent = _lost_resend(lost_look, reconcile_look_enqueue)
     Rental.objects.filter(lost_look, pk__in=resent).update(next_reconcile_at=now)
     repairs = repair_calls.repairs_sweep()  # member repairs whose message was lost
     # Verified rentals: a lost or abandoned check runs again; keys no check will use are destroyed.
     for rental_id in verification.fabric_check_lost():
-        enqueue_fabric_check(rental_id)
+        fabric_check_enqueue(rental_id)
     verification.fabric_check_discard()
     return {
         "enqueued": enqueued,
@@ -84,7 +84,7 @@ def _due_resend(now: datetime, *, overdue: datetime) -> tuple[int, int]:
     )
     resent = [pk for pk in due_ids if not engine.rental_settle_expired(rental_id=pk)]
     for rental_id in resent:
-        enqueue_rental_send(rental_id)
+        rental_send_enqueue(rental_id)
     # Mark what was just re-sent, so the next sweeps wait a full interval before sending a copy again
     # (otherwise a slow queue fills with copies faster than it drains).
     Rental.objects.filter(pk__in=resent, status=RentalStatus.QUEUED, updated_at__lte=stuck_queued).update(

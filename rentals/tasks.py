@@ -14,10 +14,10 @@ from django.db import connection
 
 from rentals import engine, lium_switch, repair_calls, scheduled, sweep
 from rentals.enqueue import (
-    enqueue_cluster_delete,
-    enqueue_pods_sync,
-    enqueue_reconcile_look,
-    enqueue_reset_poll,
+    cluster_delete_enqueue,
+    pods_sync_enqueue,
+    reconcile_look_enqueue,
+    reset_poll_enqueue,
 )
 from rentals.models import ClusterMember, Rental
 from rentals.removal import deletion as removal
@@ -56,7 +56,7 @@ def credential_pods_sync(credential_id: int) -> int:
         rental__credential_id=credential_id, rental__status__in=members.TRACKED_STATES, status="REBOOT_PENDING"
     ).exists()
     if polled is not None and (starting or rebooting):
-        enqueue_pods_sync(credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
+        pods_sync_enqueue(credential_id, countdown=settings.POD_POLL_MIN_INTERVAL_SECONDS)
     return polled or 0
 
 
@@ -69,7 +69,7 @@ def rental_delete_cluster(rental_id: int) -> str:
     """
     result = removal.cluster_delete_attempt(rental_id=rental_id)
     if result.retry_in is not None:
-        enqueue_cluster_delete(rental_id, countdown=result.retry_in)
+        cluster_delete_enqueue(rental_id, countdown=result.retry_in)
     return result.outcome
 
 
@@ -78,7 +78,7 @@ def rental_reconcile_look(rental_id: int) -> str:
     """Look for an unknown rental's cluster if its look is due; only the look's claimer enqueues the next."""
     result = reconcile.rental_reconcile_look(rental_id=rental_id)
     if result.next_in is not None:
-        enqueue_reconcile_look(rental_id, countdown=result.next_in)
+        reconcile_look_enqueue(rental_id, countdown=result.next_in)
     return result.outcome
 
 
@@ -105,7 +105,7 @@ def member_reset_gpu_poll(event_id: int, turn: int) -> bool:
     """Read a running GPU reset once; only this turn's claimer enqueues the next read (one chain per reset)."""
     again_in = repair_calls.member_reset_gpu_poll(event_id=event_id, turn=turn)
     if again_in is not None:
-        enqueue_reset_poll(event_id, turn + 1, countdown=again_in)
+        reset_poll_enqueue(event_id, turn + 1, countdown=again_in)
     return again_in is not None
 
 

@@ -17,7 +17,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from common.backoff import backoff_seconds
-from rentals.enqueue import enqueue_reconcile_look
+from rentals.enqueue import reconcile_look_enqueue
 from rentals.models import Rental, RentalEvent
 from rentals.signals import rental_status_changed
 from rentals.states import RentalStatus, can_transition
@@ -58,7 +58,7 @@ def rental_transition(
         if changed:
             if first_look_in is not None:
                 # The engine looks for the cluster itself (rentals.tracking.reconcile); the sweeper re-sends a lost one.
-                transaction.on_commit(lambda: enqueue_reconcile_look(rental_id, countdown=first_look_in))
+                transaction.on_commit(lambda: reconcile_look_enqueue(rental_id, countdown=first_look_in))
             RentalEvent.objects.create(
                 rental_id=rental_id,
                 kind=kind,

@@ -103,10 +103,10 @@ def rental_delete_cluster(*, rental_id: int) -> str:
         return "gone"
     except upstream.Conflict as exc:
         message = f"Lium cannot remove the cluster yet ({exc.message}); trying again shortly."
-        _record_delete_event(rental, message, {"request_id": exc.request_id})
+        _delete_event_record(rental, message, {"request_id": exc.request_id})
         return "retry"
     except upstream.UpstreamUnavailable as exc:
-        _record_delete_event(rental, f"Remove failed for now ({exc.message}); trying again shortly.")
+        _delete_event_record(rental, f"Remove failed for now ({exc.message}); trying again shortly.")
         return "retry"
     except upstream.UpstreamRejected as exc:
         _back_from_refused_delete(rental, exc)
@@ -129,7 +129,7 @@ def rental_delete_cluster(*, rental_id: int) -> str:
     return "started" if answer.success else "retry"
 
 
-def _record_delete_event(rental: Rental, message: str, data: dict[str, Any] | None = None) -> None:
+def _delete_event_record(rental: Rental, message: str, data: dict[str, Any] | None = None) -> None:
     """Put a DELETE that failed for now on the rental's timeline."""
     RentalEvent.objects.create(rental=rental, kind=RentalEvent.Kind.STATE, message=message, data=data or {})
 

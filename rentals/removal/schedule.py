@@ -21,7 +21,7 @@ from django.utils import timezone
 from accounts.roles import is_operator
 from rentals import upstream
 from rentals.audit import change_event
-from rentals.enqueue import enqueue_removal_push
+from rentals.enqueue import removal_push_enqueue
 from rentals.models import Rental, RentalEvent
 from rentals.removal.policy import MAX_HOURS, removal_policy_for
 from rentals.states import HOLDS_CLUSTER_STATES
@@ -49,7 +49,7 @@ def removal_time(*, hours: int | None = None, at: datetime | None = None, now: d
     return at.astimezone(now.tzinfo).replace(microsecond=0)
 
 
-def _check_may_change(rental: Rental) -> None:
+def _change_allowed_check(rental: Rental) -> None:
     if rental.status not in HOLDS_CLUSTER_STATES:
         raise ValidationError("Only a rented cluster has a removal to schedule or cancel.", code="no_cluster")
     # The rent answer's pod ids are enough to set the time; it reaches the members once the pods sync attached them.
@@ -65,7 +65,7 @@ def rental_schedule_removal(
     *, rental: Rental, actor: User | None, hours: int | None = None, at: datetime | None = None
 ) -> datetime:
     """Set (or move) when every member is removed, record it on the timeline, and have the worker push it."""
-    _check_may_change(rental)
+    _change_allowed_check(rental)
     now = timezone.now()
     when = removal_time(hours=hours, at=at, now=now)
     policy = removal_policy_for(rental.customer_id)
@@ -84,7 +84,7 @@ def rental_schedule_removal(
 
 def rental_cancel_removal(*, rental: Rental, actor: User | None) -> bool:
     """Cancel the scheduled removal; return False when none was scheduled. Refused under a maximum."""
-    _check_may_change(rental)
+    _change_allowed_check(rental)
     before = rental.removal_scheduled_at
     if before is None:
         return False
@@ -113,7 +113,7 @@ def _removal_change(rental: Rental, actor: User | None, action: str, when: datet
         RentalEvent.objects.create(
             rental=rental, **change_event(actor=actor, action=action, reason="", message=message, data=data)
         )
-        transaction.on_commit(lambda: enqueue_removal_push(rental.pk))
+        transaction.on_commit(lambda: removal_push_enqueue(rental.pk))
     rental.removal_scheduled_at = when
 
 

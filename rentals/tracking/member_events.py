@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from rentals import upstream
-from rentals.enqueue import enqueue_member_events
+from rentals.enqueue import member_events_enqueue
 from rentals.models import ClusterMember, Rental
 from rentals.transitions import rental_touch
 
@@ -50,7 +50,7 @@ def member_events_request(*, rental: Rental) -> int:
         events_fetched_at=timezone.now()
     )
     for member_id in claimed:
-        transaction.on_commit(partial(enqueue_member_events, member_id))
+        transaction.on_commit(partial(member_events_enqueue, member_id))
     return len(claimed)
 
 

@@ -31,7 +31,7 @@ from django.utils import timezone
 
 from accounts.models import UpstreamCredential
 from rentals import upstream
-from rentals.enqueue import enqueue_cluster_delete, enqueue_fabric_check, enqueue_removal_push
+from rentals.enqueue import cluster_delete_enqueue, fabric_check_enqueue, removal_push_enqueue
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.ready_time import first_ready_fields
 from rentals.removal.schedule import removal_adopt_from_members
@@ -132,7 +132,7 @@ def _sync_rental_with_pods(rental: Rental, rows: list[PodRow]) -> bool:
         stored = _store_listed_members(rental, rows, existing, now)
         if stored and not existing and rental.removal_scheduled_at is not None:
             # A removal set before the members were known reached none of them (pushes go to members only).
-            transaction.on_commit(lambda: enqueue_removal_push(rental.pk))
+            transaction.on_commit(lambda: removal_push_enqueue(rental.pk))
         missed, gone = _mark_unlisted_members(existing, listed={row.id for row in rows}, now=now)
         touched = stored or missed or learned
         moved = _advance_state(rental, rows, gone=gone, known=len(existing))
@@ -252,7 +252,7 @@ def _mark_unlisted_members(
     return touched, gone
 
 
-def _delete_accepted(rental: Rental) -> bool:
+def _deletion_accepted(rental: Rental) -> bool:
     """Return whether Lium accepted a removal of this rental's cluster (recorded by
     `rentals.removal.deletion.rental_delete_cluster`)."""
     return RentalEvent.objects.filter(
@@ -277,7 +277,7 @@ def _remove_as_scheduled(rental: Rental) -> bool:
         message=f"The scheduled removal time ({at:%Y-%m-%d %H:%M} UTC) has come: removing the cluster.",
     )
     if moved:
-        transaction.on_commit(lambda: enqueue_cluster_delete(rental.pk))
+        transaction.on_commit(lambda: cluster_delete_enqueue(rental.pk))
     return moved
 
 
@@ -285,7 +285,7 @@ def _advance_state(rental: Rental, rows: list[PodRow], *, gone: list[ClusterMemb
     """Move the rental on when its members prove it: ready, degraded, or terminated after an accepted delete."""
     if rental.status == RentalStatus.TERMINATING:
         every_member_gone = known > 0 and not rows and len(gone) == known
-        if every_member_gone and _delete_accepted(rental):
+        if every_member_gone and _deletion_accepted(rental):
             return rental_transition(
                 rental_id=rental.pk,
                 from_status=RentalStatus.TERMINATING,
@@ -331,5 +331,5 @@ def _verifying_start(rental: Rental) -> bool:
         message="Every member is running: measuring the fabric before handing the cluster over.",
     )
     if moved:
-        transaction.on_commit(lambda: enqueue_fabric_check(rental.pk))
+        transaction.on_commit(lambda: fabric_check_enqueue(rental.pk))
     return moved

@@ -14,7 +14,7 @@ from typing import Any
 
 from django.db import transaction
 
-from rentals.enqueue import enqueue_removal_push
+from rentals.enqueue import removal_push_enqueue
 from rentals.models import ClusterMember, Rental, RentalEvent
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.transitions import rental_touch, rental_transition
@@ -158,7 +158,7 @@ def _schedule_outside(rental: Rental, event: AccountEvent) -> None:
         return  # ours (the dashboard pushed it, to the millisecond), or already adopted
     rental_touch(rental_id=rental.pk, removal_scheduled_at=when)
     rental_id = rental.pk
-    transaction.on_commit(lambda: enqueue_removal_push(rental_id))  # every member keeps the same time
+    transaction.on_commit(lambda: removal_push_enqueue(rental_id))  # every member keeps the same time
     said = f"now at {when:%Y-%m-%d %H:%M} UTC" if when else "cancelled"
     RentalEvent.objects.create(
         rental=rental,

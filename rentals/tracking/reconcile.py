@@ -39,7 +39,7 @@ from common.backoff import backoff_seconds
 from rentals import upstream
 from rentals.audit import staff_action_event
 from rentals.engine import MAY_HAVE_REACHED_LIUM
-from rentals.enqueue import enqueue_pods_sync
+from rentals.enqueue import pods_sync_enqueue
 from rentals.models import Rental, RentalEvent
 from rentals.states import HOLDS_CLUSTER_STATES, UNSETTLED_STATES, RentalStatus
 from rentals.tracking.holding import ClusterHeld, held_message, holder_of, refuse_held
@@ -200,7 +200,7 @@ def _adopt(*, rental: Rental, actor: User | None, cluster_id: str, evidence: dic
         else:
             return LookResult("not-due")
         if moved:
-            transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
+            transaction.on_commit(lambda: pods_sync_enqueue(rental.credential_id))
     return LookResult(outcome if moved else "not-due")
 
 
@@ -235,7 +235,7 @@ def rental_confirm_reconciliation(*, rental: Rental, actor: User, cluster_id: st
             refuse_held(cluster_id=cluster_id, rental_id=rental.pk)
             raise ClusterHeld(f"Cluster {cluster_id} already belongs to another rental.", code="cluster_held") from None
         if moved:
-            transaction.on_commit(lambda: enqueue_pods_sync(rental.credential_id))
+            transaction.on_commit(lambda: pods_sync_enqueue(rental.credential_id))
         return moved
     return rental_transition(
         rental_id=rental.pk,

@@ -218,7 +218,7 @@ class Answer:
 # --- Reading answers --------------------------------------------------------------------------------------
 
 
-def parse_error(answer: Answer) -> parse.ErrorDetail:
+def error_parse(answer: Answer) -> parse.ErrorDetail:
     """Read an error answer's envelope; an unreadable body leaves only the status to go by."""
     try:
         body = answer.json()
@@ -231,7 +231,7 @@ def parse_error(answer: Answer) -> parse.ErrorDetail:
     )
 
 
-def parse_retry_after(answer: Answer) -> float | None:
+def retry_after_parse(answer: Answer) -> float | None:
     """Return Retry-After in seconds (an HTTP-date is ignored, as the official client does)."""
     value = answer.headers.get("Retry-After", "").strip()
     try:
@@ -280,10 +280,10 @@ def rent_classify(answer: Answer | None, error: Exception | None = None) -> Rent
             Classification.CONFIRMED, message=body.message, pod_ids=body.pod_ids, cluster_id=body.cluster_id, **common
         )
 
-    detail = parse_error(answer)
+    detail = error_parse(answer)
     common.update(request_id=detail.request_id, error_code=detail.code, message=detail.message, hint=detail.hint)
     if status == 429 or status >= 500 or (status == 409 and detail.code == "idempotency_in_progress"):
-        return RentResult(Classification.INCONCLUSIVE, retry_after=parse_retry_after(answer), **common)
+        return RentResult(Classification.INCONCLUSIVE, retry_after=retry_after_parse(answer), **common)
     if status == 409 and detail.code == "idempotency_outcome_unknown":
         return RentResult(Classification.OUTCOME_UNKNOWN, **common)
     if status == 422 and detail.code == "idempotency_key_reused":
@@ -308,7 +308,7 @@ def _describe_transport_error(error: Exception | None) -> str:
 
 
 def _error_for(answer: Answer) -> UpstreamError:
-    detail = parse_error(answer)
+    detail = error_parse(answer)
     kwargs: dict[str, Any] = {
         "status": answer.status,
         "code": detail.code,
@@ -318,7 +318,7 @@ def _error_for(answer: Answer) -> UpstreamError:
     }
     status = answer.status
     if status == 429:
-        return RateLimited(detail.message, retry_after=parse_retry_after(answer), **kwargs)
+        return RateLimited(detail.message, retry_after=retry_after_parse(answer), **kwargs)
     if status >= 500 or status < 400:
         return UpstreamUnavailable(f"Server error: {status}. {detail.message}", **kwargs)
     return REJECTED_OF_STATUS.get(status, UpstreamRejected)(detail.message, **kwargs)
@@ -430,7 +430,7 @@ class LiumClient:
                         status=response.status_code,
                         headers=response.headers,
                         reason=parse.text(response.reason_phrase, 200),
-                        body=_read_capped(response, deadline=deadline, limit=body_max),
+                        body=_body_read_capped(response, deadline=deadline, limit=body_max),
                     )
             finally:
                 response.close()
@@ -633,7 +633,7 @@ def _chunks_capped(response: httpx.Response, *, deadline: float, limit: int) -> 
         _time_left(deadline)
 
 
-def _read_capped(response: httpx.Response, *, deadline: float, limit: int) -> bytes | None:
+def _body_read_capped(response: httpx.Response, *, deadline: float, limit: int) -> bytes | None:
     """Read the whole (decoded) body before the deadline; None once it grows past `limit` bytes."""
     declared = response.headers.get("Content-Length", "")
     if declared.isdigit() and int(declared) > limit:

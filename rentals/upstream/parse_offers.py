@@ -87,7 +87,7 @@ class Fabric:
         return sorted(whole, key=lambda node: (node.price_per_hour, node.id))[:count]
 
 
-def parse_node(row: dict[str, Any]) -> Node | None:
+def node_parse(row: dict[str, Any]) -> Node | None:
     """Read one node; None when its id could not be stored (it then cannot be offered)."""
     node_id = ident(row.get("id"), EXECUTOR_ID_MAX)
     if node_id is None:
@@ -114,13 +114,13 @@ def parse_node(row: dict[str, Any]) -> Node | None:
     )
 
 
-def parse_offer(row: dict[str, Any]) -> Fabric | None:
+def offer_parse(row: dict[str, Any]) -> Fabric | None:
     """Read one fabric offer; None when its id could not be stored."""
     fabric_id = ident(row.get("fabric_id"), FABRIC_ID_MAX)
     if fabric_id is None:
         return None
     raw_nodes = row.get("nodes")
-    parsed = (parse_node(raw) for raw in (raw_nodes if isinstance(raw_nodes, list) else []) if isinstance(raw, dict))
+    parsed = (node_parse(raw) for raw in (raw_nodes if isinstance(raw_nodes, list) else []) if isinstance(raw, dict))
     nodes = [node for node in parsed if node is not None]
     fabric_type = row.get("fabric_type")
     return Fabric(
@@ -136,7 +136,7 @@ def parse_offer(row: dict[str, Any]) -> Fabric | None:
 def offer_listing(body: Any) -> list[Fabric]:
     """Read `GET /executors/infiniband-clusters`; rows that cannot be offered are left out."""
     rows = json_list(body, "The offer listing")
-    return [fabric for fabric in (parse_offer(row) for row in rows if isinstance(row, dict)) if fabric is not None]
+    return [fabric for fabric in (offer_parse(row) for row in rows if isinstance(row, dict)) if fabric is not None]
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from django import forms
 from django.core.exceptions import ValidationError
 
 from accounts.models import Customer, SshPublicKey
-from accounts.validators import parse_ssh_public_keys
+from accounts.validators import ssh_public_keys_parse
 from rentals import ordering
 from rentals.offers import Template
 from rentals.order_service import OrderChoice
@@ -159,7 +159,7 @@ class RentForm(forms.Form):
 
     def clean_ssh_public_keys(self) -> list[str]:
         text = self.cleaned_data["ssh_public_keys"]
-        return parse_ssh_public_keys(text) if text.strip() else []
+        return ssh_public_keys_parse(text) if text.strip() else []
 
     def clean(self) -> dict[str, Any]:
         data = super().clean() or {}

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from rentals import offers
 from rentals.models import ClusterMember, Rental, RentalNode, RentAttempt
-from rentals.upstream.parse_offers import parse_offer
+from rentals.upstream.parse_offers import offer_parse
 from tests.conftest import SSH_KEY
 from tests.matching import must_search
 
@@ -108,7 +108,7 @@ def listing(fabrics: int, nodes_per_fabric: int) -> offers.OfferListing:
         }
         for f in range(fabrics)
     ]
-    parsed = [fabric for row in rows if (fabric := parse_offer(row)) is not None]
+    parsed = [fabric for row in rows if (fabric := offer_parse(row)) is not None]
     assert len(parsed) == len(rows), "every row the bench builds is one the parser keeps"
     return offers.OfferListing(fabrics=parsed, fetched_at=time.time())
 

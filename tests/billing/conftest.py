@@ -28,7 +28,7 @@ JUNE_1 = datetime(2030, 6, 1, tzinfo=UTC)
 def broker_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
     """Nothing goes to a broker here: rentals' and deliveries' enqueues are dropped (the rows are the truth)."""
     monkeypatch.setattr("rentals.enqueue._enqueue", lambda *args, **kwargs: None)
-    monkeypatch.setattr("notifications.queue.enqueue_delivery", lambda *args, **kwargs: None)
+    monkeypatch.setattr("notifications.queue.delivery_enqueue", lambda *args, **kwargs: None)
 
 
 @pytest.fixture

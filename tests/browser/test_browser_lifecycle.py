@@ -155,10 +155,10 @@ def test_the_delivery_log_shows_each_delivery_and_a_redelivery_keeps_its_id(
 
     # No worker here: a delivery is attempted as soon as it is enqueued (in the live server's thread).
     monkeypatch.setattr(
-        "notifications.services.enqueue_delivery",
+        "notifications.services.delivery_enqueue",
         lambda delivery_id, countdown=None: delivery_attempt(delivery_id=delivery_id),
     )
-    monkeypatch.setattr("notifications.delivery.enqueue_delivery", lambda *args, **kwargs: None)
+    monkeypatch.setattr("notifications.delivery.delivery_enqueue", lambda *args, **kwargs: None)
     from billing.invitations import admin_set
 
     admin_set(membership=alice.memberships.get(customer=acme), admin=True)  # only admins test and redeliver

@@ -85,7 +85,7 @@ def deliveries_enqueued(
         enqueued.append((delivery_id, countdown))
 
     for where in ("notifications.services", "notifications.delivery", "notifications.tasks"):
-        monkeypatch.setattr(f"{where}.enqueue_delivery", record)
+        monkeypatch.setattr(f"{where}.delivery_enqueue", record)
     monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)
     return enqueued
 

@@ -55,7 +55,7 @@ def test_sweeps_during_a_delete_outage_keep_one_retry_chain_per_rental(
     rental = make_rental(status=RentalStatus.TERMINATING, cluster_id="cl-1")
     enqueued.calls.clear()
     broker = Broker(enqueued, clock)
-    tasks.enqueue_cluster_delete(rental.pk)  # what the terminate enqueues
+    tasks.cluster_delete_enqueue(rental.pk)  # what the terminate enqueues
 
     elapsed = 30 * 60
     for _ in range(elapsed // 5):  # a sweep every 5 s for half an hour

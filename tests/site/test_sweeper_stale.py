@@ -8,7 +8,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
-from dashboard.health import check_sweeper
+from dashboard.health import sweeper_check
 from ops.overview import worker_health
 from rentals.heartbeats import SWEEPER_HEARTBEAT, sweeper_last_run
 from rentals.models import Heartbeat
@@ -37,7 +37,7 @@ def test_the_sweeper_is_stale_after_six_missed_runs_and_at_least_a_minute(
     settings.SWEEP_INTERVAL_SECONDS = interval
     ran(seconds_ago)
     assert sweeper_last_run(now=timezone.now()).stale is stale
-    problem = check_sweeper()
+    problem = sweeper_check()
     assert (problem is not None) is stale
     if stale:
         assert problem == f"sweeper: last ran {seconds_ago} s ago"
@@ -46,7 +46,7 @@ def test_the_sweeper_is_stale_after_six_missed_runs_and_at_least_a_minute(
 
 def test_a_sweeper_that_never_ran_is_stale_everywhere() -> None:
     assert sweeper_last_run(now=timezone.now()).at is None
-    assert check_sweeper() == "sweeper: has never run"
+    assert sweeper_check() == "sweeper: has never run"
     assert worker_health(now=timezone.now())["sweeper_stale"] is True
 
 

@@ -117,7 +117,7 @@ def world(alice, olga, carol, monkeypatch):  # type: ignore[no-untyped-def]
     rental = rental_submit(user=alice, customer=alice.memberships.get().customer, order=order, customer_ref="acme")
     Rental.objects.filter(pk=rental.pk).update(status="ready", cluster_id="c-1")
     add_members(rental)
-    monkeypatch.setattr("notifications.services.enqueue_delivery", lambda *a, **k: None)
+    monkeypatch.setattr("notifications.services.delivery_enqueue", lambda *a, **k: None)
     endpoint, _secret = endpoint_create(
         customer=rental.customer, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice
     )
