@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 PORT ?= 8000
+SIM_PORT ?= 8100
 UV_VERSION := 0.13.8
 export UV_PROJECT_ENVIRONMENT := $(VENV)
 
@@ -18,16 +19,20 @@ $(VENV)/.synced: $(BIN)/uv pyproject.toml uv.lock
 
 install: $(VENV)/.synced ## Create .venv and install the locked dependencies
 
+# `make run PORT=9000 SIM_PORT=8300`: the links in e-mails and the simulator's address follow the ports (unless
+# SITE_URL or LIUM_BASE_URL is set).
+RUN_ENV = WEB_PORT=$(PORT) SIM_PORT=$(SIM_PORT) SITE_URL="$${SITE_URL:-http://127.0.0.1:$(PORT)}" \
+	LIUM_BASE_URL="$${LIUM_BASE_URL:-http://127.0.0.1:$(SIM_PORT)/api}"
 run: install ## Run simulator, the rent, tracking and housekeeping workers (beat with housekeeping) and web on the embedded default
 	mkdir -p .run
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py seed_demo
+	$(RUN_ENV) $(BIN)/python manage.py migrate --noinput
+	$(RUN_ENV) $(BIN)/python manage.py seed_demo
 	@echo ""
-	@echo "  Dashboard: http://127.0.0.1:$(PORT)/   (simulator on http://127.0.0.1:8100/api)"
+	@echo "  Dashboard: http://127.0.0.1:$(PORT)/   (simulator on $${LIUM_BASE_URL:-http://127.0.0.1:$(SIM_PORT)/api})"
 	@echo "  Logins (password: $${DEMO_PASSWORD:-demo}): alice (Acme Research, its admin), bob (Globex), sam (support), olga (operator), admin"
 	@echo "  Ctrl-C stops everything."
 	@echo ""
-	WEB_PORT=$(PORT) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho -f Procfile start
+	$(RUN_ENV) PATH="$(CURDIR)/$(BIN):$$PATH" $(BIN)/honcho -f Procfile start
 
 test: install ## Run the whole test suite (again on PostgreSQL + Redis when they are reachable)
 	PATH="$(CURDIR)/$(BIN):$$PATH" bash scripts/test.sh
