@@ -21,7 +21,13 @@ def run_environment(*make_arguments: str, **environ: str) -> dict[str, str]:
     names = {"PORT", "SIM_PORT", "SITE_URL", "LIUM_BASE_URL", "WEB_PORT", "MAKEFLAGS", "MAKELEVEL"}
     env = {name: value for name, value in os.environ.items() if name not in names} | environ
     dry_run = subprocess.run(
-        ["make", "-n", "run", *make_arguments], cwd=ROOT, env=env, capture_output=True, text=True, check=True, timeout=60
+        ["make", "-n", "run", *make_arguments],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     )
     start = next(line for line in dry_run.stdout.splitlines() if HONCHO in line)
     shown = subprocess.run(
