@@ -29,7 +29,7 @@ EVENT_TYPES: dict[str, str] = {
     RENTAL_CHECK_FAILED: "Fabric check failed (a slow node is named)",
     RENTAL_DEGRADED: "Cluster degraded (a node failed)",
     RENTAL_UNKNOWN: "Outcome unknown (support is checking)",
-    RENTAL_REFUSED: "Order refused by Lium",
+    RENTAL_REFUSED: "Order refused (the reason is given)",
     RENTAL_FAILED: "Order failed (Lium unreachable)",
     RENTAL_TERMINATED: "Cluster removed",
     RENTAL_REMOVAL_SOON: "Scheduled removal within the hour",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from django.core import mail
+from django.utils import timezone
 
 from notifications.models import Delivery
 from notifications.services import email_preference_set
@@ -60,3 +61,22 @@ def test_a_failing_mail_server_is_retried(alice, make_rental, move_rental, setti
     move_rental(make_rental(user=alice, status="sending"))
     assert deliver_all() == ["retry"]
     assert "mail server down" in Delivery.objects.get().last_error
+
+
+def test_a_refusal_says_who_refused_lium_after_a_send_the_dashboard_at_a_scheduled_start(
+    alice, make_rental, move_rental
+) -> None:
+    email_preference_set(user=alice, events=["rental.refused"])
+    sent = make_rental(user=alice, status="sending", pod_name="sent-1", error_message="Executor n-1 is not free")
+    sent.attempts.create(number=1, started_at=timezone.now(), duration_ms=40, classification="refused", http_status=409)
+    move_rental(sent, to_status="refused")
+    scheduled = make_rental(
+        user=alice, status="scheduled", pod_name="later-1", error_message="1 selected node(s) are no longer free"
+    )
+    move_rental(scheduled, to_status="refused")  # the dashboard refused it at its time: nothing reached Lium
+    assert deliver_all() == ["delivered", "delivered"]
+
+    by_lium, by_dashboard = sorted(mail.outbox, key=lambda message: "later-1" in message.subject)
+    assert "Lium said: Executor n-1 is not free" in by_lium.body
+    assert "Why: 1 selected node(s) are no longer free" in by_dashboard.body
+    assert "by Lium" not in by_dashboard.subject and "Lium said" not in by_dashboard.body
