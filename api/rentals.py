@@ -30,13 +30,14 @@ from api.errors import ApiError, error_response
 from api.fabrics import upstream_refusal
 from api.representations import dumps, json_response, rental_dict
 from api.schemas import ERRORS, RentalCreateIn, RentalListOut, RentalOut
-from rentals import offers, ordering, selectors, services
+from rentals import offers, selectors, services
 from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.explanations import members_grace_text
 from rentals.lium_switch import SWITCH_OFF_CODE
 from rentals.models import Rental
-from rentals.order_service import OrderChoice, OrderRefused, order_check, order_save
+from rentals.orders.order import OPTIONS
+from rentals.orders.service import OrderChoice, OrderRefused, order_check, order_save
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
 
@@ -237,7 +238,7 @@ def _order_save(request: HttpRequest, raw: bytes, record: Any) -> tuple[Rental, 
         template_id=data.template_id,
         pod_name=data.pod_name,
         public_keys=data.ssh_public_keys,
-        options=data.model_dump(include=set(ordering.OPTIONS)),
+        options=data.model_dump(include=set(OPTIONS)),
         verify_fabric=data.verify_fabric,
         start_at=data.start_at,
     )

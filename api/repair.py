@@ -2,7 +2,7 @@
 
 `POST /rentals/{id}/members/{rank}/reboot` and `/reset-gpu`, body `{}` or `{"reason": "..."}`: scope `manage`;
 support gets 403, other customers' rentals 404. The answer is 202 with what was asked; the request then shows
-on the rental's timeline and page (`rentals.repair`, as the page's buttons). An `Idempotency-Key` header names
+on the rental's timeline and page (`rentals.repair.services`, as the page's buttons). An `Idempotency-Key` header names
 the click: the same key again answers the same request without a second call to Lium.
 """
 
@@ -22,8 +22,8 @@ from api.errors import ApiError
 from api.rentals import rental_to_change
 from api.representations import json_response
 from api.schemas import ERRORS
-from rentals import repair
 from rentals.models import RentalEvent
+from rentals.repair import services as repair
 
 router = Router()
 

@@ -2,7 +2,7 @@
 
 `POST /rentals/{id}/start` with `{"start_at": "<ISO-8601 with zone>"}` moves the start of a `scheduled` rental;
 `POST /rentals/{id}/cancel` cancels a rental not sent yet (`scheduled` or `queued`). Scope `manage`; support gets
-403, other customers' rentals 404; a rental past that point 409. The work is `rentals.scheduled`'s and
+403, other customers' rentals 404; a rental past that point 409. The work is `rentals.orders.scheduled`'s and
 `rentals.services`', as on the rental page.
 """
 
@@ -21,7 +21,8 @@ from api.errors import ApiError
 from api.rentals import rental_for, rental_to_change
 from api.representations import json_response, rental_dict
 from api.schemas import ERRORS, RentalOut
-from rentals import scheduled, services
+from rentals import services
+from rentals.orders import scheduled
 
 router = Router()
 

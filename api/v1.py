@@ -1,7 +1,7 @@
 """JSON API v1 (django-ninja), mounted at /api/v1/: schema at /api/v1/openapi.json, docs at /api/v1/docs.
 
 The routes live in routers: fabrics (`api.fabrics`), rentals (`api.rentals`, orders through
-`rentals.order_service`), a rental's removal (`api.removal`), webhooks (`api.webhooks`) and usage (`api.usage`).
+`rentals.orders.service`), a rental's removal (`api.removal`), webhooks (`api.webhooks`) and usage (`api.usage`).
 Errors use the upstream's envelope (`api.errors`).
 """
 

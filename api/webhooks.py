@@ -126,7 +126,7 @@ def _field_error(field: str, code: str, message: str) -> ApiError:
 
 
 def _customer_resolve(request: HttpRequest, wanted: int | str | None) -> Customer:
-    """The customer an endpoint is for, resolved as `rentals.order_service` resolves a rent's (operators must name
+    """The customer an endpoint is for, resolved as `rentals.orders.service` resolves a rent's (operators must name
     one)."""
     customers = selectors.customers_for_endpoints(user=request.user)
     if not customers.exists():

@@ -8,7 +8,7 @@ import uuid
 import httpx
 
 from bench.context import SSH_KEY
-from rentals.ordering import RentOrder, request_body_build
+from rentals.orders.order import RentOrder, request_body_build
 from scripts.harness import SIM_KEY, Offers, Simulator
 from simulator.clock import parse_iso
 

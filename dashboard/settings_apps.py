@@ -56,7 +56,7 @@ POD_POLL_MIN_INTERVAL_SECONDS = env.float("POD_POLL_MIN_INTERVAL_SECONDS", 3, va
 # A pod listing longer than this is refused whole (and raises an operator alert); it is read as it streams in.
 POD_LISTING_MAX_PODS = env.int("POD_LISTING_MAX_PODS", 100_000, validate=POSITIVE)
 SWEEP_INTERVAL_SECONDS = env.float("SWEEP_INTERVAL_SECONDS", 5, validate=Range(min=0, min_inclusive=False))
-# Scheduled starts: how far ahead a rental may be ordered, and how often beat sends the due ones (rentals.scheduled).
+# Scheduled starts: how far ahead a rental may be ordered, and how often beat sends due ones (rentals.orders.scheduled).
 SCHEDULE_MAX_DAYS = env.int("SCHEDULE_MAX_DAYS", 30, validate=Range(min=1, max=365))
 SCHEDULE_SCAN_INTERVAL_SECONDS = env.float(
     "SCHEDULE_SCAN_INTERVAL_SECONDS", 15, validate=Range(min=0, min_inclusive=False)

@@ -10,7 +10,7 @@ from django.core.validators import MaxValueValidator
 
 from accounts.validators import ssh_public_keys_parse
 from presets.models import FABRIC_TYPES
-from rentals.validators import POD_NAME_HELP, validate_pod_name
+from rentals.orders.validators import POD_NAME_HELP, validate_pod_name
 
 MAX_NODES = 64
 

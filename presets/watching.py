@@ -30,7 +30,7 @@ from presets.models import CapacityWatch, Preset
 from presets.wants import NodePick
 from rentals import enqueue, offers, selectors
 from rentals.models import Rental
-from rentals.order_service import OrderChoice, OrderRefused, order_check, order_save
+from rentals.orders.service import OrderChoice, OrderRefused, order_check, order_save
 from rentals.upstream import UpstreamError
 from rentals.web.prefill import rent_nodes_url
 

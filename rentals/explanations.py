@@ -25,7 +25,8 @@ class Explanation(NamedTuple):
 def rental_explanation(rental: Rental, *, now: datetime) -> Explanation:
     """Return what the customer is told about the rental at `now` (one query for a `rented` rental)."""
     if rental.status == RentalStatus.REFUSED and rental.start_at is not None and not rental.attempt_count:
-        return Explanation(NOT_SENT_AT_ITS_TIME, warning=False)  # refused by us at its time (`rentals.scheduled`)
+        # Refused by us at its time (`rentals.orders.scheduled`).
+        return Explanation(NOT_SENT_AT_ITS_TIME, warning=False)
     if not rental_members_overdue(rental=rental, now=now):
         return Explanation(CUSTOMER_EXPLANATIONS.get(rental.status, ""), warning=False)
     return Explanation(_members_overdue_text(rental), warning=True)

@@ -38,7 +38,7 @@ class Rental(models.Model):
     status = models.CharField(max_length=16, choices=RentalStatus.choices, default=RentalStatus.QUEUED)
     attempt_count = models.PositiveIntegerField(default=0)
     next_attempt_at = models.DateTimeField(null=True, blank=True)
-    # A scheduled start (`scheduled` until then; `rentals/scheduled.py` sends it at this time). None: at once.
+    # A scheduled start (`scheduled` until then; `rentals/orders/scheduled.py` sends it at this time). None: at once.
     start_at = models.DateTimeField(null=True, blank=True)
     # A scheduled start from a preset: its cheapest matching nodes are picked again at `start_at` (the presets app
     # answers `rentals.signals.scheduled_nodes_picking`). An id, not a key: rentals never depend on presets.

@@ -22,7 +22,7 @@ from common.logcontext import bind
 from rentals.audit import change_event
 from rentals.enqueue import cluster_delete_enqueue, rental_send_enqueue
 from rentals.models import Rental, RentalEvent, RentalNode
-from rentals.ordering import RentOrder, request_body_build
+from rentals.orders.order import RentOrder, request_body_build
 from rentals.signals import order_checking
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.transitions import rental_transition
@@ -45,7 +45,7 @@ def rental_submit(
     preset_id: int | None = None,
 ) -> Rental:
     """Create the rental row (key, bytes, hash) and enqueue its first attempt once the row is committed; with
-    `start_at` (checked: `rentals.scheduled.start_at_check`) it waits `scheduled` until then instead.
+    `start_at` (checked: `rentals.orders.scheduled.start_at_check`) it waits `scheduled` until then instead.
 
     `order` and `customer_ref` (the X-Customer-Ref to send; "" or None sends none) are checked already by the
     order service. A repeated `submit_token` returns the rental it already created instead of a second one.

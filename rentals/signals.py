@@ -20,7 +20,7 @@ order_checking = Signal()
 # Keyword arguments: `credential_id`, `refused`; the sender is `Rental`.
 pod_listing_read = Signal()
 
-# Sent by `rentals.scheduled` when a scheduled rental made from a preset is due, outside any transaction: the
+# Sent by `rentals.orders.scheduled` when a scheduled rental made from a preset is due, outside any transaction: the
 # presets app answers with the cheapest matching nodes now, `(fabric_id, executor_ids)`, or a str saying why none
 # fit. Keyword arguments: `rental` (its `preset_id` set), `listing` (the credential's offers, just read); the
 # sender is `Rental`.

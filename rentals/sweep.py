@@ -15,7 +15,7 @@ from django.conf import settings
 from django.db.models import Q
 from django.utils import timezone
 
-from rentals import capacity, engine, repair_calls
+from rentals import capacity, engine
 from rentals.enqueue import (
     cluster_delete_enqueue,
     fabric_check_enqueue,
@@ -26,6 +26,7 @@ from rentals.enqueue import (
 from rentals.heartbeats import SWEEPER_HEARTBEAT
 from rentals.models import Heartbeat, Rental
 from rentals.removal import deletion as removal
+from rentals.repair.calls import repairs_sweep
 from rentals.states import RentalStatus
 from rentals.tracking import members
 from rentals.verification import perform as verification
@@ -57,7 +58,7 @@ def rentals_sweep() -> dict[str, int]:
     lost_look = Q(status=RentalStatus.UNKNOWN, next_reconcile_at__lte=now - overdue_by)
     resent = _lost_resend(lost_look, reconcile_look_enqueue)
     Rental.objects.filter(lost_look, pk__in=resent).update(next_reconcile_at=now)
-    repairs = repair_calls.repairs_sweep()  # member repairs whose message was lost
+    repairs = repairs_sweep()  # member repairs whose message was lost
     # Verified rentals: a lost or abandoned check runs again; keys no check will use are destroyed.
     for rental_id in verification.fabric_check_lost():
         fabric_check_enqueue(rental_id)

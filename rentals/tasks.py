@@ -12,7 +12,7 @@ from celery import shared_task
 from django.conf import settings
 from django.db import connection
 
-from rentals import engine, lium_switch, repair_calls, scheduled, sweep
+from rentals import engine, lium_switch, sweep
 from rentals.enqueue import (
     cluster_delete_enqueue,
     pods_sync_enqueue,
@@ -20,8 +20,10 @@ from rentals.enqueue import (
     reset_poll_enqueue,
 )
 from rentals.models import ClusterMember, Rental
+from rentals.orders import scheduled
 from rentals.removal import deletion as removal
 from rentals.removal import schedule as removal_schedule
+from rentals.repair import calls as repair
 from rentals.states import RentalStatus
 from rentals.tracking import member_events, members, reconcile
 from rentals.upstream import UpstreamError
@@ -51,7 +53,7 @@ def credential_pods_sync(credential_id: int) -> int:
     starting = Rental.objects.filter(
         credential_id=credential_id, status__in=(RentalStatus.RENTED, RentalStatus.TERMINATING)
     ).exists()
-    # A member rebooting (rentals.repair) is followed as closely as a starting cluster, until it settles.
+    # A member rebooting (rentals.repair.services) is followed as closely as a starting cluster, until it settles.
     rebooting = ClusterMember.objects.filter(
         rental__credential_id=credential_id, rental__status__in=members.TRACKED_STATES, status="REBOOT_PENDING"
     ).exists()
@@ -97,13 +99,13 @@ def member_events_fetch(member_id: int) -> int:
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def member_repair_send(event_id: int) -> str:
     """Send one click's reboot or GPU reset (a redelivered or retried message finds it sent and does nothing)."""
-    return repair_calls.member_repair_send(event_id=event_id)
+    return repair.member_repair_send(event_id=event_id)
 
 
 @shared_task(acks_late=True, reject_on_worker_lost=True)
 def member_reset_gpu_poll(event_id: int, turn: int) -> bool:
     """Read a running GPU reset once; only this turn's claimer enqueues the next read (one chain per reset)."""
-    again_in = repair_calls.member_reset_gpu_poll(event_id=event_id, turn=turn)
+    again_in = repair.member_reset_gpu_poll(event_id=event_id, turn=turn)
     if again_in is not None:
         reset_poll_enqueue(event_id, turn + 1, countdown=again_in)
     return again_in is not None

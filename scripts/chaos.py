@@ -1271,7 +1271,7 @@ class Storm:
         """Submit rental `index` on free nodes through `rental_submit`; False when no nodes are free."""
         from rentals.fabric_check.keys import check_key_generate
         from rentals.fabric_check.parse import link_rate_parse
-        from rentals.ordering import RentOrder
+        from rentals.orders.order import RentOrder
         from rentals.services import rental_submit
         from rentals.verification.records import UNSTATED_LINK_RATE_GBPS, CheckPlan
 

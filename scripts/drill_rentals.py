@@ -38,7 +38,7 @@ from accounts.roles import SUPPORT_GROUP
 from notifications.models import Delivery, Event, WebhookEndpoint
 from ops.services import ops_terminate
 from rentals.models import Rental, RentAttempt
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 
 SIM = os.environ["LIUM_BASE_URL"].removesuffix("/api")

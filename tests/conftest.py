@@ -437,7 +437,7 @@ def make_rental(alice, acme, enqueued):  # type: ignore[no-untyped-def]
     (`status=`, `cluster_id=`, ...). By default alice orders for Acme; `customer=` orders for another customer as
     its first member (none: no author), `user=` as that user for their customer."""
     from rentals.models import Rental
-    from rentals.ordering import RentOrder
+    from rentals.orders.order import RentOrder
     from rentals.services import rental_submit
 
     def make(  # type: ignore[no-untyped-def]

@@ -15,7 +15,7 @@ from bench.direct import Direct
 from bench.figures import pct, r
 from bench.workers import ProcfileWorkers
 from rentals.models import Rental, RentalEvent
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from scripts.harness import say, wait_until
 from simulator.clock import parse_iso

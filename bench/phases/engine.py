@@ -10,7 +10,7 @@ from bench.direct import Direct
 from bench.figures import r
 from bench.workers import MeasuredWorker
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from scripts.harness import say, wait_until
 

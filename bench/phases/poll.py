@@ -15,7 +15,7 @@ from bench.figures import r
 from bench.load import ensure_wrk, load_python, load_wrk
 from bench.people import cookie_header
 from rentals.models import ClusterMember, Rental, RentAttempt
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.web import progress
 from scripts.harness import say

@@ -1,7 +1,7 @@
 """A customer's removal policy, set by operators: the default and the maximum life of its clusters, in hours.
 
 `default_hours` fills an order's `termination_hours` when it names none; `max_hours` refuses a longer one (at
-rent time, `rentals.ordering`), and caps a scheduled removal's distance from now (`rentals.removal.schedule`).
+rent time, `rentals.orders.order`), and caps a scheduled removal's distance from now (`rentals.removal.schedule`).
 """
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from rentals.enqueue import cluster_delete_enqueue, fabric_check_enqueue, remova
 from rentals.models import ClusterMember, Heartbeat, Rental, RentalEvent
 from rentals.ready_time import first_ready_fields
 from rentals.removal.schedule import removal_adopt_from_members
-from rentals.repair_calls import member_reboot_settled
+from rentals.repair.calls import member_reboot_settled
 from rentals.signals import pod_listing_read
 from rentals.states import RentalStatus
 from rentals.tracking.holding import holder_of

@@ -15,10 +15,11 @@ import uuid
 from django.contrib.auth.models import User
 from django.db import transaction
 
-from rentals import ordering, services
+from rentals import services
 from rentals.audit import change_event
 from rentals.models import FabricCheck, Rental
-from rentals.order_service import OrderChoice, OrderRefused, order_check, order_offer, order_save
+from rentals.orders.order import OPTIONS
+from rentals.orders.service import OrderChoice, OrderRefused, order_check, order_offer, order_save
 from rentals.ready_time import first_ready_fields
 from rentals.states import RentalStatus
 from rentals.transitions import rental_transition
@@ -90,6 +91,6 @@ def _choice_without_slow(rental: Rental, check: FabricCheck, user: User) -> Orde
         template_id=body.get("template_id"),
         pod_name=f"{rental.pod_name[:57]}-again",  # not the old name: reconciliation tells orders apart by it
         public_keys=keys,
-        options={name: body[name] for name in ordering.OPTIONS if name in body},
+        options={name: body[name] for name in OPTIONS if name in body},
         verify_fabric=True,
     )

@@ -1,4 +1,4 @@
-"""The rent form: reads a cluster order's fields; the order service (`rentals.order_service`) checks the order."""
+"""The rent form: reads a cluster order's fields; the order service (`rentals.orders.service`) checks the order."""
 
 from __future__ import annotations
 
@@ -12,13 +12,13 @@ from django.core.exceptions import ValidationError
 
 from accounts.models import Customer, SshPublicKey
 from accounts.validators import ssh_public_keys_parse
-from rentals import ordering
 from rentals.offers import Template
-from rentals.order_service import OrderChoice
+from rentals.orders.order import OPTIONS
+from rentals.orders.scheduled import start_at_check
+from rentals.orders.service import OrderChoice
+from rentals.orders.validators import POD_NAME_HELP, validate_pod_name
 from rentals.removal.policy import removal_policy_hint
-from rentals.scheduled import start_at_check
 from rentals.upstream.parse_offers import Fabric
-from rentals.validators import POD_NAME_HELP, validate_pod_name
 
 
 class NodeSelectionField(forms.MultipleChoiceField):
@@ -187,7 +187,7 @@ class RentForm(forms.Form):
             start_at=data.get("start_at"),
             preset_id=data.get("preset_id"),
             options={
-                **{name: data[name] for name in ordering.OPTIONS},
+                **{name: data[name] for name in OPTIONS},
                 "advanced": {
                     "volume_id": str(data["volume_id"]) if data.get("volume_id") else None,
                     "backup_log_id": str(data["backup_log_id"]) if data.get("backup_log_id") else None,

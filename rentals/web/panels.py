@@ -11,7 +11,7 @@ from typing import Any
 
 from rentals.connect import env_ranks, interconnect_check, member_access, ssh_config
 from rentals.models import ClusterMember, Rental, RentalEvent
-from rentals.repair import repairs_recent
+from rentals.repair.services import repairs_recent
 from rentals.states import HOLDS_CLUSTER_STATES, RentalStatus
 from rentals.tracking.member_events import EVENTS_WANTED_STATUSES
 from rentals.verification.records import fabric_check_of, slow_members_of

@@ -14,7 +14,7 @@ from urllib.parse import urlencode
 from django.http import HttpRequest
 from django.urls import reverse
 
-from rentals.ordering import OPTIONS
+from rentals.orders.order import OPTIONS
 from rentals.upstream.parse_offers import Fabric
 
 SESSION_KEY = "rent_prefill"

@@ -1,7 +1,7 @@
 """The rental page's member repair: a small confirm page per member and action (like Terminate), then the click.
 
 GET shows what will happen and a form carrying a fresh click token; POST records the click once
-(`rentals.repair.member_repair_ask`: the same token twice is the same click) and goes back to the rental page,
+(`rentals.repair.services.member_repair_ask`: the same token twice is the same click) and goes back to the rental page,
 which follows the request. Members of the rental's customer and operators may; support reads only (403).
 """
 
@@ -17,7 +17,7 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_http_methods
 
 from accounts.users import request_user
-from rentals import repair
+from rentals.repair import services as repair
 from rentals.web.lifecycle import rental_to_change
 
 ACTION_OF_URL = {"reboot": repair.REBOOT, "reset-gpu": repair.RESET_GPU}

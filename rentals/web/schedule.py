@@ -14,7 +14,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from accounts.users import request_user
-from rentals import scheduled
+from rentals.orders import scheduled
 from rentals.web.forms import START_AT_FORMATS
 from rentals.web.lifecycle import rental_to_change
 

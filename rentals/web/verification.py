@@ -12,7 +12,7 @@ from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
 from accounts.users import request_user
-from rentals.order_service import OrderRefused
+from rentals.orders.service import OrderRefused
 from rentals.upstream import UpstreamError
 from rentals.verification.choices import fabric_check_keep, fabric_check_rent_again
 from rentals.web.lifecycle import rental_to_change

@@ -25,7 +25,7 @@ from rentals.audit import support_reads
 from rentals.cursors import InvalidCursor, rentals_older_than, rentals_page
 from rentals.models import Rental
 from rentals.offers import OfferListing
-from rentals.order_service import OrderOffer, OrderRefused, order_check, order_offer, order_save
+from rentals.orders.service import OrderOffer, OrderRefused, order_check, order_offer, order_save
 from rentals.states import RentalStatus
 from rentals.upstream import UpstreamError
 from rentals.upstream.parse_offers import Fabric

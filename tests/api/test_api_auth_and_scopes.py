@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from api.models import ApiKey
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 from tests.matching import must_search

@@ -11,7 +11,7 @@ from django.utils import timezone
 
 from api.keys import api_key_create
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.removal.policy import removal_policy_set
 from rentals.services import rental_submit
 from tests.conftest import SSH_KEY

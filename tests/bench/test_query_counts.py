@@ -161,7 +161,7 @@ def test_ops_overview_costs_the_same_queries_for_few_and_many(
 def test_progress_fragment_costs_the_same_queries_with_few_and_many_members(
     alice, acme, client_for, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from rentals.ordering import RentOrder
+    from rentals.orders.order import RentOrder
     from rentals.services import rental_submit
 
     monkeypatch.setattr("rentals.enqueue._enqueue", lambda *a, **k: None)

@@ -13,7 +13,7 @@ import pytest
 
 from accounts.models import Customer
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from rentals.transitions import rental_transition

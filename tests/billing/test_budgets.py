@@ -15,7 +15,7 @@ from notifications.models import Event
 from notifications.services import endpoint_create
 from ops.selectors import audit_events
 from rentals.models import Rental, RentalEvent
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from tests.billing.conftest import terminate

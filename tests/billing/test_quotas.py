@@ -16,7 +16,7 @@ from billing.invitations import admin_set
 from billing.models import CustomerQuota
 from billing.quotas import quota_set_by_customer, quota_set_by_operator
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from tests.billing.conftest import terminate
 from tests.conftest import SSH_KEY

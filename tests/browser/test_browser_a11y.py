@@ -46,7 +46,7 @@ from presets import watching
 from presets.models import Preset
 from rentals import engine
 from rentals.models import ClusterMember, FabricCheck, Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.tracking.members import credential_pods_sync
 

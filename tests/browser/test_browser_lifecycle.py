@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from notifications.services import endpoint_create
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 from tests.site.test_url_permissions import add_members

@@ -18,7 +18,7 @@ from django.utils import timezone
 from accounts.models import Membership
 from billing.invitations import admin_set
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 

@@ -26,7 +26,7 @@ except ImportError:
 
 from rentals import engine
 from rentals.models import ClusterMember, Rental, RentalEvent
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from rentals.tracking.members import credential_pods_sync

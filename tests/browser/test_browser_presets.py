@@ -18,7 +18,7 @@ import pytest
 
 from presets.models import CapacityWatch, Preset
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY, Simulator, start_worker, stop_process

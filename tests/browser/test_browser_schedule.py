@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from billing.quotas import quota_set_by_operator
-from rentals.scheduled import scheduled_send_due
+from rentals.orders.scheduled import scheduled_send_due
 from tests.conftest import SSH_KEY, Simulator
 
 try:

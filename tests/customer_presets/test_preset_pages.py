@@ -119,7 +119,7 @@ def test_another_customers_preset_is_not_found(simulator: Simulator, bob, make_p
 
 
 def _terminated_rental(alice, acme, nodes: list[str]) -> Rental:  # type: ignore[no-untyped-def]
-    from rentals.ordering import RentOrder
+    from rentals.orders.order import RentOrder
     from rentals.services import rental_submit
 
     order = RentOrder(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from rentals import engine, idempotency_promise
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from tests.conftest import SSH_KEY, Simulator
 

@@ -14,7 +14,7 @@ from django.conf import settings
 
 from rentals.enqueue import CLUSTER_DELETE, FABRIC_CHECK, PODS_SYNC, RECONCILE_LOOK, REMOVAL_PUSH, RENTAL_SEND
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY, Simulator, _purge_broker, start_worker, stop_process

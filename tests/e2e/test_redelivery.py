@@ -9,7 +9,7 @@ from django.utils import timezone
 
 from rentals import engine, tasks, upstream
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from tests.conftest import SSH_KEY, Simulator
 

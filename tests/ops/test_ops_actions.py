@@ -10,7 +10,7 @@ from django.utils import timezone
 
 from rentals import engine, services
 from rentals.models import Rental, RentalEvent
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY, Simulator
 

@@ -81,7 +81,7 @@ from rentals.engine import Claim
 from rentals.fabric_check.keys import check_key_generate
 from rentals.fabric_check.runner import FabricCheckResult
 from rentals.models import ClusterMember, FabricCheck, Rental, RentalEvent
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus, can_transition
 from rentals.tracking import members

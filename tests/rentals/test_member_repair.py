@@ -9,9 +9,11 @@ import httpx
 import pytest
 from django.core.exceptions import ValidationError
 
-from rentals import repair, repair_calls, tasks
+from rentals import tasks
 from rentals.enqueue import PODS_SYNC, REPAIR_SEND, RESET_POLL
 from rentals.models import ClusterMember, Rental, RentalEvent
+from rentals.repair import calls
+from rentals.repair import services as repair
 from rentals.states import RentalStatus
 from rentals.tracking import members
 from tests.rentals.fakes import Clock, Enqueued, FakeUpstream, answer, error
@@ -78,7 +80,7 @@ def test_another_click_while_a_reboot_is_under_way_is_refused(ready, alice, fake
     with pytest.raises(ValidationError, match="already under way"):
         ask(ready, alice, token="t2")
     fake_upstream.script = [answer(200, {})]
-    repair_calls.member_repair_send(event_id=RentalEvent.objects.get(data__repair_token="t1").pk)
+    calls.member_repair_send(event_id=RentalEvent.objects.get(data__repair_token="t1").pk)
     with pytest.raises(ValidationError, match="rebooting, not running"):
         ask(ready, alice, token="t3")
 
@@ -89,7 +91,7 @@ def test_a_rebooted_member_shows_rebooting_and_is_followed_back_to_running(
     event = ask(ready, alice, reason="NCCL hang")
     fake_upstream.script = [answer(200, {})]
     with django_capture_on_commit_callbacks(execute=True):
-        repair_calls.member_repair_send(event_id=event.pk)
+        calls.member_repair_send(event_id=event.pk)
     member = ClusterMember.objects.get(pod_id="p2")
     assert member.status == "REBOOT_PENDING"
     assert enqueued.of(PODS_SYNC), "the pod poller is asked to follow it"
@@ -115,7 +117,7 @@ def test_a_failed_reboot_degrades_the_rental(
 ) -> None:  # type: ignore[no-untyped-def]
     event = ask(ready, alice)
     fake_upstream.script = [answer(200, {}), answer(200, [])]  # the reboot, then the failed member's events
-    repair_calls.member_repair_send(event_id=event.pk)
+    calls.member_repair_send(event_id=event.pk)
     fake_upstream.pods = [pod(0, "RUNNING"), pod(1, "REBOOT_FAILED")]
     sync(ready, django_capture_on_commit_callbacks)
     ready.refresh_from_db()
@@ -129,7 +131,7 @@ def test_a_gpu_reset_is_polled_until_its_result_lands_on_the_timeline(
     event = ask(ready, alice, action=repair.RESET_GPU)
     fake_upstream.script = [answer(202, {"request_id": "r-9", "status": "running"})]
     with django_capture_on_commit_callbacks(execute=True):
-        assert repair_calls.member_repair_send(event_id=event.pk) == "running"
+        assert calls.member_repair_send(event_id=event.pk) == "running"
     assert enqueued.of(RESET_POLL) == [((event.pk, 0), repair.RESET_POLL_SECONDS)]
     done = {
         "request_id": "r-9",
@@ -158,10 +160,10 @@ def test_a_reset_that_never_ends_stops_after_the_bounded_wait(
 ) -> None:
     event = ask(ready, alice, action=repair.RESET_GPU)
     fake_upstream.script = [answer(202, {"request_id": "r-9", "status": "running"})]
-    repair_calls.member_repair_send(event_id=event.pk)
+    calls.member_repair_send(event_id=event.pk)
     clock.advance(seconds=repair.RESET_WAIT_SECONDS)
     fake_upstream.script = [answer(200, {"request_id": "r-9", "status": "running"})]
-    assert repair_calls.member_reset_gpu_poll(event_id=event.pk, turn=0) is None
+    assert calls.member_reset_gpu_poll(event_id=event.pk, turn=0) is None
     event.refresh_from_db()
     assert event.data["state"] == "timeout"
 
@@ -171,7 +173,7 @@ def test_a_second_reset_within_lium_s_minute_is_refused_with_the_seconds_left(
 ) -> None:
     event = ask(ready, alice, action=repair.RESET_GPU)
     fake_upstream.script = [answer(202, {"request_id": "r-9", "status": "running"})]
-    repair_calls.member_repair_send(event_id=event.pk)
+    calls.member_repair_send(event_id=event.pk)
     RentalEvent.objects.filter(pk=event.pk).update(
         data={**event.data, "state": "done", "sent_at": clock.now.isoformat()}
     )
@@ -186,7 +188,7 @@ def test_a_second_reset_within_lium_s_minute_is_refused_with_the_seconds_left(
 def test_lium_s_429_is_worded_for_the_customer(ready, alice, fake_upstream: FakeUpstream) -> None:
     event = ask(ready, alice, action=repair.RESET_GPU)
     fake_upstream.script = [error(429, "rate_limited", "limited", headers={"Retry-After": "17"})]
-    assert repair_calls.member_repair_send(event_id=event.pk) == "refused"
+    assert calls.member_repair_send(event_id=event.pk) == "refused"
     event.refresh_from_db()
     assert event.data["outcome"] == "Lium allows one GPU reset per minute per node; try again in 17 s."
 
@@ -194,8 +196,8 @@ def test_lium_s_429_is_worded_for_the_customer(ready, alice, fake_upstream: Fake
 def test_no_answer_is_never_sent_again(ready, alice, fake_upstream: FakeUpstream) -> None:
     event = ask(ready, alice)
     fake_upstream.script = [httpx.ReadTimeout("slow")]
-    assert repair_calls.member_repair_send(event_id=event.pk) == "unknown"
-    assert repair_calls.member_repair_send(event_id=event.pk) == "not-due"
+    assert calls.member_repair_send(event_id=event.pk) == "unknown"
+    assert calls.member_repair_send(event_id=event.pk) == "not-due"
     assert len(posts(fake_upstream, "/reboot")) == 1
 
 
@@ -246,9 +248,9 @@ def test_the_sweeper_restarts_a_lost_reset_poll_at_its_turn(
 ) -> None:
     event = ask(ready, alice, action=repair.RESET_GPU)
     fake_upstream.script = [answer(202, {"request_id": "r-9", "status": "running"})]
-    repair_calls.member_repair_send(event_id=event.pk)
+    calls.member_repair_send(event_id=event.pk)
     fake_upstream.script = [answer(200, {"request_id": "r-9", "status": "running"})]
-    repair_calls.member_reset_gpu_poll(event_id=event.pk, turn=0)
+    calls.member_reset_gpu_poll(event_id=event.pk, turn=0)
     clock.advance(seconds=61)
     enqueued.calls.clear()
     tasks.rentals_sweep()
@@ -260,7 +262,7 @@ def test_a_listing_from_before_the_reboot_does_not_count_as_running_again(
 ) -> None:
     event = ask(ready, alice)
     fake_upstream.script = [answer(200, {})]
-    repair_calls.member_repair_send(event_id=event.pk)
+    calls.member_repair_send(event_id=event.pk)
     before = (clock.now - timedelta(minutes=5)).isoformat().replace("+00:00", "Z")
     fake_upstream.pods = [pod(0, "RUNNING"), {**pod(1, "RUNNING"), "updated_at": before}]
     sync(ready, django_capture_on_commit_callbacks)
@@ -277,7 +279,7 @@ def test_a_listing_from_before_the_reboot_does_not_count_as_running_again(
 def test_a_rate_limited_reboot_is_not_worded_as_a_gpu_reset(ready, alice, fake_upstream: FakeUpstream) -> None:
     event = ask(ready, alice)
     fake_upstream.script = [error(429, "rate_limited", "slow down", headers={"Retry-After": "5"})]
-    assert repair_calls.member_repair_send(event_id=event.pk) == "refused"
+    assert calls.member_repair_send(event_id=event.pk) == "refused"
     event.refresh_from_db()
     assert event.data["outcome"] == "Lium asked to slow down; try again in 5 s."
 

@@ -18,7 +18,7 @@ from django.utils import timezone
 from accounts.models import UpstreamCredential
 from rentals import tasks
 from rentals.models import ClusterMember, Rental, RentalEvent
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.removal import schedule as removal_schedule
 from rentals.services import rental_submit, rental_terminate
 from rentals.states import RentalStatus

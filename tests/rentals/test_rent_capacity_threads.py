@@ -20,7 +20,7 @@ from django.db import connection, transaction
 from rentals import engine, upstream
 from rentals.enqueue import RENTAL_SEND
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.states import RentalStatus
 from tests.conftest import SSH_KEY

@@ -367,7 +367,7 @@ def test_each_credential_has_its_own_interval(make_rental, alice, fake_upstream,
     other.set_secret("other-key")
     other.save()
     globex = Customer.objects.create(name="Other Co", customer_ref="other", default_credential=other)
-    from rentals.ordering import RentOrder
+    from rentals.orders.order import RentOrder
     from rentals.services import rental_submit
     from tests.conftest import SSH_KEY
 

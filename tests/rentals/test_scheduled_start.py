@@ -14,7 +14,7 @@ from django.test import Client
 from api.keys import api_key_create
 from billing.quotas import quota_set_by_operator
 from rentals.models import Rental
-from rentals.scheduled import scheduled_send, scheduled_send_due
+from rentals.orders.scheduled import scheduled_send, scheduled_send_due
 from rentals.selectors import customer_hourly_spend
 from rentals.upstream import UpstreamError
 from tests.conftest import SSH_KEY

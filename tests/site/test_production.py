@@ -20,7 +20,7 @@ from common.logcontext import ContextFilter
 from dashboard import health
 from rentals import engine
 from rentals.models import Heartbeat
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.tracking import members
 from tests.conftest import REPO_ROOT, SIM_KEY, SSH_KEY, Simulator, free_port, start_gunicorn

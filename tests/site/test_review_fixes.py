@@ -7,7 +7,7 @@ from django.core.exceptions import ValidationError
 
 from ops.admin_credentials import UpstreamCredentialForm
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.removal.deletion import rental_delete_cluster
 from rentals.services import rental_submit, rental_terminate
 from tests.conftest import SSH_KEY

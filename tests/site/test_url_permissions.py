@@ -19,7 +19,7 @@ from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
 from presets.models import CapacityWatch, Preset
 from rentals.models import ClusterMember, Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 

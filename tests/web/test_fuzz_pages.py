@@ -23,7 +23,7 @@ from billing.invitations import invitation_create
 from notifications.services import endpoint_create, endpoint_send_test
 from presets.models import CapacityWatch, Preset
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from tests.conftest import SSH_KEY
 from tests.site.test_url_permissions import add_members, project_url_names, url_for

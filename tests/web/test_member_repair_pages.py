@@ -8,9 +8,9 @@ import re
 import pytest
 from django.test import Client
 
-from rentals import repair
 from rentals.enqueue import REPAIR_SEND
 from rentals.models import ClusterMember, Rental, RentalEvent
+from rentals.repair import services as repair
 from tests.doubles import Enqueued
 from tests.site.test_url_permissions import add_members
 

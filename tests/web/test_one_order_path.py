@@ -1,4 +1,4 @@
-"""The rent form and the JSON API build an order one way (`rentals.ordering`): same nodes, same order."""
+"""The rent form and the JSON API build an order one way (`rentals.orders.order`): same nodes, same order."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from api.keys import api_key_create
 from billing.models import CustomerQuota
 from rentals.models import Rental
 from rentals.offers import OfferListing, Template
-from rentals.ordering import RentOrder, rental_order_build
+from rentals.orders.order import RentOrder, rental_order_build
 from rentals.upstream.parse_offers import Fabric
 from tests.conftest import SSH_KEY
 from tests.web import offer_fakes

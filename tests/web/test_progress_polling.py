@@ -14,7 +14,7 @@ from django.test import Client
 from accounts.models import Membership
 from billing.models import CustomerQuota
 from rentals.models import Rental
-from rentals.ordering import RentOrder
+from rentals.orders.order import RentOrder
 from rentals.services import rental_submit
 from rentals.web import progress
 from tests.conftest import SSH_KEY

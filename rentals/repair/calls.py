@@ -1,4 +1,4 @@
-"""The worker's side of member repair (`rentals.repair` records the clicks): send the one upstream call, poll a
+"""The worker's side of member repair (`rentals.repair.services` records the clicks): send the one upstream call, poll a
 GPU reset until it ends, and write how a reboot ended once the pod poller sees the member settle.
 
 Every step first moves the request's event with a conditional UPDATE (`repair_advance`): a redelivered or retried
@@ -19,7 +19,7 @@ from django.utils import timezone
 from rentals import upstream
 from rentals.enqueue import pods_sync_enqueue, repair_send_enqueue, reset_poll_enqueue
 from rentals.models import ClusterMember, RentalEvent
-from rentals.repair import (
+from rentals.repair.services import (
     ACTIONS,
     PENDING_FOR_AT_MOST,
     PENDING_STATES,

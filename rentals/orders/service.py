@@ -25,11 +25,11 @@ from rentals.fabric_check.keys import check_key_generate
 from rentals.fabric_check.parse import link_rate_parse
 from rentals.models import Rental
 from rentals.offers import Fabric, OfferListing, Template
-from rentals.ordering import RentOrder, rental_order_build
-from rentals.scheduled import start_at_check
+from rentals.orders.order import RentOrder, rental_order_build
+from rentals.orders.scheduled import start_at_check
+from rentals.orders.validators import validate_pod_name
 from rentals.services import rental_submit
 from rentals.upstream import UpstreamError
-from rentals.validators import validate_pod_name
 from rentals.verification.records import UNSTATED_LINK_RATE_GBPS, CheckPlan
 
 
@@ -47,7 +47,7 @@ class OrderChoice:
     template_id: str | None = None  # None: the newest cluster template
     options: dict[str, Any] = field(default_factory=dict)  # the rest of `RentOrder` (ports, hours, switches)
     verify_fabric: bool | None = None  # None: the customer's default (`Customer.verify_fabric_default`)
-    start_at: datetime | None = None  # a scheduled start (`rentals.scheduled`); None: send it now
+    start_at: datetime | None = None  # a scheduled start (`rentals.orders.scheduled`); None: send it now
     preset_id: int | None = None  # with start_at: the preset whose nodes are picked again at that time
 
 

@@ -1,7 +1,7 @@
 """A cluster order: what the customer asks for, built from checked input and the offers it was chosen from.
 
 `rental_order_build` prices, defaults and checks an order against the offers; the order service
-(`rentals.order_service`), which the rent form and the JSON API both call, is its one caller in the product.
+(`rentals.orders.service`), which the rent form and the JSON API both call, is its one caller in the product.
 """
 
 from __future__ import annotations

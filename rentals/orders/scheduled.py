@@ -26,7 +26,7 @@ from rentals import offers
 from rentals.audit import change_event
 from rentals.enqueue import rental_send_enqueue
 from rentals.models import Rental, RentalEvent, RentalNode
-from rentals.ordering import request_body_with_nodes
+from rentals.orders.order import request_body_with_nodes
 from rentals.services import order_checks_run
 from rentals.signals import scheduled_nodes_picking
 from rentals.states import RentalStatus
