@@ -15,6 +15,7 @@ from rentals.selectors import members_grace, rental_members_overdue
 from rentals.states import CUSTOMER_EXPLANATIONS, RentalStatus
 
 NOT_SENT_AT_ITS_TIME = "Your scheduled order was not sent at its time. Nothing was rented and nothing is billed."
+NOT_SENT = "Your order was not sent to Lium. Nothing was rented and nothing is billed."
 
 
 class Explanation(NamedTuple):
@@ -24,9 +25,9 @@ class Explanation(NamedTuple):
 
 def rental_explanation(rental: Rental, *, now: datetime) -> Explanation:
     """Return what the customer is told about the rental at `now` (one query for a `rented` rental)."""
-    if rental.status == RentalStatus.REFUSED and rental.start_at is not None and not rental.attempt_count:
-        # Refused by us at its time (`rentals.orders.scheduled`).
-        return Explanation(NOT_SENT_AT_ITS_TIME, warning=False)
+    if rental.status == RentalStatus.REFUSED and not rental.attempt_count:
+        # Refused by us before any send: at its start time (`rentals.orders.scheduled`), or renting off too long.
+        return Explanation(NOT_SENT_AT_ITS_TIME if rental.start_at is not None else NOT_SENT, warning=False)
     if not rental_members_overdue(rental=rental, now=now):
         return Explanation(CUSTOMER_EXPLANATIONS.get(rental.status, ""), warning=False)
     return Explanation(_members_overdue_text(rental), warning=True)

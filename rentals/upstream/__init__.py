@@ -1,6 +1,6 @@
 """The only Lium API client: one module over an injected `httpx.Client`. No other module reads upstream JSON.
 
-Reads return typed values (`rentals.upstream.parse` and its `_pods`, `_offers` and `_estimate` siblings: `PodRow`,
+Reads return typed values (`rentals.upstream.parse` and its `parse_*` siblings, one per kind of answer: `PodRow`,
 `PodEvent`, `DeleteResult`, `Features`, `Account`, `Fabric`, `TemplateRow`, `DeploymentEstimate`) or raise one
 error tree:
 

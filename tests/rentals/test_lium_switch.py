@@ -10,6 +10,7 @@ import httpx
 import pytest
 
 from rentals import lium_switch, tasks, upstream
+from rentals.explanations import rental_explanation
 from rentals.models import RentalEvent
 from rentals.states import RentalStatus
 from tests.rentals.fakes import Clock, FakeUpstream, error, rented
@@ -135,6 +136,9 @@ def test_a_held_rental_is_refused_after_the_bounded_wait(
     assert rental.error_code == "cluster_renting_disabled"  # the page and the API say why
     last = RentalEvent.objects.filter(rental=rental, to_status=RentalStatus.REFUSED).get()
     assert "more than 1 h" in last.message and "Nothing was rented" in last.message
+    # Nothing reached Lium: the banner (and the e-mail) must not say Lium refused it.
+    told = rental_explanation(rental, now=clock.now).text
+    assert "Lium refused" not in told and "was not sent to Lium" in told
 
 
 def test_a_403_from_the_rent_call_while_the_switch_reads_on_is_a_refusal_as_today(
