@@ -77,7 +77,9 @@ def test_a_final_rentals_page_stops_polling(make_rental, alice, client_for, stat
 
 @pytest.mark.parametrize("status", ALL)
 def test_every_state_tells_the_customer_in_plain_words_what_it_means(make_rental, alice, client_for, status) -> None:
-    rental: Rental = make_rental(status=status, rented_at=timezone.now())
+    # A refusal the state's sentence speaks of is Lium's, after a send (one before any send says so itself).
+    sent = {"attempt_count": 1} if status == "refused" else {}
+    rental: Rental = make_rental(status=status, rented_at=timezone.now(), **sent)
 
     page = client_for(alice).get(f"/rentals/{rental.public_id}/")
 

@@ -154,7 +154,7 @@ def test_a_poll_that_cannot_say_what_it_shows_gets_the_section(rental, alice, cl
 
 
 def test_a_final_rental_stops_polling(rental, alice, client_for) -> None:
-    Rental.objects.filter(pk=rental.pk).update(status="refused", version=rental.version + 1)
+    Rental.objects.filter(pk=rental.pk).update(status="refused", attempt_count=1, version=rental.version + 1)
     html = client_for(alice).get(f"/rentals/{rental.public_id}/").content.decode()
     assert 'id="poller"' in html and delay(html) is None
     assert "Lium refused the order" in html
