@@ -90,12 +90,12 @@ def search(request: HttpRequest) -> HttpResponse:
     text = form.cleaned_data["q"] if form.is_valid() else ""
     result = support_search.rental_search(text=text)
     if result.exact is not None:
-        return redirect("ops:rental", public_id=result.exact.public_id)
-    found = Rental.objects.filter(pk__in=[row.pk for row in result.rentals]).only("pk", "customer_id")
+        return redirect("ops:rental", public_id=result.exact["public_id"])
+    found = Rental.objects.filter(pk__in=[row["pk"] for row in result.rentals]).only("pk", "customer_id")
     support_reads(user=request.user, rentals=found, where="search results")
     link = rental_page_links()
     for row in result.rentals:
-        row.url = link(row.public_id)
+        row["url"] = link(row["public_id"])
     return render(request, "ops/search.html", {"search_form": form, "result": result})
 
 

@@ -76,7 +76,7 @@ def test_customer_ref_finds_that_customers_rentals_only(make_rental, globex, sam
     mine = make_rental(customer=globex)
     make_rental()
     result = rental_search(text="globex")
-    assert [r.pk for r in result.rentals] == [mine.pk]
+    assert [r["pk"] for r in result.rentals] == [mine.pk]
     assert "customer ref" in result.matched[mine.pk]
     response = client_for(sam).get("/ops/search/", {"q": "glob"})
     assert mine.pod_name in response.content.decode()
@@ -109,7 +109,7 @@ def test_a_ref_shared_by_many_rentals_shows_the_newest_page_and_says_there_is_mo
     result = rental_search(text="team-many")
     assert result.truncated
     newest_first = [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
-    assert [rental.pk for rental in result.rentals] == newest_first
+    assert [row["pk"] for row in result.rentals] == newest_first
 
 
 def test_a_page_that_fits_is_not_called_truncated(make_rental) -> None:
@@ -125,14 +125,14 @@ def test_like_wildcards_in_the_text_match_themselves(make_rental) -> None:
     literal, other = make_rental(), make_rental()
     Rental.objects.filter(pk=literal.pk).update(pod_name="a_b-run")
     Rental.objects.filter(pk=other.pk).update(pod_name="axb-run")
-    assert [rental.pk for rental in rental_search(text="a_b").rentals] == [literal.pk]
+    assert [row["pk"] for row in rental_search(text="a_b").rentals] == [literal.pk]
     assert rental_search(text="a%b").rentals == []
 
 
 def test_a_rental_found_two_ways_is_listed_once_with_both(target, sam, client_for) -> None:
     RentAttempt.objects.filter(rental=target).update(request_id="cl-7f3a")  # the cluster id, as a request id too
     result = rental_search(text="cl-7f3a")
-    assert [rental.pk for rental in result.rentals] == [target.pk]
+    assert [row["pk"] for row in result.rentals] == [target.pk]
     assert result.matched[target.pk] == ["cluster id", "request id"]
 
 
@@ -165,7 +165,7 @@ def test_a_name_prefix_lists_the_newest_rentals_of_every_customer_it_names(make_
     for age, rental in enumerate(rentals):  # the last one created is the newest
         Rental.objects.filter(pk=rental.pk).update(created_at=now - timedelta(minutes=len(rentals) - age))
     result = rental_search(text="Prefixed")
-    assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)]
+    assert [row["pk"] for row in result.rentals] == [rental.pk for rental in reversed(rentals)]
     assert all(result.matched[rental.pk] == ["customer"] for rental in rentals)
 
 
@@ -194,7 +194,7 @@ def test_an_overlay_ip_shared_by_many_clusters_lists_the_newest_rentals(make_ren
         ClusterMember.objects.create(rental=rental, pod_id=f"pod-ip-{rental.pk}", rank=0, overlay_ip="10.77.0.1")
     result = rental_search(text="10.77.0.1")
     assert result.truncated
-    assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
+    assert [row["pk"] for row in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
 
 
 def test_a_name_prefix_of_many_customers_lists_the_newest_rentals_across_them(make_rental, acme) -> None:
@@ -210,7 +210,7 @@ def test_a_name_prefix_of_many_customers_lists_the_newest_rentals_across_them(ma
         Rental.objects.filter(pk=rental.pk).update(created_at=now - timedelta(minutes=len(rentals) - age))
     result = rental_search(text="manyfold")
     assert result.truncated
-    assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
+    assert [row["pk"] for row in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
 
 
 @pytest.mark.parametrize("held_as", ["requested node", "member"])
@@ -229,5 +229,5 @@ def test_an_executor_id_shared_by_many_rentals_lists_the_newest_rentals(make_ren
         Rental.objects.filter(pk=rental.pk).update(created_at=now - timedelta(minutes=len(rentals) - age))
     result = rental_search(text="exec-reused")
     assert result.truncated
-    assert [rental.pk for rental in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
-    assert all(result.matched[rental.pk] == ["executor id"] for rental in result.rentals)
+    assert [row["pk"] for row in result.rentals] == [rental.pk for rental in reversed(rentals)][:SEARCH_RESULTS]
+    assert all(result.matched[row["pk"]] == ["executor id"] for row in result.rentals)
