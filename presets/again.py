@@ -11,6 +11,7 @@ from presets.models import Preset
 from presets.wants import NodeWant
 from rentals.fabric_check.keys import KEY_COMMENT
 from rentals.models import Rental
+from rentals.offers import OfferListing
 
 
 @dataclass(frozen=True)
@@ -49,10 +50,13 @@ def rental_start(rental: Rental) -> RentStart:
     if listing is None:
         return RentStart(None, note=reason)
     initial = _order_fields(rental)
-    fabric = listing.fabric(rental.fabric_id)
-    free = {node.id for node in fabric.nodes if node.whole} if fabric else set()
     wanted = list(rental.executor_ids or [])
-    if wanted and free.issuperset(wanted):
+    if wanted and not _all_free(listing, rental.fabric_id, wanted):
+        # The cached listing may predate the rental's end (its nodes still rented then): ask Lium once more.
+        listing, reason = listing_for_customer(rental.customer, refresh=True)
+        if listing is None:
+            return RentStart(None, note=reason)
+    if wanted and _all_free(listing, rental.fabric_id, wanted):
         note = f"Renting again the same {len(wanted)} nodes as rental {str(rental.public_id)[:8]}."
         return RentStart(rental.fabric_id, {**initial, "executor_ids": wanted}, note)
     want = NodeWant(node_count=max(2, len(wanted)), gpu_type=rental.gpu_type)
@@ -64,6 +68,11 @@ def rental_start(rental: Rental) -> RentStart:
         f"on fabric {pick.fabric.fabric_id} instead (${pick.price_per_hour:.2f}/hour)."
     )
     return RentStart(pick.fabric.fabric_id, {**initial, "executor_ids": pick.executor_ids}, note)
+
+
+def _all_free(listing: OfferListing, fabric_id: str, node_ids: list[str]) -> bool:
+    fabric = listing.fabric(fabric_id)
+    return fabric is not None and {node.id for node in fabric.nodes if node.whole}.issuperset(node_ids)
 
 
 def _order_fields(rental: Rental) -> dict[str, Any]:

@@ -52,13 +52,13 @@ def scheduled_nodes_receiver(
     return pick.fabric.fabric_id, pick.executor_ids
 
 
-def listing_for_customer(customer: object) -> tuple[OfferListing | None, str]:
-    """Return the customer's offers (cached), or (None, why they cannot be read now)."""
+def listing_for_customer(customer: object, *, refresh: bool = False) -> tuple[OfferListing | None, str]:
+    """Return the customer's offers (cached; `refresh`: read anew), or (None, why they cannot be read now)."""
     credential = selectors.customer_credential(customer)  # type: ignore[arg-type]
     if credential is None:
         return None, "This customer has no active Lium credential; ask an operator to set one."
     try:
-        return offers.offers_get(credential=credential), ""
+        return offers.offers_get(credential=credential, refresh=refresh), ""
     except (UpstreamError, ValueError) as exc:
         return None, f"The Lium API could not list the fabrics right now ({exc}). Try again in a moment."
 

@@ -167,6 +167,20 @@ def test_rent_again_picks_the_cheapest_of_its_kind_when_its_nodes_are_taken(
     assert b"no longer all free" in page.content
 
 
+def test_rent_again_right_after_its_nodes_were_freed_uses_them_not_the_listing_cached_before(
+    simulator: Simulator, alice, acme, enqueued
+) -> None:  # type: ignore[no-untyped-def]
+    nodes = cheapest(simulator, count=2)
+    rental = _terminated_rental(alice, acme, nodes)
+    simulator.config(taken_executors=nodes)
+    client = _as(alice)
+    assert client.get("/fabrics/").status_code == 200  # the listing is cached while the old cluster holds them
+    simulator.config(taken_executors=[])  # terminated: Lium lists them free again
+    page, initial = _rent_form(client, client.get(f"/rentals/{rental.public_id}/again/")["Location"])
+    assert initial["executor_ids"] == nodes
+    assert b"the same 2 nodes" in page.content
+
+
 def test_support_cannot_rent_again_or_save_presets(
     simulator: Simulator, alice, acme, enqueued, django_user_model
 ) -> None:  # type: ignore[no-untyped-def]
