@@ -1,8 +1,8 @@
 """Encrypt secrets at rest with MultiFernet (newest key first, any key decrypts).
 
 ENCRYPTED_FIELDS lists every column that holds a Fernet token, once: the rotation command re-encrypts them
-all and the check (`check_secrets`, /readyz) reads them all (`accounts/secret_rows.py`). A new encrypted column
-goes here too; a test fails on one named `*_encrypted` that is missing.
+all and the checks (`manage.py check_secrets`, /readyz) read them all (`accounts/secret_rows.py`). A new
+encrypted column goes here too; a test fails on one named `*_encrypted` that is missing.
 """
 
 from functools import cache

@@ -79,13 +79,13 @@ def _undecryptable_secrets() -> str | None:
     return f"secrets: no FIELD_ENCRYPTION_KEYS key decrypts {named}" if rows else None
 
 
-check_broker = Remembered(_connect_to_broker)
-check_secrets = Remembered(_undecryptable_secrets)
+broker_check = Remembered(_connect_to_broker)
+secrets_check = Remembered(_undecryptable_secrets)
 
 
 def readiness() -> list[str]:
     """Return the failing parts (empty when ready). The rows are not checked when the database is down."""
-    failures = [problem for problem in (database_check(), check_broker()) if problem]
+    failures = [problem for problem in (database_check(), broker_check()) if problem]
     if not any(problem.startswith("database") for problem in failures):
-        failures += [problem for problem in (sweeper_check(), check_secrets()) if problem]
+        failures += [problem for problem in (sweeper_check(), secrets_check()) if problem]
     return failures

@@ -29,9 +29,9 @@ pytestmark = pytest.mark.django_db
 @pytest.fixture(autouse=True)
 def fresh_probe() -> Iterator[None]:
     """/readyz remembers its secrets answer for a few seconds: no test sees another's."""
-    health.check_secrets.forget()
+    health.secrets_check.forget()
     yield
-    health.check_secrets.forget()
+    health.secrets_check.forget()
 
 
 OLD, NEW = Fernet.generate_key().decode(), Fernet.generate_key().decode()
@@ -105,11 +105,11 @@ def test_readiness_names_a_secret_no_configured_key_opens(settings, alice) -> No
     endpoint, whsec = endpoint_create(
         customer=alice.memberships.get().customer, url="http://127.0.0.1:9/hook", events=["*"], created_by=alice
     )
-    health.check_secrets.forget()
-    assert health.check_secrets() is None
+    health.secrets_check.forget()
+    assert health.secrets_check() is None
 
     settings.FIELD_ENCRYPTION_KEYS = [NEW, *others]  # the old key dropped before rotating
-    health.check_secrets.forget()
+    health.secrets_check.forget()
     response = Client().get("/readyz")
     assert response.status_code == 503
     failing = " ".join(response.json()["failing"])

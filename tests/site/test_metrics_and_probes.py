@@ -67,10 +67,10 @@ def broker(monkeypatch: pytest.MonkeyPatch, settings, db) -> Iterator[CountingBr
     counting = CountingBroker()
     monkeypatch.setattr(app, "connection_for_write", counting.connection_for_write)
     settings.READYZ_BROKER_CHECK_SECONDS = 5
-    health.check_broker.forget()
+    health.broker_check.forget()
     Heartbeat.objects.update_or_create(name="sweeper", defaults={"at": timezone.now()})
     yield counting
-    health.check_broker.forget()
+    health.broker_check.forget()
 
 
 def test_frequent_readiness_probes_open_one_broker_connection(client, broker, monkeypatch) -> None:

@@ -97,8 +97,8 @@ def test_readyz_names_the_broker_while_redis_is_down_and_recovers(client, settin
     # The embedded default names its file-system transport, which would win over the URL (read from the settings).
     settings.CELERY_BROKER_TRANSPORT = None
     Heartbeat.objects.update_or_create(name="sweeper", defaults={"at": timezone.now()})
-    health.check_broker.forget()
-    health.check_secrets.forget()
+    health.broker_check.forget()
+    health.secrets_check.forget()
     try:
         wait_for_redis(port)
         assert client.get("/readyz").status_code == 200
@@ -114,13 +114,13 @@ def test_readyz_names_the_broker_while_redis_is_down_and_recovers(client, settin
         app.conf.broker_url, app.conf.broker_write_url = original
         server.terminate()
         server.wait(timeout=10)
-        health.check_broker.forget()  # the next probe asks the real broker, not this test's stopped one
+        health.broker_check.forget()  # the next probe asks the real broker, not this test's stopped one
 
 
 @pytest.mark.django_db
 def test_readyz_names_a_sweeper_that_stopped(client) -> None:
-    health.check_broker.forget()  # answers remembered from another test's broker or keys say nothing here
-    health.check_secrets.forget()
+    health.broker_check.forget()  # answers remembered from another test's broker or keys say nothing here
+    health.secrets_check.forget()
     Heartbeat.objects.update_or_create(name="sweeper", defaults={"at": timezone.now() - timedelta(hours=1)})
     response = client.get("/readyz")
     assert response.status_code == 503
