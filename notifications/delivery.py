@@ -25,6 +25,7 @@ from notifications.models import Delivery
 from notifications.queue import delivery_enqueue
 from notifications.signed_post import EXCERPT_CHARS, Outcome, ms_since, signed_post
 from notifications.slack import slack_message
+from rentals.models import error_from_lium
 
 logger = logging.getLogger(__name__)
 
@@ -141,10 +142,13 @@ def _email_send(delivery: Delivery) -> Outcome:
         return Outcome(ok=False, error="Not sent: the recipient is not a member of this customer.", final=True)
     payload = json.loads(event.body)
     data = payload.get("data") or {}
+    rental = data.get("rental")
     context = {
         "event": payload,
         "title": ev.EVENT_TYPES.get(event.type, event.type),
-        "rental": data.get("rental"),
+        "rental": rental,
+        # "Lium said" or "Why": the page's rule, applied to the rental as the event carries it.
+        "error_from_lium": error_from_lium(((rental or {}).get("error") or {}).get("request_id")),
         "data": data,
         "user": user,
         "site_url": settings.SITE_URL.rstrip("/"),

@@ -11,6 +11,15 @@ from rentals.states import ATTENTION_STATES, FINAL_STATES, IN_FLIGHT_STATES, UNS
 STATUS_LABELS: dict[str, str] = dict(RentalStatus.choices)
 
 
+def error_from_lium(request_id: str | None) -> bool:
+    """Return whether a rental's error is Lium's own answer, by its source: Lium's answers always carry a request
+    id (`error.request_id` in the body or the `X-Request-Id` header), the dashboard's own words (a member removed
+    outside it, Lium not reached, a scheduled or held order refused before sending) never do. The one rule behind
+    "Lium said:" (else "Why:") on the rental's page (`Rental.error_from_lium`) and in its e-mails (from the
+    rental's JSON, `notifications.delivery`); whether the order was ever sent does not say who wrote the error."""
+    return bool(request_id)
+
+
 class Rental(models.Model):
     """One all-or-nothing cluster order. Key and exact request bytes are fixed at submit."""
 
@@ -144,6 +153,11 @@ class Rental(models.Model):
     def status_label(self) -> str:
         """The state's display name; cheaper than `get_status_display()`, which rebuilds the choices each call."""
         return STATUS_LABELS.get(self.status, self.status)
+
+    @property
+    def error_from_lium(self) -> bool:
+        """Whether `error_message` is Lium's answer ("Lium said:") or the dashboard's own words ("Why:")."""
+        return error_from_lium(self.error_request_id)
 
     @property
     def is_final(self) -> bool:

@@ -67,7 +67,14 @@ def test_a_refusal_says_who_refused_lium_after_a_send_the_dashboard_at_a_schedul
     alice, make_rental, move_rental
 ) -> None:
     email_preference_set(user=alice, events=["rental.refused"])
-    sent = make_rental(user=alice, status="sending", pod_name="sent-1", error_message="Executor n-1 is not free")
+    # Lium's refusal carries its request id (the dashboard's own words have none): that, not the send, says who.
+    sent = make_rental(
+        user=alice,
+        status="sending",
+        pod_name="sent-1",
+        error_message="Executor n-1 is not free",
+        error_request_id="req-409",
+    )
     sent.attempts.create(number=1, started_at=timezone.now(), duration_ms=40, classification="refused", http_status=409)
     move_rental(sent, to_status="refused")
     scheduled = make_rental(
