@@ -51,11 +51,11 @@ def rental_start(rental: Rental) -> RentStart:
         return RentStart(None, note=reason)
     initial = _order_fields(rental)
     wanted = list(rental.executor_ids or [])
-    if wanted and not _all_free(listing, rental.fabric_id, wanted):
-        # The cached listing may predate the rental's end (its nodes still rented then): ask Lium once more.
-        listing, reason = listing_for_customer(rental.customer, refresh=True)
-        if listing is None:
-            return RentStart(None, note=reason)
+    ended_after_listing = rental.is_final and listing.fetched_at < rental.updated_at.timestamp()
+    if wanted and ended_after_listing and not _all_free(listing, rental.fabric_id, wanted):
+        # Listed while the rental still held its nodes: ask Lium once more (the listing it caches is newer, so
+        # other clicks do not). If Lium cannot answer now, the cached listing still gives the cheapest free nodes.
+        listing = listing_for_customer(rental.customer, refresh=True)[0] or listing
     if wanted and _all_free(listing, rental.fabric_id, wanted):
         note = f"Renting again the same {len(wanted)} nodes as rental {str(rental.public_id)[:8]}."
         return RentStart(rental.fabric_id, {**initial, "executor_ids": wanted}, note)

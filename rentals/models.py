@@ -14,7 +14,8 @@ STATUS_LABELS: dict[str, str] = dict(RentalStatus.choices)
 def error_from_lium(request_id: str | None) -> bool:
     """Return whether a rental's error is Lium's own answer, by its source: Lium's answers always carry a request
     id (`error.request_id` in the body or the `X-Request-Id` header), the dashboard's own words (a member removed
-    outside it, Lium not reached, a scheduled or held order refused before sending) never do. The one rule behind
+    outside it, Lium not reached, a scheduled or held order refused before sending) never do. One exception: a 2xx
+    answer that cannot be read keeps Lium's request id under the dashboard's description of it. The one rule behind
     "Lium said:" (else "Why:") on the rental's page (`Rental.error_from_lium`) and in its e-mails (from the
     rental's JSON, `notifications.delivery`); whether the order was ever sent does not say who wrote the error."""
     return bool(request_id)

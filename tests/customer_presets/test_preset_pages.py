@@ -7,6 +7,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from django.test import Client
+from django.utils import timezone
 
 from presets.models import Preset
 from rentals.models import Rental
@@ -167,18 +168,51 @@ def test_rent_again_picks_the_cheapest_of_its_kind_when_its_nodes_are_taken(
     assert b"no longer all free" in page.content
 
 
+def _cached_then_ended(simulator: Simulator, client: Client, rental: Rental, nodes: list[str]) -> None:
+    """Cache the listing while the rental holds `nodes`, then end the rental (after that listing)."""
+    simulator.config(taken_executors=nodes)
+    assert client.get("/fabrics/").status_code == 200
+    Rental.objects.filter(pk=rental.pk).update(status=RentalStatus.TERMINATED, updated_at=timezone.now())
+
+
 def test_rent_again_right_after_its_nodes_were_freed_uses_them_not_the_listing_cached_before(
     simulator: Simulator, alice, acme, enqueued
 ) -> None:  # type: ignore[no-untyped-def]
     nodes = cheapest(simulator, count=2)
     rental = _terminated_rental(alice, acme, nodes)
-    simulator.config(taken_executors=nodes)
     client = _as(alice)
-    assert client.get("/fabrics/").status_code == 200  # the listing is cached while the old cluster holds them
+    _cached_then_ended(simulator, client, rental, nodes)
     simulator.config(taken_executors=[])  # terminated: Lium lists them free again
     page, initial = _rent_form(client, client.get(f"/rentals/{rental.public_id}/again/")["Location"])
     assert initial["executor_ids"] == nodes
     assert b"the same 2 nodes" in page.content
+
+
+def test_rent_again_when_lium_cannot_list_again_still_opens_on_the_cached_listing(
+    simulator: Simulator, alice, acme, enqueued
+) -> None:  # type: ignore[no-untyped-def]
+    nodes = cheapest(simulator, count=2)
+    rental = _terminated_rental(alice, acme, nodes)
+    client = _as(alice)
+    _cached_then_ended(simulator, client, rental, nodes)
+    simulator.faults([{"fault": "error_before_commit", "route": "offers", "status": 503}])
+    page, initial = _rent_form(client, client.get(f"/rentals/{rental.public_id}/again/")["Location"])
+    assert initial["executor_ids"] and not set(nodes) & set(initial["executor_ids"])
+    assert b"no longer all free" in page.content
+
+
+def test_rent_again_asks_lium_again_only_for_a_listing_older_than_the_rentals_end(
+    simulator: Simulator, alice, acme, enqueued
+) -> None:  # type: ignore[no-untyped-def]
+    nodes = cheapest(simulator, count=2)
+    rental = _terminated_rental(alice, acme, nodes)
+    client = _as(alice)
+    _cached_then_ended(simulator, client, rental, nodes)  # someone else rents them at once: they stay taken
+    asked_before = len(simulator.requests("offers"))
+    for _ in range(3):
+        client.get(f"/rentals/{rental.public_id}/again/")
+    # The first click reads the listing anew (older than the end); the listing it caches is newer, so no more.
+    assert len(simulator.requests("offers")) == asked_before + 1
 
 
 def test_support_cannot_rent_again_or_save_presets(
