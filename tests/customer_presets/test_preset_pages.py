@@ -168,20 +168,23 @@ def test_rent_again_picks_the_cheapest_of_its_kind_when_its_nodes_are_taken(
     assert b"no longer all free" in page.content
 
 
-def _cached_then_ended(simulator: Simulator, client: Client, rental: Rental, nodes: list[str]) -> None:
-    """Cache the listing while the rental holds `nodes`, then end the rental (after that listing)."""
+def _ended_after_the_cached_listing(simulator: Simulator, alice, acme) -> tuple[Client, Rental, list[str]]:  # type: ignore[no-untyped-def]
+    """A rental on the 2 cheapest nodes, the listing cached while it holds them, then its end (after that listing).
+
+    Return alice's client, the rental and its nodes (still listed as taken until the test frees them)."""
+    nodes = cheapest(simulator, count=2)
+    rental = _terminated_rental(alice, acme, nodes)
+    client = _as(alice)
     simulator.config(taken_executors=nodes)
     assert client.get("/fabrics/").status_code == 200
     Rental.objects.filter(pk=rental.pk).update(status=RentalStatus.TERMINATED, updated_at=timezone.now())
+    return client, rental, nodes
 
 
 def test_rent_again_right_after_its_nodes_were_freed_uses_them_not_the_listing_cached_before(
     simulator: Simulator, alice, acme, enqueued
 ) -> None:  # type: ignore[no-untyped-def]
-    nodes = cheapest(simulator, count=2)
-    rental = _terminated_rental(alice, acme, nodes)
-    client = _as(alice)
-    _cached_then_ended(simulator, client, rental, nodes)
+    client, rental, nodes = _ended_after_the_cached_listing(simulator, alice, acme)
     simulator.config(taken_executors=[])  # terminated: Lium lists them free again
     page, initial = _rent_form(client, client.get(f"/rentals/{rental.public_id}/again/")["Location"])
     assert initial["executor_ids"] == nodes
@@ -191,10 +194,7 @@ def test_rent_again_right_after_its_nodes_were_freed_uses_them_not_the_listing_c
 def test_rent_again_when_lium_cannot_list_again_still_opens_on_the_cached_listing(
     simulator: Simulator, alice, acme, enqueued
 ) -> None:  # type: ignore[no-untyped-def]
-    nodes = cheapest(simulator, count=2)
-    rental = _terminated_rental(alice, acme, nodes)
-    client = _as(alice)
-    _cached_then_ended(simulator, client, rental, nodes)
+    client, rental, nodes = _ended_after_the_cached_listing(simulator, alice, acme)
     simulator.faults([{"fault": "error_before_commit", "route": "offers", "status": 503}])
     page, initial = _rent_form(client, client.get(f"/rentals/{rental.public_id}/again/")["Location"])
     assert initial["executor_ids"] and not set(nodes) & set(initial["executor_ids"])
@@ -204,10 +204,8 @@ def test_rent_again_when_lium_cannot_list_again_still_opens_on_the_cached_listin
 def test_rent_again_asks_lium_again_only_for_a_listing_older_than_the_rentals_end(
     simulator: Simulator, alice, acme, enqueued
 ) -> None:  # type: ignore[no-untyped-def]
-    nodes = cheapest(simulator, count=2)
-    rental = _terminated_rental(alice, acme, nodes)
-    client = _as(alice)
-    _cached_then_ended(simulator, client, rental, nodes)  # someone else rents them at once: they stay taken
+    # Someone else rents them at once: they stay taken.
+    client, rental, _nodes = _ended_after_the_cached_listing(simulator, alice, acme)
     asked_before = len(simulator.requests("offers"))
     for _ in range(3):
         client.get(f"/rentals/{rental.public_id}/again/")
